@@ -1,0 +1,42 @@
+# One-command setup, run and test. Every target is idempotent: a warm machine only re-checks stamps.
+SHELL := /bin/bash
+VENV  := .venv
+PY    := $(VENV)/bin/python
+STAMP := $(VENV)/.cosched-installed
+PYTHON ?= python3
+
+.PHONY: setup apt venv native run test test-python test-native clean
+
+setup: apt $(STAMP) native
+
+apt:
+	@tools/setup-apt.sh
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip==26.3 setuptools==84.2.1 wheel==0.48.0
+
+# Re-install only when the dependency pins change.
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -q --no-build-isolation -e '.[test]'
+	@touch $@
+
+native:
+	@$(MAKE) --no-print-directory -s -C native all
+
+run: setup
+	@tools/run-example.sh
+
+test: setup
+	@$(MAKE) --no-print-directory test-native
+	@$(MAKE) --no-print-directory test-python
+
+test-native:
+	@$(MAKE) --no-print-directory -C native test
+
+test-python:
+	$(VENV)/bin/pytest -q
+
+clean:
+	@$(MAKE) --no-print-directory -C native clean
+	rm -rf $(VENV) *.egg-info

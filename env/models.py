@@ -1,0 +1,215 @@
+"""The JSON documents of interfaces.md: window, plan, run report. The single source of their schemas.
+
+Limits (job count, string sizes) live here too, so the command line and the HTTP service refuse the
+same oversized input with the same message.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+
+from env.actions import Affinity, MemoryPolicy
+from env.errors import InputError
+
+NAME_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
+MAX_JOBS = 1024
+MAX_ARGS = 256
+MAX_ARG_CHARS = 4096
+MAX_ENV = 64
+MAX_CONCURRENCY = 64
+
+Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
+Arg = Annotated[str, StringConstraints(max_length=MAX_ARG_CHARS)]
+EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
+
+
+def _no_nul(values: list[str]) -> list[str]:
+    if any("\0" in v for v in values):
+        raise ValueError("must not contain NUL characters")
+    return values
+
+
+class WindowJob(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: Name = Field(description="unique in the window; 1-128 of [A-Za-z0-9._:-]")
+    profile: Name | None = Field(None, description="stored profile (or sim catalogue job); default: the id")
+    command: list[Arg] | None = Field(None, max_length=MAX_ARGS, description="argv, never run through a shell")
+    env: dict[EnvName, Arg] = Field(default_factory=dict, max_length=MAX_ENV)
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None:
+            if not v or not v[0]:
+                raise ValueError("must be a non-empty argv list whose first element names the program")
+            _no_nul(v)
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: dict[str, str]) -> dict[str, str]:
+        _no_nul(list(v.values()))
+        return v
+
+    @property
+    def profile_name(self) -> str:
+        return self.profile or self.id
+
+
+class Window(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    jobs: list[WindowJob] = Field(min_length=1, max_length=MAX_JOBS)
+    max_concurrency: int = Field(4, ge=1, le=MAX_CONCURRENCY, description="Cmax: jobs at most in one group")
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> "Window":
+        seen: set[str] = set()
+        dups = [j.id for j in self.jobs if j.id in seen or seen.add(j.id)]  # type: ignore[func-returns-value]
+        if dups:
+            raise ValueError(f"job ids must be unique; repeated: {', '.join(sorted(set(dups)))}")
+        return self
+
+    def require_commands(self) -> None:
+        """The real backend runs commands: every job needs one."""
+        missing = [j.id for j in self.jobs if not j.command]
+        if missing:
+            raise InputError(f"jobs without a command cannot run on the real backend: {', '.join(missing)} (add \"command\": [\"prog\", \"arg\", ...])")
+
+
+class NodeRef(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    cpus: int
+    numa_nodes: int
+    l3_domains: int
+
+
+class ModelRef(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    trained_for: str
+
+
+class SchedulePolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    affinity: Affinity = "compact"
+    memory: MemoryPolicy = "first-touch"
+
+
+class L3Alloc(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    ways: int = Field(ge=1)
+    mask: str = Field(pattern=r"^0x[0-9a-f]+$")
+
+
+class PlanJob(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: Name
+    profile: Name
+    command: list[Arg] = Field(default_factory=list, max_length=MAX_ARGS)
+    env: dict[EnvName, Arg] = Field(default_factory=dict, max_length=MAX_ENV)
+    cpus: list[int] = Field(min_length=1)
+    numa_nodes: list[int] = Field(min_length=1)
+    memory: MemoryPolicy
+    l3: dict[str, L3Alloc] = Field(description="L3 domain id (resctrl cache id) -> ways and contiguous mask")
+    mem_bw_percent: dict[str, int] = Field(description="memory domain id -> percent of its bandwidth")
+    mem_bw_hw: dict[str, int] | None = Field(
+        None, description="the value given to the hardware per domain when its units are not percent (AMD: 1/8 GB/s)"
+    )
+    action: int | None = Field(None, ge=0, le=256, description="the job-level action index that chose this allocation")
+    launch: list[str] = Field(description="the exact argv the batch runner executes")
+
+
+class PlanGroup(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    index: int = Field(ge=0)
+    jobs: list[PlanJob] = Field(min_length=1)
+    predicted_makespan_s: float | None = Field(None, description="a prediction (simulated), when the policy has one")
+
+
+class Excluded(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: Name
+    profile: Name | None = None
+    command: list[Arg] = Field(default_factory=list, max_length=MAX_ARGS)
+    env: dict[EnvName, Arg] = Field(default_factory=dict, max_length=MAX_ENV)
+    reason: str
+
+
+class Enforcement(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    cpus: bool
+    memory: bool
+    l3: bool
+    mem_bw: bool
+    method: Literal["resctrl", "rdtset"] | None = Field(None, description="how cache/bandwidth are enforced, when they are")
+    reasons: dict[str, str] = Field(default_factory=dict, description="why each missing piece is not enforced")
+
+
+class Plan(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    node: NodeRef
+    policy: str
+    model: ModelRef | None = None
+    window_size: int = Field(ge=1)
+    max_concurrency: int = Field(ge=1, le=MAX_CONCURRENCY)
+    schedule_policy: SchedulePolicy
+    groups: list[PlanGroup]
+    excluded: list[Excluded] = Field(default_factory=list)
+    enforcement: Enforcement
+    pin_runtime: bool = Field(False, description="the launch argv loads the C pinning runtime")
+    predicted_throughput_vs_timeshare: float | None = Field(None, description="a prediction (simulated), when the policy has one")
+    predictions_source: str | None = Field(None, description="what made the predictions, e.g. 'simulated: sim:reference'")
+
+    @model_validator(mode="after")
+    def _well_formed(self) -> "Plan":
+        ids = [j.id for g in self.groups for j in g.jobs] + [e.id for e in self.excluded]
+        dups = sorted({i for i in ids if ids.count(i) > 1})
+        if dups:
+            raise ValueError(f"every job must appear exactly once; repeated: {', '.join(dups)}")
+        for pos, g in enumerate(self.groups):
+            if g.index != pos:
+                raise ValueError(f"group indices must be 0, 1, 2, ... in order; group {pos} says {g.index}")
+            if len(g.jobs) > self.max_concurrency:
+                raise ValueError(f"group {g.index} has {len(g.jobs)} jobs, more than max_concurrency {self.max_concurrency}")
+            taken: dict[int, str] = {}
+            for j in g.jobs:
+                for c in j.cpus:
+                    if c in taken:
+                        raise ValueError(f"group {g.index}: CPU {c} is given to both {taken[c]} and {j.id}")
+                    taken[c] = j.id
+        return self
+
+
+class RunJob(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    exit_code: int | None = Field(description="None when the job did not end by itself (killed, timed out)")
+    wall_s: float
+    stdout: str | None = None
+    stderr: str | None = None
+    timed_out: bool = False
+    observed_cpus: list[int] | None = Field(None, description="the CPUs the process was allowed, read from /proc while it ran")
+
+
+class RunGroup(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    index: int
+    makespan_s: float
+    jobs: list[RunJob]
+
+
+class RunReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    run_dir: str | None
+    backend: Literal["real", "sim"]
+    simulated: bool
+    plan: Plan
+    groups: list[RunGroup]
+    total_s: float
+    timeshare_s: float | None
+    timeshare_source: str | None
+    throughput_vs_timeshare: float | None
+    failed: list[str] = Field(default_factory=list)

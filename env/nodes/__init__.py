@@ -1,0 +1,42 @@
+"""Node specs by name: ``local`` is discovered; ``sim:NAME`` is ``env/nodes/NAME.json`` (or ``sim:PATH.json``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from env.discover import discover
+from env.errors import InputError
+from env.nodespec import NodeSpec
+
+NODES_DIR = Path(__file__).resolve().parent
+DEFAULT_SIM_NODE = "sim:reference"
+
+
+def known_sim_nodes() -> list[str]:
+    return sorted(f"sim:{p.stem}" for p in NODES_DIR.glob("*.json"))
+
+
+def load_node(name: str) -> NodeSpec:
+    if name == "local":
+        return discover()
+    if not name.startswith("sim:") or len(name) == 4:
+        raise InputError(f"unknown node {name!r}: use 'local' or 'sim:NAME' ({', '.join(known_sim_nodes())}) or 'sim:PATH.json'")
+    key = name[4:]
+    path = Path(key) if key.endswith(".json") else NODES_DIR / f"{key}.json"
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise InputError(f"unknown simulated node {name!r}: no {path} (known: {', '.join(known_sim_nodes())})") from None
+    except OSError as exc:
+        raise InputError(f"cannot read node spec {path}: {exc.strerror}") from exc
+    try:
+        spec = NodeSpec.model_validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "document"
+        raise InputError(f"node spec {path} is invalid: {where}: {first['msg']}") from None
+    if not spec.name.startswith("sim:"):
+        raise InputError(f"node spec {path} must be named 'sim:...', not {spec.name!r}")
+    return spec.model_copy(update={"name": name if not key.endswith(".json") else spec.name})

@@ -1,0 +1,148 @@
+"""Building a plan: the one place where allocation decisions become a ``Plan`` document.
+
+Every planner (the episode with the agent or a baseline, a hand-written plan check) goes through
+``PlanBuilder``, so a plan means the same thing wherever it was made.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from env import actions
+from env.actions import JobAction, ScheduleAction
+from env.allocate import Allocation, GroupState, allocate, core_count, mba_hardware_value
+from env.errors import InputError
+from env.launch import RdtTool, enforcement, launch_argv
+from env.models import Excluded, L3Alloc, ModelRef, NodeRef, Plan, PlanGroup, PlanJob, SchedulePolicy, WindowJob
+from env.nodespec import NodeSpec
+from env.resctrl import group_path
+
+
+@dataclass
+class _Placed:
+    job: WindowJob
+    action: int
+    alloc: Allocation
+
+
+@dataclass
+class PlanBuilder:
+    node: NodeSpec
+    schedule: ScheduleAction
+    max_concurrency: int
+    window_size: int
+    rdt_tool: RdtTool = "resctrl"
+    pin_runtime: Path | None = None
+    groups: list[list[_Placed]] = field(default_factory=list)
+    excluded: list[Excluded] = field(default_factory=list)
+    state: GroupState = field(default_factory=GroupState)
+
+    def __post_init__(self) -> None:
+        self.groups.append([])
+
+    @property
+    def open_group(self) -> list[_Placed]:
+        return self.groups[-1]
+
+    def fits(self, action_index: int) -> bool:
+        """Would this job-level action fit in the open group now? (Used for action masks.)"""
+        if len(self.open_group) >= self.max_concurrency:
+            return False
+        a = actions.decode(action_index)
+        if not isinstance(a, JobAction):
+            return False
+        return core_count(self.node, a.cores) <= len(self.state.free_cpus(self.node))
+
+    def place(self, job: WindowJob, action_index: int) -> Allocation | None:
+        """Allocate ``job`` into the open group; None when it does not fit (nothing changes then)."""
+        a = actions.decode(action_index)
+        if not isinstance(a, JobAction):
+            raise ValueError(f"action {action_index} is not a job-level action")
+        if len(self.open_group) >= self.max_concurrency:
+            return None
+        alloc = allocate(self.node, self.schedule.affinity, self.schedule.memory, a, self.state)
+        if alloc is not None:
+            self.open_group.append(_Placed(job, action_index, alloc))
+        return alloc
+
+    def close_group(self) -> None:
+        if self.open_group:
+            self.groups.append([])
+            self.state = GroupState()
+
+    def exclude(self, job: WindowJob, reason: str) -> None:
+        self.excluded.append(Excluded(id=job.id, profile=job.profile, command=job.command or [], env=job.env, reason=reason))
+
+    def build(
+        self,
+        policy: str,
+        model: ModelRef | None = None,
+        predicted_makespans: list[float] | None = None,
+        predicted_throughput: float | None = None,
+        predictions_source: str | None = None,
+    ) -> Plan:
+        enf = enforcement(self.node, self.rdt_tool)
+        groups = [g for g in self.groups if g]
+        plan_groups = []
+        for gi, group in enumerate(groups):
+            jobs = []
+            for p in group:
+                mb_hw = {d: v for d, pct in p.alloc.mem_bw_percent.items() if (v := mba_hardware_value(self.node, d, pct)) is not None}
+                hw_differs = self.node.mba is not None and self.node.mba.units != "percent"
+                argv = launch_argv(
+                    self.node,
+                    p.job.command or [],
+                    p.alloc,
+                    enf,
+                    resctrl_group=group_path(self.node, gi, p.job.id) if enf.method == "resctrl" else None,
+                    mb_hw=mb_hw,
+                    pin_runtime=self.pin_runtime,
+                )
+                jobs.append(
+                    PlanJob(
+                        id=p.job.id,
+                        profile=p.job.profile_name,
+                        command=p.job.command or [],
+                        env=p.job.env,
+                        cpus=list(p.alloc.cpus),
+                        numa_nodes=list(p.alloc.numa_nodes),
+                        memory=p.alloc.memory,
+                        l3={str(d): L3Alloc(ways=w, mask=f"{m:#05x}") for d, (w, m) in p.alloc.l3.items()},
+                        mem_bw_percent={str(d): v for d, v in p.alloc.mem_bw_percent.items()},
+                        mem_bw_hw={str(d): v for d, v in mb_hw.items()} if hw_differs else None,
+                        action=p.action,
+                        launch=argv,
+                    )
+                )
+            makespan = predicted_makespans[gi] if predicted_makespans and gi < len(predicted_makespans) else None
+            plan_groups.append(PlanGroup(index=gi, jobs=jobs, predicted_makespan_s=makespan))
+        return Plan(
+            node=NodeRef(**self.node.summary()),  # type: ignore[arg-type]
+            policy=policy,
+            model=model,
+            window_size=self.window_size,
+            max_concurrency=self.max_concurrency,
+            schedule_policy=SchedulePolicy(affinity=self.schedule.affinity, memory=self.schedule.memory),
+            groups=plan_groups,
+            excluded=self.excluded,
+            enforcement=enf,
+            pin_runtime=self.pin_runtime is not None,
+            predicted_throughput_vs_timeshare=predicted_throughput,
+            predictions_source=predictions_source,
+        )
+
+
+def check_plan_for_node(plan: Plan, node: NodeSpec) -> None:
+    """A plan runs only on the node it was made for, and only on CPUs that node has."""
+    if plan.node.name != node.name:
+        raise InputError(f"the plan is for node {plan.node.name!r}, not {node.name!r}: plan it again for this node")
+    online = set(node.cpus)
+    for g in plan.groups:
+        for j in g.jobs:
+            bad = sorted(set(j.cpus) - online)
+            if bad:
+                raise InputError(f"job {j.id} in group {g.index} asks for CPUs {bad}, which node {node.name} does not have (it has {node.cpus})")
+            bad_numa = sorted(set(j.numa_nodes) - {d.id for d in node.numa})
+            if bad_numa:
+                raise InputError(f"job {j.id} in group {g.index} asks for NUMA domains {bad_numa}, which node {node.name} does not have")

@@ -1,0 +1,5 @@
+"""Each verb module has ``register(subparsers)``, which adds its parser and sets ``handler``."""
+
+from service.commands import node
+
+VERBS = [node.register]
