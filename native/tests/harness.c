@@ -147,18 +147,23 @@ int hx_drop_response(const pl_params *p, double drop_cap, int drop_at, int max_e
         hx_speeds(&w, L, speed, 1);
         pl_epoch(L, speed, NULL);
     }
+    /* Drop the domain holding most threads (domain 0 on a tie). */
+    int cnt[2] = {0, 0};
+    for (int s = 0; s < 4; s++)
+        cnt[pl_current(L, s).domain]++;
+    int dd = cnt[1] > cnt[0] ? 1 : 0;
     int on0[4], left[4], worst = 0, any = 0;
     for (int s = 0; s < 4; s++) {
-        on0[s] = pl_current(L, s).domain == 0;
+        on0[s] = pl_current(L, s).domain == dd;
         left[s] = -1;
         any |= on0[s];
     }
-    w.cap[0] = w.cap[1] = drop_cap;
+    w.cap[2 * dd] = w.cap[2 * dd + 1] = drop_cap;
     for (int k = 1; k <= max_epochs; k++) {
         hx_speeds(&w, L, speed, 1);
         pl_epoch(L, speed, NULL);
         for (int s = 0; s < 4; s++)
-            if (on0[s] && left[s] < 0 && pl_current(L, s).domain != 0)
+            if (on0[s] && left[s] < 0 && pl_current(L, s).domain != dd)
                 left[s] = k;
     }
     for (int s = 0; s < 4; s++) {

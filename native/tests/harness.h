@@ -36,7 +36,8 @@ int hx_epochs_to_reach(const pl_params *p, int nunits, const double *cap, int nt
                        double noise, double frac, int win, int max_epochs);
 
 /* Scenario: two domains of two units each, 4 threads; at epoch drop_at the
- * units of domain 0 fall to capacity drop_cap. Returns the largest number of
- * epochs any thread that sat on domain 0 at the drop took to leave it
+ * units of one domain fall to capacity drop_cap. Returns the largest number of
+ * epochs any thread that sat on the dropped domain (the one holding most
+ * threads at the drop) took to leave it
  * (max_epochs+1 if one never left). */
 int hx_drop_response(const pl_params *p, double drop_cap, int drop_at, int max_epochs, double noise);
