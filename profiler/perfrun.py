@@ -1,0 +1,367 @@
+"""Run one command under ``perf stat -x, -e <events> -o FILE``, never through a shell.
+
+This is the one place that starts a profiled process: ``cosched profile`` uses it for a solo profile, and
+the batch runner uses it to run (and profile) a job that has no profile yet. Everything about the
+process is a parameter: argv, environment, working directory, where its stdout/stderr go, CPUs to bind it
+to (through ``numactl --physcpubind``), a timeout.
+
+What perf does not tell us, and how we learn it anyway (perf 6.1, measured here):
+
+* perf returns the workload's exit code, but **0 when the workload is killed by a signal**; it then prints
+  ``ARGV0: <signal description>`` (``psignal``) on its stderr. Its stderr (shared with the workload's) goes
+  through a pipe that we copy to the caller's destination and whose tail we read for that line.
+* perf returns 255 with ``Workload failed: <reason>`` when the command cannot be executed.
+* peak memory: ``os.wait4`` on perf gives ``ru_maxrss``, the maximum over perf and its (reaped) workload,
+  so it is bounded below by perf's own peak (about 16 MB here): right for real jobs, coarse for tiny ones.
+* wall time: monotonic, from just before the start to the reap, woken at once by a pidfd.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import IO, Callable, Mapping, Sequence, Union
+
+from profiler.errors import ProfilerInputError, ProfilerRunError
+from profiler.events import PERF_EVENTS
+from profiler.perfcsv import PerfStat, parse_perf_csv
+
+#: Where a stream of the profiled command goes: None (inherit ours), subprocess.DEVNULL, an fd, a file.
+Destination = Union[None, int, IO[bytes]]
+
+_STDERR_TAIL_BYTES = 8192
+_SIGINT_GRACE_S = 5.0
+
+
+@dataclass(frozen=True)
+class PerfRun:
+    """What one run under perf gave."""
+
+    argv: tuple[str, ...]
+    """The command as asked for."""
+    executed: tuple[str, ...]
+    """The argv actually started (perf stat ... -- [numactl ... --] argv)."""
+    exit_status: int
+    """The command's exit code; -N when killed by signal N (subprocess's convention); 127 when not started."""
+    wall_s: float
+    peak_rss_kb: int
+    stat: PerfStat | None
+    """perf's counters; None when perf wrote none (the command could not start, perf was killed)."""
+    timed_out: bool = False
+    start_error: str | None = None
+    """perf's 'Workload failed: ...' reason when the command could not be executed."""
+    bound_cpus: tuple[int, ...] | None = None
+    events: tuple[str, ...] = field(default=PERF_EVENTS)
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == 0 and not self.timed_out and self.start_error is None and self.stat is not None
+
+    @property
+    def signal(self) -> int | None:
+        return -self.exit_status if self.exit_status < 0 else None
+
+    @property
+    def duration_s(self) -> float:
+        """The command's own lifetime from perf's duration_time when counted, else our wall time."""
+        ns = self.stat.value("duration_time") if self.stat else None
+        return ns / 1e9 if ns else self.wall_s
+
+    def counters(self) -> dict[str, float | None]:
+        if self.stat is None:
+            return {e: None for e in self.events}
+        return self.stat.counters(self.events)
+
+    def describe_failure(self) -> str:
+        """One line saying how the run failed ('' when it did not)."""
+        cmd = self.argv[0]
+        if self.start_error:
+            return f"'{cmd}' could not be started: {self.start_error}"
+        if self.timed_out:
+            return f"'{cmd}' timed out after {self.wall_s:.1f} s and was stopped"
+        if self.signal is not None:
+            return f"'{cmd}' was killed by signal {self.signal} ({signal.strsignal(self.signal)})"
+        if self.exit_status != 0:
+            return f"'{cmd}' failed with exit status {self.exit_status}"
+        if self.stat is None:
+            return "perf wrote no counters"
+        return ""
+
+
+def find_perf() -> str:
+    perf = shutil.which("perf")
+    if perf is None:
+        raise ProfilerRunError("perf is not installed (apt-get install linux-perf)")
+    return perf
+
+
+@lru_cache(maxsize=1)
+def perf_version() -> str:
+    """'perf version 6.1.192'."""
+    try:
+        out = subprocess.run([find_perf(), "--version"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ProfilerRunError(f"cannot run 'perf --version': {exc}") from None
+    return out.stdout.strip() or out.stderr.strip() or "perf version unknown"
+
+
+def resolve_command(argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: str | os.PathLike[str] | None = None) -> str:
+    """The executable argv[0] names, or ProfilerInputError (bad input: nothing was run)."""
+    if not argv:
+        raise ProfilerInputError("no command given (usage: ... -- CMD [ARG...])")
+    cmd = argv[0]
+    if "/" in cmd:
+        path = Path(cmd) if os.path.isabs(cmd) or cwd is None else Path(cwd) / cmd
+        if not path.is_file():
+            raise ProfilerInputError(f"command not found: {cmd}")
+        if not os.access(path, os.X_OK):
+            raise ProfilerInputError(f"command is not executable: {cmd}")
+        return str(path)
+    search = (env if env is not None else os.environ).get("PATH", os.defpath)
+    found = shutil.which(cmd, path=search)
+    if found is None:
+        raise ProfilerInputError(f"command not found: {cmd} (not in PATH)")
+    return found
+
+
+def run_under_perf(
+    argv: Sequence[str],
+    *,
+    events: Sequence[str] = PERF_EVENTS,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    stdout: Destination = None,
+    stderr: Destination = None,
+    timeout_s: float | None = None,
+    bind_cpus: Sequence[int] | None = None,
+    perf_output: str | os.PathLike[str] | None = None,
+    on_tick: Callable[[float], None] | None = None,
+    tick_s: float = 0.25,
+) -> PerfRun:
+    """Run ``argv`` under perf stat and wait for it. Never raises because the command failed: look at ``ok``.
+
+    ``env`` is the command's whole environment (None: ours). ``bind_cpus`` binds it with numactl.
+    ``perf_output`` keeps perf's CSV at that path (default: a temporary file, removed).
+    ``on_tick(elapsed_s)`` is called about every ``tick_s`` while it runs.
+    Raises ProfilerInputError when the command does not exist, ProfilerRunError when perf itself fails.
+    """
+    argv = tuple(str(a) for a in argv)
+    resolve_command(argv, env, cwd)
+    perf = find_perf()
+    prefix: list[str] = []
+    if bind_cpus is not None:
+        if not bind_cpus:
+            raise ProfilerInputError("bind_cpus is empty")
+        numactl = shutil.which("numactl")
+        if numactl is None:
+            raise ProfilerRunError("numactl is not installed (apt-get install numactl); it binds the one-core run")
+        prefix = [numactl, f"--physcpubind={','.join(str(c) for c in bind_cpus)}", "--"]
+
+    with tempfile.TemporaryDirectory(prefix="cosched-perf-") as tmp:
+        out_path = Path(perf_output) if perf_output is not None else Path(tmp) / "perf.csv"
+        executed = (perf, "stat", "-x", ",", "-e", ",".join(events), "-o", str(out_path), "--", *prefix, *argv)
+        copier = _StderrCopier(stderr)
+        started = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                executed,
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=subprocess.PIPE,
+                env=dict(env) if env is not None else None,
+                cwd=cwd,
+                start_new_session=True,  # its own process group: a timeout stops perf and the command together
+            )
+        except OSError as exc:
+            raise ProfilerRunError(f"cannot start perf: {exc}") from None
+        assert proc.stderr is not None
+        copier.start(proc.stderr)
+        timed_out = False
+        try:
+            status, rusage, timed_out = _wait(proc, started, timeout_s, on_tick, tick_s)
+        except BaseException:
+            _stop_group(proc)
+            raise
+        wall_s = time.monotonic() - started
+        copier.join()
+        tail = copier.tail()
+
+        text = out_path.read_text(errors="replace") if out_path.exists() else ""
+        perf_code = os.waitstatus_to_exitcode(status)
+        stat: PerfStat | None = None
+        if _has_counter_lines(text):  # garbage raises PerfOutputError; no lines at all means nothing ran
+            stat = parse_perf_csv(text, source=f"perf output of {argv[0]}")
+
+    start_error = _workload_failed(tail)
+    killed_by = _killed_by(tail, (prefix or list(argv))[0])
+    if start_error is not None:
+        exit_status = 127
+    elif killed_by is not None:
+        exit_status = -killed_by
+    elif perf_code < 0:  # perf itself killed (after a timeout): the command went down with it
+        exit_status = perf_code
+    else:
+        exit_status = perf_code
+    if stat is None and start_error is None and not timed_out and exit_status >= 0 and perf_code != 0:
+        last = _last_line(tail)
+        raise ProfilerRunError(f"perf failed (exit status {perf_code}){': ' + last if last else ''}")
+    return PerfRun(
+        argv=argv,
+        executed=executed,
+        exit_status=exit_status,
+        wall_s=wall_s,
+        peak_rss_kb=int(rusage.ru_maxrss) if rusage is not None else 0,
+        stat=stat,
+        timed_out=timed_out,
+        start_error=start_error,
+        bound_cpus=tuple(bind_cpus) if bind_cpus is not None else None,
+        events=tuple(events),
+    )
+
+
+def _wait(
+    proc: subprocess.Popen[bytes],
+    started: float,
+    timeout_s: float | None,
+    on_tick: Callable[[float], None] | None,
+    tick_s: float,
+) -> tuple[int, os.struct_rusage | None, bool]:
+    """Reap perf with wait4 (for its rusage), woken at once by a pidfd; stop the group on timeout."""
+    pidfd = os.pidfd_open(proc.pid)
+    timed_out = False
+    deadline = None if timeout_s is None else started + timeout_s
+    try:
+        while True:
+            now = time.monotonic()
+            wait = tick_s
+            if deadline is not None:
+                if now >= deadline and not timed_out:
+                    timed_out = True
+                    _signal_group(proc, signal.SIGINT)  # perf prints its counters; the command is interrupted
+                    deadline = now + _SIGINT_GRACE_S
+                elif now >= deadline and timed_out:
+                    _signal_group(proc, signal.SIGKILL)
+                    deadline = None
+                if deadline is not None:
+                    wait = max(0.0, min(wait, deadline - now))
+            ready, _, _ = select.select([pidfd], [], [], wait)
+            if ready:
+                _, status, rusage = os.wait4(proc.pid, 0)
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                if timed_out:
+                    _signal_group(proc, signal.SIGKILL)  # anything of the command still alive
+                return status, rusage, timed_out
+            if on_tick is not None:
+                on_tick(time.monotonic() - started)
+    finally:
+        os.close(pidfd)
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """Interrupted while waiting (Ctrl-C, an error): stop perf and the command, reap perf."""
+    _signal_group(proc, signal.SIGINT)
+    try:
+        proc.wait(timeout=_SIGINT_GRACE_S)
+    except subprocess.TimeoutExpired:
+        _signal_group(proc, signal.SIGKILL)
+        proc.wait()
+    except ChildProcessError:
+        pass
+
+
+def _has_counter_lines(text: str) -> bool:
+    return any(ln.strip() and not ln.lstrip().startswith("#") for ln in text.splitlines())
+
+
+def _last_line(tail: bytes) -> str:
+    lines = [ln.strip() for ln in tail.decode(errors="replace").splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def _workload_failed(tail: bytes) -> str | None:
+    for line in reversed(tail.decode(errors="replace").splitlines()):
+        if line.startswith("Workload failed:"):
+            return line.removeprefix("Workload failed:").strip() or "unknown reason"
+    return None
+
+
+def _killed_by(tail: bytes, argv0: str) -> int | None:
+    """perf's psignal line 'ARGV0: Killed' as the last line of its stderr -> the signal number."""
+    last = _last_line(tail)
+    if not last.startswith(f"{argv0}: "):
+        return None
+    description = last.removeprefix(f"{argv0}: ")
+    for sig in signal.valid_signals():
+        try:
+            if signal.strsignal(sig) == description:
+                return int(sig)
+        except ValueError:
+            continue
+    return None
+
+
+class _StderrCopier:
+    """Copies the pipe perf and the command write their stderr to, to the caller's destination; keeps a tail."""
+
+    def __init__(self, destination: Destination) -> None:
+        self._dest = destination
+        self._tail = bytearray()
+        self._thread: threading.Thread | None = None
+
+    def start(self, pipe: IO[bytes]) -> None:
+        self._thread = threading.Thread(target=self._copy, args=(pipe,), name="perf-stderr", daemon=True)
+        self._thread.start()
+
+    def _copy(self, pipe: IO[bytes]) -> None:
+        fd = pipe.fileno()
+        try:
+            while True:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                self._tail += chunk
+                del self._tail[:-_STDERR_TAIL_BYTES]
+                self._write(chunk)
+        except OSError:
+            pass
+        finally:
+            pipe.close()
+
+    def _write(self, chunk: bytes) -> None:
+        dest = self._dest
+        try:
+            if dest is None:
+                os.write(2, chunk)
+            elif dest == subprocess.DEVNULL:
+                return
+            elif isinstance(dest, int):
+                os.write(dest, chunk)
+            else:
+                dest.write(chunk)
+                dest.flush()
+        except (OSError, ValueError):
+            pass
+
+    def join(self) -> None:
+        # A background process of the command may keep the pipe open: do not wait for it forever.
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+
+    def tail(self) -> bytes:
+        return bytes(self._tail)
