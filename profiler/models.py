@@ -9,17 +9,29 @@ A simulated node builds ``Profile`` objects directly (``simulated=True``, usuall
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime, timezone
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from profiler.errors import ProfilerInputError
 from profiler.events import PERF_EVENTS
 
 PROFILE_SCHEMA_VERSION = 1
 
 #: What a profile name (and a job id) may be made of.
 NAME_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
+
+_NAME = re.compile(NAME_PATTERN)
+
+
+def check_profile_name(name: str) -> str:
+    """The name, or ProfilerInputError saying what a name may be."""
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ProfilerInputError(f"bad profile name {name!r}: use 1-128 characters of A-Z a-z 0-9 . _ : -")
+    return name
+
 
 ProfileName = Annotated[str, Field(pattern=NAME_PATTERN, description="1-128 characters of [A-Za-z0-9._:-]")]
 

@@ -1,5 +1,5 @@
 """Each verb module has ``register(subparsers)``, which adds its parser and sets ``handler``."""
 
-from service.commands import node
+from service.commands import node, profile
 
-VERBS = [node.register]
+VERBS = [node.register, profile.register]

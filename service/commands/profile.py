@@ -1,0 +1,207 @@
+"""``cosched profile`` (solo-profile a command and store it) and ``cosched profiles`` (the profile store)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from env.discover import local_node_id
+from profiler.errors import ProfilerInputError, ProfilerRunError, StoreError
+from profiler.events import PERF_EVENTS
+from profiler.models import Profile, check_profile_name
+from profiler.perfrun import resolve_command
+from profiler.profiling import Phase, one_core, profile_command
+from profiler.store import ProfileStore, cosched_home
+from service.output import emit
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "profile",
+        help="solo-run a command under perf and store its profile",
+        description="Run CMD alone on the whole node under 'perf stat' (the paper's twelve events), then once more "
+        "bound to one core for the scale factor, and store the profile under NAME for this node "
+        "(in $COSCHED_HOME/profiles.sqlite). CMD is never run through a shell; its output goes to "
+        "$COSCHED_HOME/logs/profile-NAME.{out,err}. A failed run is not stored.",
+        usage="cosched profile --name NAME [--no-scale] [--timeout S] [--json] -- CMD [ARG...]",
+    )
+    p.add_argument("--name", required=True, help="profile name: 1-128 characters of [A-Za-z0-9._:-]")
+    p.add_argument("--no-scale", action="store_true", help="skip the one-core run (no scale factor)")
+    p.add_argument("--timeout", type=float, default=None, metavar="S", help="stop each run after S seconds (a failure)")
+    p.add_argument("--json", action="store_true", help="print the stored profile as one JSON document")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD [ARG...]", help="the command to profile")
+    p.set_defaults(handler=run_profile)
+
+    q = sub.add_parser(
+        "profiles",
+        help="list, show or delete stored profiles",
+        description="The profile store ($COSCHED_HOME/profiles.sqlite, default ~/.local/share/cosched). "
+        "Profiles are keyed by name and node: by default this node's.",
+    )
+    q.add_argument("action", nargs="?", choices=["list", "show", "delete"], default="list")
+    q.add_argument("name", nargs="?", help="profile name (show, delete)")
+    q.add_argument("--node-id", default=None, help="the node the profiles belong to (default: this node's id)")
+    q.add_argument("--all-nodes", action="store_true", help="list: the profiles of every node")
+    q.add_argument("--json", action="store_true", help="print one JSON document")
+    q.set_defaults(handler=run_profiles)
+
+
+# -- cosched profile ------------------------------------------------------------------------------
+
+
+def run_profile(args: argparse.Namespace) -> int:
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    name = check_profile_name(args.name)
+    if not command:
+        raise ProfilerInputError("no command given: cosched profile --name NAME -- CMD [ARG...]")
+    if args.timeout is not None and args.timeout <= 0:
+        raise ProfilerInputError(f"--timeout must be > 0 seconds, not {args.timeout}")
+    resolve_command(command)
+    store = ProfileStore()  # open (and check) the store before spending time on runs
+    node = local_node_id()
+    logs = cosched_home() / "logs"
+    try:
+        logs.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create the log directory {logs}: {exc.strerror or exc}") from None
+    out_path, err_path = logs / f"profile-{name}.out", logs / f"profile-{name}.err"
+
+    console = Console(stderr=True)
+    shown = shlex.join(command)
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    steps = 1 if args.no_scale else 2
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=False
+    ) as progress:
+        task_ids: dict[str, Any] = {}
+
+        def on_phase(phase: Phase) -> None:
+            for tid in task_ids.values():
+                progress.stop_task(tid)
+            if phase == "all-cores":
+                desc = f"[1/{steps}] {name}: {shown} on the whole node"
+            else:
+                desc = f"[2/{steps}] {name}: {shown} on one core (cpu {one_core()})"
+            task_ids[phase] = progress.add_task(desc, total=None)
+
+        try:
+            with out_path.open("wb") as out, err_path.open("wb") as err:
+                profile = profile_command(
+                    name,
+                    command,
+                    node,
+                    scale=not args.no_scale,
+                    stdout=out,
+                    stderr=err,
+                    timeout_s=args.timeout,
+                    on_phase=on_phase,
+                )
+        except ProfilerRunError as exc:
+            raise type(exc)(f"{exc} (its output: {err_path})") from None
+        for tid in task_ids.values():
+            progress.stop_task(tid)
+    store.put(profile)
+    emit(profile, args.json, lambda: _render_profile(profile, store.path, saved=True))
+    return 0
+
+
+# -- cosched profiles -----------------------------------------------------------------------------
+
+
+def run_profiles(args: argparse.Namespace) -> int:
+    if args.action in ("show", "delete") and not args.name:
+        raise ProfilerInputError(f"'profiles {args.action}' needs a NAME")
+    if args.action == "list" and args.name:
+        raise ProfilerInputError("'profiles list' takes no NAME (did you mean 'profiles show NAME'?)")
+    if args.name:
+        check_profile_name(args.name)
+    store = ProfileStore()
+    node = args.node_id or (None if (args.action == "list" and args.all_nodes) else local_node_id())
+
+    if args.action == "show":
+        profile = store.require(args.name, node)
+        emit(profile, args.json, lambda: _render_profile(profile, store.path, saved=False))
+    elif args.action == "delete":
+        store.require(args.name, node)
+        store.delete(args.name, node)
+        doc = {"deleted": args.name, "node_id": node, "store": str(store.path)}
+        emit(doc, args.json, lambda: Console().print(f"deleted profile [bold]{args.name}[/] of node {node}"))
+    else:
+        profiles = store.list(None if args.all_nodes and not args.node_id else node)
+        doc = {
+            "store": str(store.path),
+            "node_id": node,
+            "profiles": [p.model_dump(mode="json") for p in profiles],
+        }
+        emit(doc, args.json, lambda: _render_list(profiles, store.path, node))
+    return 0
+
+
+# -- rendering ------------------------------------------------------------------------------------
+
+
+def _fmt(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "[dim]missing[/]"
+    if abs(value) >= 1e6:
+        return f"{value:.4g}{unit}"
+    return f"{value:,.2f}{unit}" if value != int(value) else f"{int(value):,}{unit}"
+
+
+def _render_profile(profile: Profile, store_path: Path, saved: bool) -> None:
+    console = Console()
+    verb = "stored" if saved else "profile"
+    console.print(f"[bold]{verb}[/] {profile.name}  node {profile.node_id}  ({store_path})")
+    console.print(f"command: {shlex.join(profile.command)}")
+    scale = (
+        f"{profile.scale_factor:.2f} (one core {profile.one_core_s:.2f} s)"
+        if profile.scale_factor is not None and profile.one_core_s is not None
+        else "not measured"
+    )
+    rss = f"{profile.peak_rss_kb / 1024:.1f} MiB" if profile.peak_rss_kb is not None else "?"
+    console.print(
+        f"solo time {profile.duration_s:.3f} s (wall {profile.wall_s:.3f} s), scale factor {scale}, peak memory {rss}"
+    )
+    table = Table("event", "value", "per second")
+    units = {"duration_time": " ns", "task-clock": " ms"}
+    for event in PERF_EVENTS:
+        value = profile.counters[event]
+        rate = None if value is None or event in units else value / profile.duration_s
+        table.add_row(event, _fmt(value, units.get(event, "")), _fmt(rate) if rate is not None else "")
+    console.print(table)
+    missing = profile.missing_counters
+    if missing:
+        console.print(f"[yellow]{len(missing)} counter(s) missing on this node[/] (not counted, not zero)")
+    console.print(f"{profile.perf_version or 'no perf'}; {profile.created_at:%Y-%m-%d %H:%M:%S} UTC")
+
+
+def _render_list(profiles: list[Profile], store_path: Path, node: str | None) -> None:
+    console = Console()
+    if not profiles:
+        console.print(f"no profiles{' for node ' + node if node else ''} in {store_path}")
+        return
+    several_nodes = len({p.node_id for p in profiles}) > 1
+    columns = ["name", *(["node"] if several_nodes else []), "solo s", "scale", "peak MiB", "counters", "created (UTC)"]
+    table = Table(*columns)
+    for p in profiles:
+        table.add_row(
+            p.name,
+            *([p.node_id] if several_nodes else []),
+            f"{p.duration_s:.2f}",
+            f"{p.scale_factor:.2f}" if p.scale_factor is not None else "-",
+            f"{p.peak_rss_kb / 1024:.0f}" if p.peak_rss_kb is not None else "-",
+            f"{len(p.available_counters)}/{len(PERF_EVENTS)}",
+            f"{p.created_at:%Y-%m-%d %H:%M}",
+        )
+    console.print(table)
+    where = f" of node {node}" if node and not several_nodes else ""
+    console.print(f"{len(profiles)} profile(s){where} in {store_path}")
