@@ -1,0 +1,266 @@
+"""The contention model of the simulated node (coscheduler.md §9). Pure Python on purpose: a group has at
+most a handful of jobs and domains, where list arithmetic beats numpy's per-call overhead.
+
+One job's time for its whole work, given what it holds and whom it runs with::
+
+    Tc = work_s * ((1 - p) + p / n) * (1 + comm * x)          compute, Amdahl on n cores; x = how evenly its
+                                                              threads are split over domains (0 compact, 1 even)
+    C  = sum over its L3 domains of the ways it holds there * MB per way, a shared way counting only for the
+         job's share of it (shares in proportion to each sharer's cache pressure: cores there x traffic rate)
+    V  = stream_gb + reuse_gb * exp(-C / ws_mb)               memory traffic (GB): the job's miss curve
+    B  = its own bandwidth ceiling: sum over its cores of bw_core, cut by remote latency for the share of its
+         accesses that are remote (latency-bound = irregular jobs suffer more), and by its MBA cap in each domain
+    Tm = V / B * sum over routes (core domain s -> memory domain m) of share / kappa(route)
+    T  = max(Tc, Tm) + (1 - overlap) * min(Tc, Tm)
+
+Routes and memory policy: a thread in domain s sends a regular access to its own partition (first-touch and
+local-alloc: where the toucher is, except the ``init_serial`` share first-touched by the master thread;
+interleave: evenly over the job's domains) and an irregular access anywhere in the job's data. kappa of a
+route is the share of demand its memory controller (and, for a remote route, the inter-socket link
+direction) can serve: the loads are the jobs' drawn bandwidths V / T, found by a short fixed-point
+iteration. Communication adds ``comm_gb * x`` of traffic on the link.
+
+A group is event-driven: all jobs start at 0, each progresses at 1 / T, and when one ends the others' T are
+recomputed (freed ways and bandwidth go to those still running). Optional noise multiplies each job's T by
+a seeded log-normal factor. Without noise the model is a pure function of its inputs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from env.nodespec import NodeSpec
+from env.sim.params import DEFAULT_PARAMS, SimParams
+
+
+@dataclass(frozen=True)
+class JobParams:
+    """One program's character. Units: seconds, GB, MB, GB/s. See ``env/sim/catalogue.py`` for values and reasons."""
+
+    name: str
+    work_s: float  # single-core compute seconds (no memory stalls)
+    parallel: float  # Amdahl parallel fraction p
+    comm: float  # compute slowdown when its threads are split evenly over the domains
+    comm_gb: float  # inter-domain coherence / communication traffic (GB) at an even split
+    irregular: float  # share of memory accesses that go anywhere in its data (not to its own partition)
+    init_serial: float  # share of its data first-touched by the master thread
+    stream_gb: float  # memory traffic no cache removes
+    reuse_gb: float  # extra traffic when it has no L3 at all
+    ws_mb: float  # cache scale of its reuse: extra misses ~ exp(-cache MB / ws_mb)
+    bw_core: float  # GB/s one of its cores can pull (its memory-level parallelism)
+
+    @property
+    def latency_sensitivity(self) -> float:
+        """How much of a remote access's extra latency shows: prefetched regular streams hide most of it."""
+        return 0.25 + 0.75 * self.irregular
+
+
+class Geometry:
+    """A node spec reduced to index arrays the model loops over."""
+
+    def __init__(self, node: NodeSpec, sp: SimParams = DEFAULT_PARAMS) -> None:
+        self.name = node.name
+        self.numa_ids = [d.id for d in node.numa]
+        self.l3_ids = [d.id for d in node.l3]
+        self.n_numa = len(node.numa)
+        self.n_l3 = len(node.l3)
+        self.cpu_numa = {c: i for i, d in enumerate(node.numa) for c in d.cpus}
+        self.cpu_l3 = {c: i for i, d in enumerate(node.l3) for c in d.cpus}
+        self.bw = [d.memory_bandwidth_gbs or sp.domain_bw_gbs for d in node.numa]
+        self.way_mb = [((d.size_bytes / 2**20) if d.size_bytes else sp.l3_mb) / d.ways for d in node.l3]
+        if node.cat is not None:
+            m = node.cat.mask_int
+            self.bits = [[b for b in range(m.bit_length()) if m >> b & 1][: d.ways] for d in node.l3]
+        else:
+            self.bits = [list(range(d.ways)) for d in node.l3]
+        self.full_mask = [sum(1 << b for b in bits) for bits in self.bits]
+        self.cpus = list(node.cpus)
+        self.link_gbs = sp.link_gbs
+        self.sp = sp
+
+
+_GEOMETRIES: dict[tuple[int, int], tuple[NodeSpec, Geometry]] = {}
+
+
+def geometry(node: NodeSpec, sp: SimParams = DEFAULT_PARAMS) -> Geometry:
+    key = (id(node), id(sp))
+    hit = _GEOMETRIES.get(key)
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    if len(_GEOMETRIES) > 32:
+        _GEOMETRIES.clear()
+    g = Geometry(node, sp)
+    _GEOMETRIES[key] = (node, g)
+    return g
+
+
+class SimJob:
+    """One job placed in a group: what does not change while the group runs is computed once."""
+
+    __slots__ = ("params", "n", "n_l3", "masks", "tc", "routes", "bmax", "comm_link", "pressure", "v_rate")
+
+    def __init__(self, g: Geometry, params: JobParams, cpus: list[int] | tuple[int, ...], memory: str,
+                 masks: dict[int, int] | None = None, mba_percent: dict[int, int] | None = None) -> None:
+        sp = g.sp
+        self.params = params
+        n_numa = [0] * g.n_numa
+        n_l3 = [0] * g.n_l3
+        for c in cpus:
+            n_numa[g.cpu_numa[c]] += 1
+            n_l3[g.cpu_l3[c]] += 1
+        n = len(cpus)
+        self.n = n
+        self.n_l3 = n_l3
+        # masks: L3 index -> way bits; default all ways of the domains where it has cores
+        self.masks = [0] * g.n_l3
+        for li in range(g.n_l3):
+            if n_l3[li]:
+                self.masks[li] = g.full_mask[li] if masks is None or li not in masks else masks[li] & g.full_mask[li]
+        doms = [s for s in range(g.n_numa) if n_numa[s]]
+        share = [x / n for x in n_numa]
+        # x: 0 when all threads share a domain, 1 for an even split over all domains
+        x = 0.0
+        if g.n_numa > 1:
+            x = (1.0 - sum(s * s for s in share)) / (1.0 - 1.0 / g.n_numa)
+        p = params.parallel
+        self.tc = params.work_s * ((1.0 - p) + p / n) * (1.0 + params.comm * x)
+        # where its data lives
+        master = g.cpu_numa[min(cpus)]
+        if memory == "interleave":
+            dist = [1.0 / len(doms) if s in doms else 0.0 for s in range(g.n_numa)]
+        else:  # first-touch and local-alloc (membind to its own domains) place pages alike here
+            init = params.init_serial
+            dist = [(1.0 - init) * share[m] + (init if m == master else 0.0) for m in range(g.n_numa)]
+        irr = params.irregular
+        routes = []  # (core domain s, memory domain m, share of its traffic)
+        remote = [0.0] * g.n_numa
+        for s in doms:
+            for m in range(g.n_numa):
+                if memory == "interleave":
+                    reg = dist[m]
+                else:
+                    reg = (1.0 - params.init_serial) * (1.0 if m == s else 0.0) + (params.init_serial if m == master else 0.0)
+                f = (1.0 - irr) * reg + irr * dist[m]
+                if f > 0.0:
+                    routes.append((s, m, share[s] * f))
+                    if m != s:
+                        remote[s] += f
+        self.routes = routes
+        # its own bandwidth ceiling: per-core pull cut by remote latency, then by MBA per domain
+        lat = params.latency_sensitivity * (sp.remote_latency_ratio - 1.0)
+        bmax = sum(n_numa[s] * params.bw_core / (1.0 + lat * remote[s]) for s in doms)
+        if mba_percent:
+            for s in doms:
+                pct = mba_percent.get(s, 100)
+                if pct < 100:
+                    bmax = min(bmax, pct / 100.0 * g.bw[s] / share[s])
+        self.bmax = bmax
+        # communication traffic on the links (GB over the run), spread over the directions it uses
+        pairs = [(a, b) for a in doms for b in doms if a != b]
+        self.comm_link = [(a, b, params.comm_gb * x / len(pairs)) for a, b in pairs] if pairs and x > 0 else []
+        # cache pressure per L3 domain: cores there x its traffic per compute second
+        self.v_rate = (params.stream_gb + params.reuse_gb) / max(params.work_s, 1e-9)
+        self.pressure = [n_l3[li] * self.v_rate for li in range(g.n_l3)]
+
+
+def _cache_mb(g: Geometry, jobs: list[SimJob]) -> list[float]:
+    eff = [0.0] * len(jobs)
+    for li in range(g.n_l3):
+        holders = [(k, j.masks[li], j.pressure[li]) for k, j in enumerate(jobs) if j.masks[li]]
+        if not holders:
+            continue
+        wmb = g.way_mb[li]
+        if len(holders) == 1:
+            k, m, _ = holders[0]
+            eff[k] += bin(m).count("1") * wmb
+            continue
+        for b in g.bits[li]:
+            bit = 1 << b
+            tot = 0.0
+            for _, m, pr in holders:
+                if m & bit:
+                    tot += pr
+            if tot <= 0.0:
+                continue
+            for k, m, pr in holders:
+                if m & bit:
+                    eff[k] += pr / tot * wmb
+    return eff
+
+
+def solve(g: Geometry, jobs: list[SimJob]) -> list[float]:
+    """Each running job's time for its whole work under the current contention (seconds)."""
+    sp = g.sp
+    ov = 1.0 - sp.overlap
+    cache = _cache_mb(g, jobs)
+    vols = [j.params.stream_gb + j.params.reuse_gb * math.exp(-cache[k] / j.params.ws_mb) for k, j in enumerate(jobs)]
+    nd = g.n_numa
+    kap_m = [1.0] * nd
+    kap_l = [[1.0] * nd for _ in range(nd)]
+    times = [0.0] * len(jobs)
+    for _ in range(sp.iterations):
+        load_m = [0.0] * nd
+        load_l = [[0.0] * nd for _ in range(nd)]
+        for k, j in enumerate(jobs):
+            slow = 0.0
+            for s, m, f in j.routes:
+                kp = kap_m[m]
+                if s != m and kap_l[s][m] < kp:
+                    kp = kap_l[s][m]
+                slow += f / kp
+            tm = vols[k] / j.bmax * slow if vols[k] > 0.0 else 0.0
+            tc = j.tc
+            t = (tm + ov * tc) if tm > tc else (tc + ov * tm)
+            times[k] = t
+            d = vols[k] / t
+            for s, m, f in j.routes:
+                load_m[m] += d * f
+                if s != m:
+                    load_l[s][m] += d * f
+            for a, b, gb in j.comm_link:
+                load_l[a][b] += gb / t
+        change = 0.0
+        for m in range(nd):
+            new = min(1.0, kap_m[m] * g.bw[m] / load_m[m]) if load_m[m] > 0.0 else 1.0
+            change = max(change, abs(new - kap_m[m]))
+            kap_m[m] = new
+            for s in range(nd):
+                if s != m:
+                    ld = load_l[s][m]
+                    new = min(1.0, kap_l[s][m] * g.link_gbs / ld) if ld > 0.0 else 1.0
+                    change = max(change, abs(new - kap_l[s][m]))
+                    kap_l[s][m] = new
+        if change < 1e-6:
+            break
+    return times
+
+
+def run_group(g: Geometry, jobs: list[SimJob], factors: list[float] | None = None) -> list[float]:
+    """Event-driven run of one group: each job's end time (seconds from the group's start)."""
+    left = [1.0] * len(jobs)
+    ends = [0.0] * len(jobs)
+    active = list(range(len(jobs)))
+    now = 0.0
+    while active:
+        times = solve(g, [jobs[k] for k in active])
+        if factors is not None:
+            times = [t * factors[k] for t, k in zip(times, active)]
+        rates = [1.0 / t for t in times]
+        dt = min(left[k] / r for k, r in zip(active, rates))
+        now += dt
+        still = []
+        for k, r in zip(active, rates):
+            left[k] -= r * dt
+            if left[k] <= 1e-9:
+                ends[k] = now
+            else:
+                still.append(k)
+        active = still
+    return ends
+
+
+def solo_time(node: NodeSpec, params: JobParams, cpus: list[int] | None = None, sp: SimParams = DEFAULT_PARAMS) -> float:
+    """The job alone: on the whole node (default) or on the given CPUs, first-touch, all ways, no MBA cap."""
+    g = geometry(node, sp)
+    return run_group(g, [SimJob(g, params, cpus if cpus is not None else g.cpus, "first-touch")])[0]

@@ -1,0 +1,46 @@
+"""Node-level parameters of the simulated node's contention model, and where each number comes from.
+
+The node's *shape* (CPUs, NUMA and L3 domains, ways, MBA granularity, bandwidth per domain) comes from its
+``NodeSpec`` (``env/nodes/*.json``). What a node spec does not say, the model takes from here:
+
+=====================  ==========  ==============================================================================
+parameter              reference   source / reason
+=====================  ==========  ==============================================================================
+domain_bw_gbs          76.8        per NUMA domain when the spec has no ``memory_bandwidth_gbs``: 6 DDR4-2400
+                                   channels x 19.2 GB/s = 115.2 GB/s peak per socket (Intel product sheet,
+                                   Xeon Silver 4116); a STREAM-like load reaches about two thirds of it.
+link_gbs               27.0        per direction between two sockets: two UPI links at 9.6 GT/s x 2 B =
+                                   38.4 GB/s raw per direction; about 70 % of it carries data (headers,
+                                   snoops, credits), a usual remote-STREAM figure on 2-socket Skylake-SP.
+remote_latency_ratio   1.6         remote / local load latency on 2-socket Skylake-SP (about 140 / 90 ns,
+                                   Intel MLC idle latencies as commonly published).
+overlap                0.75        share of the shorter of (compute time, memory time) hidden under the longer
+                                   one: out-of-order cores and prefetchers overlap most, not all, stalls.
+l3_mb                  16.5        per L3 domain when the spec has no ``size_bytes`` (product sheet).
+clock_ghz              2.1         base clock (product sheet); it turns compute seconds into simulated cycles.
+noise_sd               0.0         optional measurement noise: each job's time in a plan is multiplied by
+                                   exp(N(0, noise_sd)), drawn from the seed given to the simulation.
+=====================  ==========  ==============================================================================
+
+These are a *model*: every figure the simulated node produces is labelled simulated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SimParams:
+    domain_bw_gbs: float = 76.8
+    link_gbs: float = 27.0
+    remote_latency_ratio: float = 1.6
+    overlap: float = 0.75
+    l3_mb: float = 16.5
+    clock_ghz: float = 2.1
+    noise_sd: float = 0.0
+    # fixed-point iterations of the bandwidth-sharing solve (converges in 3-5 for these sizes)
+    iterations: int = 8
+
+
+DEFAULT_PARAMS = SimParams()
