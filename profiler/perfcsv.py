@@ -115,6 +115,13 @@ class _Refused(Exception):
     pass
 
 
+def _decimal_point(token: str, sep: str) -> str:
+    """With a separator other than ',', a decimal comma is simply the number's own: '116,34' -> '116.34'."""
+    if sep != "," and re.match(r"^[0-9]+,[0-9]+$", token):
+        return token.replace(",", ".")
+    return token
+
+
 def _is_value(token: str) -> bool:
     return token in (NOT_SUPPORTED, NOT_COUNTED) or bool(_NUMBER.match(token))
 
@@ -122,14 +129,14 @@ def _is_value(token: str) -> bool:
 def _parse_line(line: str, sep: str) -> PerfLine:
     tokens = line.split(sep)
     thread: str | None = None
-    if tokens and not _is_value(tokens[0]):
-        if not _THREAD.match(tokens[0]) or len(tokens) < 2 or not _is_value(tokens[1]):
+    if tokens and not _is_value(_decimal_point(tokens[0], sep)):
+        if not _THREAD.match(tokens[0]) or len(tokens) < 2 or not _is_value(_decimal_point(tokens[1], sep)):
             raise _Refused("no value field")
         thread = tokens.pop(0)
     if len(tokens) < 3:
         raise _Refused("fewer than 3 fields")
 
-    raw_value = tokens.pop(0)
+    raw_value = _decimal_point(tokens.pop(0), sep)
     # Decimal comma: the field after a value is a unit, which is never all digits.
     if sep == "," and _DIGITS.match(raw_value) and tokens and _DIGITS.match(tokens[0]):
         raw_value = f"{raw_value}.{tokens.pop(0)}"
@@ -151,7 +158,7 @@ def _parse_line(line: str, sep: str) -> PerfLine:
                 raise _Refused(f"bad runtime {runtime!r}")
             runtime_ns = int(runtime)
     if tokens:
-        pct = tokens.pop(0).strip()
+        pct = _decimal_point(tokens.pop(0).strip(), sep)
         # perf prints the percentage with two decimals: "100,00" under a decimal-comma locale.
         if sep == "," and _DIGITS.match(pct) and tokens and re.match(r"^[0-9]{2}$", tokens[0]):
             pct = f"{pct}.{tokens.pop(0)}"
