@@ -187,7 +187,9 @@ class RunJob(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str
     exit_code: int | None = Field(description="None when the job did not end by itself (killed, timed out)")
+    signal: int | None = Field(None, description="the signal that ended the job, when one did")
     wall_s: float
+    start_s: float = Field(0.0, description="start, seconds after its group started")
     stdout: str | None = None
     stderr: str | None = None
     timed_out: bool = False
@@ -199,6 +201,7 @@ class RunGroup(BaseModel):
     index: int
     makespan_s: float
     jobs: list[RunJob]
+    solo_profile: bool = Field(False, description="a job without a profile, run alone on the whole node while profiled")
 
 
 class RunReport(BaseModel):

@@ -1,0 +1,90 @@
+"""The batch runner's report: figures from the executed groups, the terminal table, live progress."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from env.models import Plan, RunGroup, RunReport
+
+
+def build_report(
+    plan: Plan,
+    groups: list[RunGroup],
+    *,
+    backend: str,
+    run_dir: str | None,
+    timeshare_s: float | None,
+    timeshare_source: str | None,
+) -> RunReport:
+    total = round(sum(g.makespan_s for g in groups), 4)
+    failed = [j.id for g in groups for j in g.jobs if j.exit_code != 0]
+    return RunReport(
+        run_dir=run_dir,
+        backend=backend,  # type: ignore[arg-type]
+        simulated=backend == "sim",
+        plan=plan,
+        groups=groups,
+        total_s=total,
+        timeshare_s=round(timeshare_s, 4) if timeshare_s is not None else None,
+        timeshare_source=timeshare_source,
+        throughput_vs_timeshare=round(timeshare_s / total, 4) if timeshare_s and total > 0 else None,
+        failed=failed,
+    )
+
+
+def render_report(report: RunReport) -> None:
+    console = Console()
+    kind = "simulated" if report.simulated else "measured"
+    table = Table(title=f"run on {report.plan.node.name} ({report.backend} backend, times {kind})")
+    for col in ("group", "job", "cpus", "exit", "wall s", "group makespan s"):
+        table.add_column(col)
+    plan_jobs = {j.id: j for g in report.plan.groups for j in g.jobs}
+    for g in report.groups:
+        for k, j in enumerate(g.jobs):
+            cpus = "all (solo, profiled)" if g.solo_profile else ",".join(map(str, plan_jobs[j.id].cpus)) if j.id in plan_jobs else "?"
+            status = "timeout" if j.timed_out else str(j.exit_code) if j.exit_code is not None else f"signal {j.signal}"
+            table.add_row(str(g.index) if k == 0 else "", j.id, cpus, status, f"{j.wall_s:.2f}", f"{g.makespan_s:.2f}" if k == 0 else "")
+    console.print(table)
+    console.print(f"total {report.total_s:.2f} s ({kind})")
+    if report.timeshare_s is not None:
+        console.print(f"time sharing {report.timeshare_s:.2f} s (from {report.timeshare_source})")
+    if report.throughput_vs_timeshare is not None:
+        console.print(f"[bold]throughput vs time sharing: {report.throughput_vs_timeshare:.3f}[/] ({kind})")
+    if report.failed:
+        console.print(f"[red]failed: {', '.join(report.failed)}[/]")
+    if report.run_dir:
+        console.print(f"run directory: {report.run_dir}")
+
+
+class LiveProgress:
+    """One status line on stderr while groups run (plain lines when stderr is not a terminal)."""
+
+    def __init__(self, total_groups: int) -> None:
+        self.console = Console(stderr=True)
+        self.total = total_groups
+        self.status = self.console.status("starting") if self.console.is_terminal else None
+        if self.status:
+            self.status.start()
+
+    def __call__(self, kind: str, info: dict[str, Any]) -> None:
+        if kind == "tick":
+            if self.status:
+                self.status.update(f"group {info['group'] + 1}/{self.total}: running {', '.join(info['running'])} ({info['elapsed']:.1f} s)")
+            return
+        if kind == "group_start":
+            solo = " alone, while profiling it" if info.get("solo_profile") else ""
+            self.console.print(f"group {info['group'] + 1}/{self.total}: starting {', '.join(info['jobs'])}{solo}", highlight=False)
+        elif kind == "job_end":
+            what = "timed out" if info["timed_out"] else f"exit {info['exit_code']}"
+            self.console.print(f"  {info['job']}: {what} after {info['wall_s']:.2f} s", highlight=False)
+        elif kind == "group_end":
+            self.console.print(f"  group {info['group'] + 1} done in {info['makespan_s']:.2f} s", highlight=False)
+
+    def close(self) -> None:
+        if self.status:
+            self.status.stop()
+        sys.stderr.flush()
