@@ -1,0 +1,331 @@
+"""The episode (coscheduler.md §3-5): the one code path by which anything plans a window.
+
+The agent, every baseline, ``cosched schedule``, the service and training all drive an ``Episode`` with a
+*chooser* ``(obs, mask, episode) -> action``; allocation decisions become a ``Plan`` only through
+``env.plan.PlanBuilder``.
+
+Rules, decided here once:
+
+* Step 0 takes a schedule-level action (0-5): affinity and memory policy for the window.
+* Each later step concerns the *current* job (the head of the remaining queue): a job-level action places it
+  in the open group; skip (256) moves it to the end of the queue.
+* The open group closes when it holds Cmax jobs, when no remaining job fits any allocation (fewer free CPUs
+  than the smallest core option), or when every remaining job has been skipped since the last allocation.
+* Masks: at step 0 only the six schedule actions are open. Afterwards a job-level action is open when it fits
+  the open group (``PlanBuilder.fits``); skip is open unless the open group is empty and skipping would have
+  skipped every remaining job (that would close an empty group: a loop). After ``step_limit`` steps skip
+  closes too, so a chooser always finishes. At least one action is always open.
+* The episode terminates when every job is placed. ``truncated`` (gymnasium) is the env's business.
+
+Rewards (§5), weighted by ``RewardConfig`` (defaults: the paper's "lightly weighted" guide):
+
+* after each allocation: ``intermediate_weight * rw_i`` with
+  ``rw_i = CoreAllocRatio * (ScaleFactorRatio^2 + DurationRatio^2) + (CacheAllocRatio + BWAllocRatio) * L3MissRatio^2``,
+  AllocRatios = the job's share of the node's CPUs / ways / bandwidth, feature Ratios = the job's value over the
+  window's mean (1 where the figure is missing);
+* at termination: ``final_weight * rw_f``, ``rw_f = (SoloRunTime / CoRunTime - 1) * 100``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Callable, Protocol, Sequence
+
+import numpy as np
+
+from env import actions
+from env.actions import SKIP, ScheduleAction
+from env.allocate import Allocation, core_count
+from env.errors import InputError
+from env.jobinfo import JobInfo, JobInfoProvider
+from env.models import Plan, Window, WindowJob
+from env.nodespec import NodeSpec
+from env.plan import PlanBuilder
+
+N_STATUS = 9  # per-slot status values (k)
+STATUS_NAMES = (
+    "empty", "current", "in_open_group", "in_earlier_group", "cores_fraction", "ways_fraction",
+    "bw_fraction", "skips", "queue_position",
+)
+NODE_VALUES = (
+    "free_cores", "free_ways", "free_bw", "group_size_over_cmax", "needs_schedule",
+    "sched_0", "sched_1", "sched_2", "sched_3", "sched_4", "sched_5", "groups_closed", "jobs_remaining",
+)
+OBS_CLIP = 5.0
+DEFAULT_WINDOW = 6
+_MIN_CORES = min(actions.CORE_FRACTIONS)
+
+
+@dataclass(frozen=True)
+class RewardConfig:
+    """How the two rewards are weighted. The paper guides lightly with rw_i and learns from rw_f."""
+
+    intermediate_weight: float = 0.1
+    final_weight: float = 1.0
+    invalid_action_penalty: float = -1.0  # added when a masked action reaches the gym env's step()
+
+
+def obs_size(window_size: int, n_features: int) -> int:
+    return window_size * (n_features + N_STATUS) + len(NODE_VALUES)
+
+
+def rw_intermediate(info: JobInfo, window: Sequence[JobInfo], alloc: Allocation, node: NodeSpec) -> float:
+    def ratio(value: float | None, values: list[float | None]) -> float:
+        known = [v for v in values if v is not None]
+        if value is None or not known:
+            return 1.0
+        mean = sum(known) / len(known)
+        return value / mean if mean > 0 else 1.0
+
+    sf = ratio(info.scale_factor, [j.scale_factor for j in window])
+    dur = ratio(info.solo_s, [j.solo_s for j in window])
+    l3 = ratio(info.l3_misses_per_s, [j.l3_misses_per_s for j in window])
+    core_r = len(alloc.cpus) / len(node.cpus)
+    cache_r = sum(w for w, _ in alloc.l3.values()) / node.total_ways
+    bw_r = sum(alloc.mem_bw_percent.values()) / (100.0 * len(node.numa))
+    return core_r * (sf**2 + dur**2) + (cache_r + bw_r) * l3**2
+
+
+def rw_final(solo_total_s: float, corun_total_s: float) -> float:
+    return (solo_total_s / corun_total_s - 1.0) * 100.0
+
+
+class Episode:
+    """One window of at most ``window_size`` jobs with known infos, planned step by step."""
+
+    def __init__(self, node: NodeSpec, jobs: Sequence[WindowJob], infos: Sequence[JobInfo], *,
+                 max_concurrency: int = 4, window_size: int = DEFAULT_WINDOW, n_features: int | None = None,
+                 reward: RewardConfig = RewardConfig(), builder: PlanBuilder | None = None,
+                 step_limit: int | None = None) -> None:
+        if not jobs:
+            raise ValueError("an episode needs at least one job")
+        if len(jobs) > window_size:
+            raise ValueError(f"{len(jobs)} jobs do not fit a window of {window_size}")
+        self.node = node
+        self.jobs = list(jobs)
+        self.infos = list(infos)
+        self.window_size = window_size
+        self.max_concurrency = max_concurrency
+        self.n_features = n_features if n_features is not None else (len(infos[0].features) if infos else 0)
+        self.reward = reward
+        self.step_limit = step_limit if step_limit is not None else 4 * window_size + 4
+        self.builder = builder if builder is not None else PlanBuilder(
+            node=node, schedule=ScheduleAction("compact", "first-touch"), max_concurrency=max_concurrency,
+            window_size=window_size)
+        self.schedule_index: int | None = None
+        self.queue: list[int] = list(range(len(self.jobs)))  # slots not yet placed, current first
+        self.skipped: set[int] = set()  # skipped since the last allocation
+        self.group_of = [-1] * len(self.jobs)  # -1 unplaced; else the episode's group number
+        self.open_group_index = 0
+        self.open_slots: list[int] = []
+        self.alloc: list[Allocation | None] = [None] * len(self.jobs)
+        self.skips = [0] * len(self.jobs)
+        self.steps = 0
+        self.groups_closed = 0
+        self.done = False
+        self.history: list[int] = []
+        self._min_cores = core_count(node, _MIN_CORES)
+
+    # -- state --------------------------------------------------------------------------------------
+
+    @property
+    def current(self) -> int | None:
+        return self.queue[0] if (self.queue and self.schedule_index is not None and not self.done) else None
+
+    def free_cpus(self) -> int:
+        return len(self.node.cpus) - len(self.builder.state.taken_cpus)
+
+    def skip_allowed(self) -> bool:
+        if self.schedule_index is None or self.done or not self.queue:
+            return False
+        if self.steps >= self.step_limit:
+            return False
+        if not self.open_slots and self.skipped | {self.queue[0]} >= set(self.queue):
+            return False
+        return True
+
+    def action_mask(self) -> np.ndarray:
+        mask = np.zeros(actions.N_ACTIONS, dtype=np.int8)
+        if self.done:
+            return mask
+        if self.schedule_index is None:
+            mask[: actions.N_SCHEDULE] = 1
+            return mask
+        if len(self.open_slots) < self.max_concurrency:
+            free = self.free_cpus()
+            for a in range(actions.FIRST_JOB, SKIP):
+                if _CORES_NEEDED[self.node.name, len(self.node.cpus)][a - actions.FIRST_JOB] <= free:
+                    mask[a] = 1
+        if self.skip_allowed():
+            mask[SKIP] = 1
+        return mask
+
+    def observation(self) -> np.ndarray:
+        f, k, W = self.n_features, N_STATUS, self.window_size
+        obs = np.zeros(obs_size(W, f), dtype=np.float32)
+        per = obs[: W * (f + k)].reshape(W, f + k)
+        per[:, f] = 1.0  # empty, until filled below
+        node = self.node
+        cur = self.current
+        pos = {s: i for i, s in enumerate(self.queue)}
+        for s, info in enumerate(self.infos):
+            row = per[s]
+            row[:f] = info.features[:f]
+            row[f] = 0.0
+            row[f + 1] = 1.0 if s == cur else 0.0
+            g = self.group_of[s]
+            row[f + 2] = 1.0 if g == self.open_group_index and g >= 0 else 0.0
+            row[f + 3] = 1.0 if 0 <= g < self.open_group_index else 0.0
+            a = self.alloc[s]
+            if a is not None:
+                row[f + 4] = len(a.cpus) / len(node.cpus)
+                row[f + 5] = sum(w for w, _ in a.l3.values()) / node.total_ways
+                row[f + 6] = sum(a.mem_bw_percent.values()) / (100.0 * len(node.numa))
+            row[f + 7] = self.skips[s] / W
+            row[f + 8] = (pos[s] + 1) / W if s in pos else 0.0
+        tail = obs[W * (f + k):]
+        tail[0] = self.free_cpus() / len(node.cpus)
+        used_ways = sum(bin(m).count("1") for m in self._open_masks().values())
+        tail[1] = 1.0 - used_ways / node.total_ways
+        used_bw = sum(sum(self.alloc[s].mem_bw_percent.values()) for s in self.open_slots) / (100.0 * len(node.numa))  # type: ignore[union-attr]
+        tail[2] = 1.0 - used_bw
+        tail[3] = len(self.open_slots) / self.max_concurrency
+        tail[4] = 1.0 if self.schedule_index is None else 0.0
+        if self.schedule_index is not None:
+            tail[5 + self.schedule_index] = 1.0
+        tail[11] = self.groups_closed / W
+        tail[12] = len(self.queue) / W
+        np.clip(obs, -OBS_CLIP, OBS_CLIP, out=obs)
+        return obs
+
+    def _open_masks(self) -> dict[int, int]:
+        union: dict[int, int] = {}
+        for s in self.open_slots:
+            for d, (_, m) in self.alloc[s].l3.items():  # type: ignore[union-attr]
+                union[d] = union.get(d, 0) | m
+        return union
+
+    # -- transitions --------------------------------------------------------------------------------
+
+    def step(self, action: int) -> float:
+        """Apply a valid action; returns the intermediate reward (weighted). Raises ValueError when masked."""
+        if self.done:
+            raise ValueError("the episode is over")
+        if not self.action_mask()[action]:
+            raise ValueError(f"action {action} ({actions.describe(action)}) is masked in this state")
+        self.steps += 1
+        self.history.append(action)
+        if self.schedule_index is None:
+            self.schedule_index = action
+            self.builder.schedule = actions.decode(action)  # type: ignore[assignment]
+            return 0.0
+        slot = self.queue[0]
+        if action == SKIP:
+            self.skips[slot] += 1
+            self.skipped.add(slot)
+            self.queue.append(self.queue.pop(0))
+            if self.skipped >= set(self.queue):
+                self._close_group()
+            return 0.0
+        alloc = self.builder.place(self.jobs[slot], action)
+        assert alloc is not None, "a masked-open job action must fit"
+        self.alloc[slot] = alloc
+        self.group_of[slot] = self.open_group_index
+        self.open_slots.append(slot)
+        self.queue.pop(0)
+        self.skipped.clear()
+        reward = self.reward.intermediate_weight * rw_intermediate(self.infos[slot], self.infos, alloc, self.node)
+        if not self.queue:
+            self._close_group()
+            self.done = True
+        elif len(self.open_slots) >= self.max_concurrency or self.free_cpus() < self._min_cores:
+            self._close_group()
+        return reward
+
+    def _close_group(self) -> None:
+        if self.open_slots:
+            self.builder.close_group()
+            self.open_slots = []
+            self.open_group_index += 1
+            self.groups_closed += 1
+        self.skipped.clear()
+
+    def solo_total_s(self) -> float:
+        return sum(i.solo_s for i in self.infos)
+
+
+class _CoresNeeded(dict):
+    """(node name, cpus) -> cores each job-level action needs (cached: the masks are computed every step)."""
+
+    def __missing__(self, key: tuple[str, int]) -> list[int]:
+        _, n = key
+        out = [max(1, int(Fraction(c) * n + Fraction(1, 2))) for c in
+               (actions.decode(a).cores for a in range(actions.FIRST_JOB, SKIP))]  # type: ignore[union-attr]
+        self[key] = out
+        return out
+
+
+_CORES_NEEDED = _CoresNeeded()
+
+
+# -- choosers and planning a whole window ----------------------------------------------------------
+
+
+class Chooser(Protocol):
+    def __call__(self, obs: np.ndarray, mask: np.ndarray, episode: Episode) -> int: ...
+
+
+def run_episode(episode: Episode, chooser: Chooser) -> Episode:
+    while not episode.done:
+        mask = episode.action_mask()
+        a = int(chooser(episode.observation(), mask, episode))
+        if not 0 <= a < actions.N_ACTIONS or not mask[a]:
+            raise ValueError(f"the chooser picked {a}, which is masked in this state")
+        episode.step(a)
+    return episode
+
+
+@dataclass
+class WindowPlanning:
+    """What planning a window produced: the plan, and the episodes (one per chunk of at most W jobs)."""
+
+    plan: Plan
+    episodes: list[Episode]
+
+
+ChooserFactory = Callable[[int], Chooser]  # chunk index -> chooser for that chunk
+
+
+def plan_window(window: Window, node: NodeSpec, provider: JobInfoProvider, chooser: Chooser | ChooserFactory, *,
+                policy: str, window_size: int = DEFAULT_WINDOW, reward: RewardConfig = RewardConfig(),
+                chooser_per_chunk: bool = False, **build_kwargs) -> WindowPlanning:
+    """Plan a window: unknown jobs go to ``excluded``; the rest are planned W at a time, in queue order.
+
+    Each chunk is its own episode (step 0 included) on one shared PlanBuilder; the plan's
+    ``schedule_policy`` is the first chunk's (every job carries its own CPUs and memory policy).
+    """
+    if window.max_concurrency < 1:
+        raise InputError("max_concurrency must be at least 1")
+    builder = PlanBuilder(node=node, schedule=ScheduleAction("compact", "first-touch"),
+                          max_concurrency=window.max_concurrency, window_size=window_size)
+    known: list[tuple[WindowJob, JobInfo]] = []
+    for job in window.jobs:
+        info = provider.get(job.profile_name)
+        if info is None:
+            builder.exclude(job, provider.missing_reason(job.profile_name))
+        else:
+            known.append((job, info))
+    episodes = []
+    first_schedule = None
+    for ci, start in enumerate(range(0, len(known), window_size)):
+        chunk = known[start: start + window_size]
+        ep = Episode(node, [j for j, _ in chunk], [i for _, i in chunk], max_concurrency=window.max_concurrency,
+                     window_size=window_size, n_features=provider.n_features, reward=reward, builder=builder)
+        run_episode(ep, chooser(ci) if chooser_per_chunk else chooser)  # type: ignore[call-arg]
+        if first_schedule is None:
+            first_schedule = builder.schedule
+        episodes.append(ep)
+    if first_schedule is not None:
+        builder.schedule = first_schedule
+    return WindowPlanning(plan=builder.build(policy, **build_kwargs), episodes=episodes)
