@@ -314,7 +314,9 @@ int pl_epoch(pl_learner *L, const double *speed, pl_assign *out)
     for (int s = 0; s < L->max_threads; s++) {
         if (!L->th[s].used)
             continue;
-        double v = speed[s] > 0 ? speed[s] : 0;
+        if (speed[s] < 0)
+            continue; /* not measured this epoch: left out, keeps its action */
+        double v = speed[s];
         if (v > vmax)
             vmax = v;
         L->idx[n] = s;
@@ -322,6 +324,10 @@ int pl_epoch(pl_learner *L, const double *speed, pl_assign *out)
     }
     if (n == 0) {
         L->epoch++;
+        if (out)
+            for (int s = 0; s < L->max_threads; s++)
+                if (L->th[s].used)
+                    out[s] = pl_current(L, s);
         return 0;
     }
     /* O2's penalty is taken on speeds normalised by the largest speed seen,
@@ -366,6 +372,10 @@ int pl_epoch(pl_learner *L, const double *speed, pl_assign *out)
             out[s].unit = t->unit;
         }
     }
+    if (out)
+        for (int s = 0; s < L->max_threads; s++)
+            if (L->th[s].used && speed[s] < 0)
+                out[s] = pl_current(L, s);
     L->epoch++;
     return changed;
 }

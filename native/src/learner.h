@@ -62,7 +62,8 @@ void pl_remove_thread(pl_learner *L, int slot);
 /* Forces a thread's domain (tests, or a thread found already pinned). */
 void pl_set_domain(pl_learner *L, int slot, int domain);
 
-/* One epoch. speed[slot] is read for used slots (any unit, >= 0).
+/* One epoch. speed[slot] is read for used slots (any unit, >= 0; a negative
+ * speed means "not measured": the thread is left out and keeps its action).
  * out[slot] receives the next assignment of used slots. Returns how many
  * threads changed unit or domain. */
 int pl_epoch(pl_learner *L, const double *speed, pl_assign *out);
