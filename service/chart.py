@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-
-from env.models import RunReport  # noqa: E402
+from env.models import RunReport
 
 
 def schedule_chart(report: RunReport, path: Path, node_cpus: list[int]) -> Path:
     """Draw the executed (or simulated) schedule: each job a bar on each of its CPUs over its run."""
+    import matplotlib  # here, not at import: the command line (and `cosched serve`) start without it
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
     plan_jobs = {j.id: j for g in report.plan.groups for j in g.jobs}
     fig, ax = plt.subplots(figsize=(10, max(2.5, 0.35 * len(node_cpus) + 1.5)))
     cmap = plt.get_cmap("tab20")

@@ -1,5 +1,5 @@
 """Each verb module has ``register(subparsers)``, which adds its parser and sets ``handler``."""
 
-from service.commands import node, profile, run
+from service.commands import node, profile, run, serve
 
-VERBS = [node.register, profile.register, run.register]
+VERBS = [node.register, profile.register, run.register, serve.register]

@@ -1,0 +1,361 @@
+"""The HTTP service: FastAPI over the same planning code as ``cosched schedule``.
+
+Routes (``interfaces.md``, HTTP service): ``POST /schedule`` (window in, plan out), ``GET /healthz``,
+``GET /node``, ``GET /model``, ``GET /profiles``, ``GET/PUT/DELETE /profiles/{name}``, and FastAPI's own
+``/docs`` and ``/openapi.json``.
+
+* **Decisions only.** ``POST /schedule`` calls ``service.planning.plan_window`` (the one planning entry point)
+  and returns its plan; nothing the service receives is ever executed.
+* **Errors.** Invalid input is 422 with the field and the reason (``detail: [{field, reason, type}]`` and a
+  one-line ``message``); a body over 1 MiB is 413 (FastAPI's body limit: ``Content-Length`` checked before any
+  byte is read, chunked bodies counted as they arrive); our own errors (``cli_exit_code``) are 422 (bad
+  input), 404 (unknown profile) or 503 (the service could not do it, e.g. a locked profile store). A response
+  never carries a traceback. An exception of no known kind is a bug: it is logged with its traceback and
+  answered 500 with an error id, and the tests (bad bodies, a schemathesis run) exist so that no input reaches it.
+* **Token.** With ``token``, every route but ``/healthz`` needs ``Authorization: Bearer <token>`` (401
+  otherwise; constant-time compare).
+* **Light.** Nothing here imports torch or the training stack; the agent's model plugs in through
+  ``load_served_model`` (numpy inference).
+* **Access log.** One JSON line per request on stderr (logger ``cosched.access``): method, path, status,
+  duration in ms.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import os
+import threading
+import time
+import traceback
+import uuid
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from fastapi import Body, FastAPI, Path, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from env.discover import node_id as node_id_of
+from env.models import NAME_PATTERN, Plan, Window
+from env.nodes import load_node
+from env.nodespec import NodeSpec
+from env.errors import CoschedError
+from profiler.errors import ProfileNotFoundError, ProfilerError
+from profiler.models import Profile
+
+MAX_BODY_BYTES = 1 << 20
+MAX_REPORTED_ERRORS = 20
+TOO_LARGE = f"request body too large: the limit is {MAX_BODY_BYTES} bytes (1 MiB)"
+OPEN_PATHS = frozenset({"/healthz"})
+ENV_NODE, ENV_MODEL, ENV_TOKEN = "COSCHED_SERVE_NODE", "COSCHED_SERVE_MODEL", "COSCHED_TOKEN"
+
+access_log = logging.getLogger("cosched.access")
+error_log = logging.getLogger("cosched.error")
+
+
+# -- the model seam -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """What the service plans with: the agent from a model file, or a baseline policy when there is none."""
+
+    policy: str
+    model_path: str | None = None
+    info: dict[str, Any] | None = None  # what GET /model shows of a loaded model
+    reason: str | None = None  # why no model is loaded
+
+    def describe(self) -> dict[str, Any]:
+        return {"policy": self.policy, "model": self.info, **({"reason": self.reason} if self.reason else {})}
+
+
+def load_served_model(model_path: str | None, node: NodeSpec) -> ServedModel:
+    """The seam where the agent's model file plugs in (issue 6: numpy inference, no torch).
+
+    Without a model file the service plans with the ``greedy`` heuristic and says so. A model file that is
+    given but cannot be loaded is an error at start-up (InputError), never a silent fallback.
+    """
+    from env.errors import InputError
+
+    if model_path is None:
+        return ServedModel(
+            policy="greedy",
+            reason="no model loaded (no --model given, and the agent's model files are not available yet): "
+            "plans come from the 'greedy' heuristic",
+        )
+    if not os.path.isfile(model_path):
+        raise InputError(f"model file {model_path}: no such file")
+    raise InputError(f"cannot load model {model_path}: loading the agent's model files is not available yet")
+
+
+# -- middleware: access log and token -------------------------------------------------------------
+
+
+class AccessAndToken:
+    """Pure ASGI (cheap): checks the bearer token (before any body is read) and logs one JSON line a request."""
+
+    def __init__(self, app: ASGIApp, token: str | None = None) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode() if token else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500  # what the client gets if the app raises before answering (ServerErrorMiddleware)
+
+        async def send_logged(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            if self.expected is not None and scope["path"] not in OPEN_PATHS and not self._authorized(scope):
+                await _send_json(send_logged, 401, {"detail": "missing or wrong bearer token: send 'Authorization: Bearer <COSCHED_TOKEN>'"},
+                                 [(b"www-authenticate", b"Bearer")])
+            elif _declared_length(scope) > MAX_BODY_BYTES:  # refused before reading a byte; chunked bodies: max_body_size
+                await _send_json(send_logged, 413, {"detail": TOO_LARGE})
+            else:
+                await self.app(scope, receive, send_logged)
+        finally:
+            if access_log.isEnabledFor(logging.INFO):
+                access_log.info(
+                    "access",
+                    extra={"fields": {"method": scope["method"], "path": scope["path"], "status": status,
+                                      "duration_ms": round((time.perf_counter() - start) * 1000, 3)}},
+                )
+
+    def _authorized(self, scope: Scope) -> bool:
+        assert self.expected is not None
+        given = b""
+        for key, value in scope["headers"]:
+            if key == b"authorization":
+                given = value
+                break
+        return hmac.compare_digest(given, self.expected)
+
+
+def _declared_length(scope: Scope) -> int:
+    for key, value in scope["headers"]:
+        if key == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return 0  # the HTTP server refuses a malformed Content-Length before we see it
+    return 0
+
+
+async def _send_json(send: Send, status: int, doc: Any, headers: list[tuple[bytes, bytes]] = ()) -> None:  # type: ignore[assignment]
+    body = json.dumps(doc).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class JsonLines(logging.Formatter):
+    """One JSON object a line: time, level, logger, message, and the record's ``fields``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        doc: dict[str, Any] = {"ts": round(record.created, 3), "level": record.levelname.lower(), "logger": record.name,
+                               "msg": record.getMessage()}
+        doc.update(getattr(record, "fields", {}))
+        if record.exc_info:
+            doc["traceback"] = "".join(traceback.format_exception(*record.exc_info))
+        return json.dumps(doc, default=str)
+
+
+def log_config(level: str = "info") -> dict[str, Any]:
+    """logging.dictConfig for uvicorn and us: JSON lines on stderr, uvicorn's own access log off (ours replaces it)."""
+    handler = {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": JsonLines}},
+        "handlers": {"stderr": handler},
+        "loggers": {
+            "uvicorn": {"handlers": ["stderr"], "level": level.upper(), "propagate": False},
+            "uvicorn.error": {"level": level.upper()},
+            "uvicorn.access": {"handlers": [], "level": "WARNING", "propagate": False},
+            "cosched": {"handlers": ["stderr"], "level": level.upper(), "propagate": False},
+        },
+    }
+
+
+# -- errors ---------------------------------------------------------------------------------------
+
+
+def _field(loc: tuple[Any, ...] | list[Any]) -> str:
+    parts = [str(p) for p in loc]
+    if parts and parts[0] == "body":
+        parts = parts[1:]
+    return ".".join(parts) or "body"
+
+
+def validation_detail(errors: list[dict[str, Any]]) -> dict[str, Any]:
+    """pydantic's errors as ``{field, reason, type}`` (never echoing the input back), plus one line for people."""
+    items = []
+    for err in errors[:MAX_REPORTED_ERRORS]:
+        reason = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        ctx = err.get("ctx") or {}
+        where = _field(err.get("loc", ()))
+        if err.get("type") == "json_invalid":
+            reason, where = f"malformed JSON: {ctx.get('error', 'cannot decode')} at character {err['loc'][-1]}", "body"
+        items.append({"field": where, "reason": reason, "type": err.get("type", "invalid")})
+    more = len(errors) - len(items)
+    message = "; ".join(f"{i['field']}: {i['reason']}" for i in items) + (f"; and {more} more error(s)" if more > 0 else "")
+    return {"detail": items, "message": message}
+
+
+def _error_status(exc: BaseException) -> int | None:
+    """Our own error classes (they carry cli_exit_code): 404 unknown profile, 422 bad input, 503 a failure here."""
+    code = getattr(exc, "cli_exit_code", None)
+    if code is None:
+        return None
+    if isinstance(exc, ProfileNotFoundError):
+        return 404
+    return 422 if code == 2 else 503
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse(validation_detail(list(exc.errors())), status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        detail = exc.detail
+        if exc.status_code == 413:
+            detail = TOO_LARGE
+        elif exc.status_code == 400 and detail == "There was an error parsing the body":
+            detail = "the request body could not be parsed as JSON (too deeply nested, or numbers too large)"
+        return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+    async def _ours(request: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=_error_status(exc) or 503)
+
+    app.add_exception_handler(CoschedError, _ours)
+    app.add_exception_handler(ProfilerError, _ours)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        error_id = uuid.uuid4().hex[:12]
+        error_log.error("unexpected error (a bug)", exc_info=exc,
+                        extra={"fields": {"error_id": error_id, "method": request.method, "path": request.url.path}})
+        return JSONResponse({"detail": f"internal error {error_id}: this is a bug in cosched, not in your request; "
+                             "it was logged with the request's method and path"}, status_code=500)
+
+
+# -- the app --------------------------------------------------------------------------------------
+
+
+@dataclass
+class ServiceState:
+    node_name: str
+    node: NodeSpec
+    node_id: str
+    model: ServedModel
+    plan_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def store(self):  # noqa: ANN201 - a profiler.store.ProfileStore, opened per request (one connection per operation)
+        from profiler.store import ProfileStore
+
+        return ProfileStore()
+
+
+ProfileName = Annotated[str, Path(pattern=NAME_PATTERN, description="1-128 characters of [A-Za-z0-9._:-]")]
+
+
+def create_app(node_name: str = "local", model_path: str | None = None, token: str | None = None) -> FastAPI:
+    """The service for NODE ('local' or 'sim:NAME'), planning with the model at MODEL_PATH (or 'greedy').
+
+    Loads the node spec and the model now, so a bad node or model fails here (InputError), not on a request.
+    """
+    from service.planning import plan_window
+
+    node = load_node(node_name)
+    state = ServiceState(node_name=node_name, node=node, node_id=node_id_of(node), model=load_served_model(model_path, node))
+    node_json = node.model_dump_json()
+    model_json = json.dumps(state.model.describe())
+
+    app = FastAPI(
+        title="cosched",
+        summary="An RL co-scheduler for HPC nodes: window in, plan out. The service decides; it never executes.",
+        version="0.1.0",
+        max_body_size=MAX_BODY_BYTES,
+    )
+    app.state.cosched = state
+    app.add_middleware(AccessAndToken, token=token or None)
+    _install_error_handlers(app)
+
+    @app.post("/schedule", response_model=Plan, summary="window in, plan out (nothing is run)",
+              responses={413: {"description": "body over 1 MiB"}, 422: {"description": "invalid window (field and reason)"}})
+    def schedule(window: Window) -> Response:
+        with state.plan_lock:  # one plan at a time: planning is CPU-bound, and need not be thread-safe
+            plan = plan_window(window, state.node_name, policy=state.model.policy, model=state.model.model_path)
+        return Response(plan.model_dump_json(), media_type="application/json")
+
+    @app.get("/healthz", summary="{'status': 'ok'} once the node and the model are loaded")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/node", response_model=NodeSpec, summary="what `cosched node --json` prints for this service's node")
+    async def get_node() -> Response:
+        return Response(node_json, media_type="application/json")
+
+    @app.get("/model", summary="the loaded model (node trained for, W, Cmax, features, training figures), or the policy used instead")
+    async def get_model() -> Response:
+        return Response(model_json, media_type="application/json")
+
+    @app.get("/profiles", summary="the profiles stored for this service's node")
+    def list_profiles() -> dict[str, Any]:
+        store = state.store()
+        profiles = store.list(state.node_id)
+        return {"store": str(store.path), "node_id": state.node_id, "profiles": [p.model_dump(mode="json") for p in profiles]}
+
+    @app.get("/profiles/{name}", response_model=Profile, responses={404: {"description": "no such profile"}})
+    def get_profile(name: ProfileName) -> Response:
+        return Response(state.store().require(name, state.node_id).model_dump_json(), media_type="application/json")
+
+    @app.put("/profiles/{name}", response_model=Profile,
+             responses={201: {"description": "stored (new)"}, 422: {"description": "invalid profile, or its name or node do not match"}})
+    def put_profile(name: ProfileName, profile: Annotated[Profile, Body()]) -> Response:
+        problems = []
+        if profile.name != name:
+            problems.append({"field": "name", "reason": f"the profile's name {profile.name!r} is not the name in the path {name!r}",
+                             "type": "value_error"})
+        if profile.node_id != state.node_id:
+            problems.append({"field": "node_id", "reason": f"this service stores profiles of node {state.node_id!r}, not {profile.node_id!r}",
+                             "type": "value_error"})
+        if problems:
+            return JSONResponse({"detail": problems, "message": "; ".join(f"{p['field']}: {p['reason']}" for p in problems)},
+                                status_code=422)
+        stored_json = profile.model_dump_json()
+        try:
+            Profile.model_validate_json(stored_json)  # what is stored must read back (JSON has no infinity)
+        except ValidationError as exc:
+            return JSONResponse(validation_detail(list(exc.errors())), status_code=422)
+        store = state.store()
+        existed = store.get(name, state.node_id) is not None
+        store.put(profile)
+        return Response(stored_json, media_type="application/json", status_code=200 if existed else 201)
+
+    @app.delete("/profiles/{name}", responses={404: {"description": "no such profile"}})
+    def delete_profile(name: ProfileName) -> dict[str, str]:
+        store = state.store()
+        if not store.delete(name, state.node_id):
+            raise ProfileNotFoundError(f"no profile named {name!r} for node {state.node_id!r} in {store.path}")
+        return {"deleted": name, "node_id": state.node_id}
+
+    return app
+
+
+def app_from_env() -> FastAPI:
+    """Factory for ``uvicorn --factory`` (several workers): the configuration comes from the environment."""
+    return create_app(os.environ.get(ENV_NODE, "local"), os.environ.get(ENV_MODEL) or None, os.environ.get(ENV_TOKEN) or None)
