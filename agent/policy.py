@@ -1,0 +1,114 @@
+"""Inference from a model file in numpy alone: no torch anywhere in this module's import chain, so the
+service and ``cosched schedule`` load in a fraction of a second and need no training stack.
+
+The forward pass is the actor's MLP (Linear → ReLU ×3 → Linear) in float32; the masked softmax and the
+sampling rule here are the same ones training uses (``agent.sac`` imports ``sample_valid`` from this
+module), so a served policy chooses as the trained one did.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from agent.modelfile import LoadedModel, NodeShape, load_model
+
+
+def forward_logits(layers: Sequence[tuple[np.ndarray, np.ndarray]], obs: np.ndarray) -> np.ndarray:
+    """Logits of the MLP for one observation (obs_dim,) or a batch (B, obs_dim). ``layers`` holds
+    (weight_t (in, out), bias (out,)): weights are kept transposed so ``h @ W`` reads memory in order."""
+    h = np.asarray(obs, dtype=np.float32)
+    last = len(layers) - 1
+    for i, (w_t, b) in enumerate(layers):
+        h = h @ w_t
+        h += b
+        if i < last:
+            np.maximum(h, 0.0, out=h)
+    return h
+
+
+def masked_probs(logits: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Softmax over the valid actions only; exactly 0 where ``mask`` is False. Works on one row or a batch.
+    Every row must have at least one valid action."""
+    m = np.asarray(mask).astype(np.bool_)
+    if not m.any(axis=-1).all():
+        raise ValueError("no valid action in this state (the mask is all zeros)")
+    z = np.where(m, logits, -np.inf)
+    z = z - z.max(axis=-1, keepdims=True)
+    e = np.exp(z)  # exp(-inf) = 0 exactly: masked actions get probability 0
+    return (e / e.sum(axis=-1, keepdims=True)).astype(np.float32)
+
+
+def sample_valid(probs: np.ndarray, mask: np.ndarray, rng: np.random.Generator) -> int:
+    """Draw one action from ``probs`` restricted to the valid actions. The draw runs over the valid indices
+    only (inverse CDF, float64), so a masked action cannot come out whatever the rounding of ``probs``."""
+    valid = np.flatnonzero(np.asarray(mask).astype(np.bool_))
+    if valid.size == 0:
+        raise ValueError("no valid action in this state (the mask is all zeros)")
+    cdf = np.cumsum(np.asarray(probs, dtype=np.float64)[valid])
+    if not cdf[-1] > 0.0:  # every valid probability underflowed: fall back to uniform over the valid ones
+        return int(valid[rng.integers(valid.size)])
+    i = int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
+    return int(valid[min(i, valid.size - 1)])
+
+
+class ActorPolicy:
+    """The trained actor as a chooser: ``act(obs, mask) -> action``. Greedy (argmax over the valid actions)
+    by default; ``deterministic=False`` samples with its own RNG seeded by ``seed``."""
+
+    def __init__(self, model: LoadedModel, *, deterministic: bool = True, seed: int | None = 0) -> None:
+        self.model = model
+        self.meta = model.meta
+        self.deterministic = deterministic
+        self.rng = np.random.default_rng(seed)
+        # Transposed, contiguous float32 copies: the layout forward_logits expects.
+        self.layers = [(np.ascontiguousarray(w.T, dtype=np.float32), np.ascontiguousarray(b, dtype=np.float32)) for w, b in model.layers]
+        self.obs_size = model.meta.obs_size
+        self.n_actions = model.meta.n_actions
+
+    @classmethod
+    def from_file(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        expect_node_shape: NodeShape | Mapping[str, Any] | None = None,
+        expect_feature_set: str | None = None,
+        deterministic: bool = True,
+        seed: int | None = 0,
+    ) -> "ActorPolicy":
+        model = load_model(path, expect_node_shape=expect_node_shape, expect_feature_set=expect_feature_set)
+        return cls(model, deterministic=deterministic, seed=seed)
+
+    @property
+    def weight_bytes(self) -> int:
+        return int(sum(w.nbytes + b.nbytes for w, b in self.layers))
+
+    def _check(self, obs: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        o = np.asarray(obs, dtype=np.float32)
+        m = np.asarray(mask).astype(np.bool_)
+        if o.shape[-1] != self.obs_size:
+            raise ValueError(f"observation has {o.shape[-1]} values; this model takes {self.obs_size}")
+        if m.shape[-1] != self.n_actions:
+            raise ValueError(f"action mask has {m.shape[-1]} entries; this model has {self.n_actions} actions")
+        return o, m
+
+    def probs(self, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """Probabilities over all actions (0 where masked), for one observation or a batch."""
+        o, m = self._check(obs, mask)
+        return masked_probs(forward_logits(self.layers, o), m)
+
+    def act(self, obs: np.ndarray, mask: np.ndarray) -> int:
+        o, m = self._check(obs, mask)
+        logits = forward_logits(self.layers, o)
+        if self.deterministic:
+            if not m.any():
+                raise ValueError("no valid action in this state (the mask is all zeros)")
+            return int(np.argmax(np.where(m, logits, -np.inf)))
+        return sample_valid(masked_probs(logits, m), m, self.rng)
+
+    __call__ = act
+
+
+__all__ = ["ActorPolicy", "forward_logits", "masked_probs", "sample_valid"]
