@@ -212,9 +212,15 @@ static int sample_unit(pl_learner *L, int slot, int d)
 {
     const double *x = xrow(L, slot);
     int first = L->dom_first[d], n = L->dom_count[d];
-    double lam = L->p.lambda, r = pl_rng_unif(&L->rng), acc = 0;
+    /* sigma = (1-lambda) x + lambda/|A| is the mixture "uniform with
+     * probability lambda, else x": one draw picks the branch. */
+    double r = pl_rng_unif(&L->rng), lam = L->p.lambda;
+    if (r < lam)
+        return first + (int)(r / lam * n < n ? r / lam * n : n - 1);
+    r = (r - lam) / (1.0 - lam);
+    double acc = 0;
     for (int k = 0; k < n; k++) {
-        acc += (1.0 - lam) * x[first + k] + lam / n; /* sigma = (1-lambda) x + lambda/|A| */
+        acc += x[first + k];
         if (r < acc)
             return first + k;
     }
@@ -260,12 +266,12 @@ static void rl_update(pl_learner *L, int slot, double u)
         double step = t->ubar > 0 ? L->p.eps * u / t->ubar : 1.0;
         if (step > 1.0)
             step = 1.0; /* keeps x in the simplex */
-        double *x = xrow(L, slot);
-        int first = L->dom_first[t->domain], n = L->dom_count[t->domain];
-        for (int k = 0; k < n; k++) {
-            int a = first + k;
-            x[a] += step * ((a == t->unit ? 1.0 : 0.0) - x[a]);
-        }
+        double *x = xrow(L, slot) + L->dom_first[t->domain];
+        int n = L->dom_count[t->domain];
+        double keep = 1.0 - step;
+        for (int k = 0; k < n; k++) /* x + step (e_a - x), branch-free */
+            x[k] *= keep;
+        x[t->unit - L->dom_first[t->domain]] += step;
     }
     t->ubar += L->p.nu * (u - t->ubar);
 }

@@ -602,7 +602,11 @@ static void bind_memory(void)
     long page = sysconf(_SC_PAGESIZE);
     for (int i = 0; i < G.ntrk; i++) {
         struct tracked *t = &G.trk[i];
-        if (t->slot < 0 || !t->applied || t->hi <= t->lo)
+        if (t->slot < 0 || !t->applied)
+            continue;
+        if (t->hi <= t->lo) /* seen in /proc before it registered */
+            reg_stack(t->tid, &t->lo, &t->hi);
+        if (t->hi <= t->lo)
             continue;
         int d = t->ap_domain;
         if (t->bound_domain == d || cnt[d] <= G.cfg.zeta * G.ntrk)
@@ -616,6 +620,11 @@ static void bind_memory(void)
                           (unsigned long)(8 * sizeof mask), (unsigned)MPOL_MF_MOVE);
         if (rc == 0) {
             t->bound_domain = d;
+        } else if (errno == EFAULT || errno == ENOMEM) {
+            /* part of the range is not mapped (e.g. the main thread's stack,
+             * reported up to its rlimit): skip this thread only */
+            t->bound_domain = d;
+            logmsg(PR_LOG_DEBUG, "mbind of thread %d's stack: %s", (int)t->tid, strerror(errno));
         } else {
             fail_once(F_MBIND, "mbind of thread %d's stack to node %d failed (%s); memory binding off",
                       (int)t->tid, G.dom_node[d], strerror(errno));
