@@ -62,6 +62,9 @@ class Profile(BaseModel):
         default=None, gt=0, description="one_core_s / wall_s; None when not measured (--no-scale)"
     )
     one_core_s: float | None = Field(default=None, gt=0, description="wall time of the run bound to one core")
+    other_load_cpus: float | None = Field(
+        default=None, ge=0, description="CPUs used by other processes during the solo run (0 = the node was idle)"
+    )
     perf_version: str | None = Field(default=None, description="'perf version 6.1.192'; None when simulated")
     simulated: bool = Field(default=False, description="True when a model produced these figures, not a run")
     created_at: datetime = Field(default_factory=_utcnow)

@@ -61,6 +61,8 @@ class PerfRun:
     """perf's 'Workload failed: ...' reason when the command could not be executed."""
     bound_cpus: tuple[int, ...] | None = None
     events: tuple[str, ...] = field(default=PERF_EVENTS)
+    node_busy_cpu_s: float | None = None
+    """CPU time the whole node spent busy during the run (/proc/stat), the command's own included."""
 
     @property
     def ok(self) -> bool:
@@ -75,6 +77,15 @@ class PerfRun:
         """The command's own lifetime from perf's duration_time when counted, else our wall time."""
         ns = self.stat.value("duration_time") if self.stat else None
         return ns / 1e9 if ns else self.wall_s
+
+    @property
+    def other_load_cpus(self) -> float | None:
+        """CPUs used on average by *other* processes during the run (node busy time minus the command's
+        task-clock, over the wall time): about 0 on an idle node. None when unknown."""
+        own_ms = self.stat.value("task-clock") if self.stat else None
+        if self.node_busy_cpu_s is None or own_ms is None or self.wall_s <= 0:
+            return None
+        return max(0.0, self.node_busy_cpu_s - own_ms / 1000.0) / self.wall_s
 
     def counters(self) -> dict[str, float | None]:
         if self.stat is None:
@@ -170,6 +181,7 @@ def run_under_perf(
         out_path = Path(perf_output) if perf_output is not None else Path(tmp) / "perf.csv"
         executed = (perf, "stat", "-x", ",", "-e", ",".join(events), "-o", str(out_path), "--", *prefix, *argv)
         copier = _StderrCopier(stderr)
+        busy_before = _node_busy_s()
         started = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -192,6 +204,7 @@ def run_under_perf(
             _stop_group(proc)
             raise
         wall_s = time.monotonic() - started
+        busy_after = _node_busy_s()
         copier.join()
         tail = copier.tail()
 
@@ -225,7 +238,20 @@ def run_under_perf(
         start_error=start_error,
         bound_cpus=tuple(bind_cpus) if bind_cpus is not None else None,
         events=tuple(events),
+        node_busy_cpu_s=(busy_after - busy_before) if busy_before is not None and busy_after is not None else None,
     )
+
+
+def _node_busy_s() -> float | None:
+    """Seconds of CPU time the node has spent busy since boot (all CPUs; /proc/stat, not idle nor iowait)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            first = f.readline().split()
+        values = [int(v) for v in first[1:9]]  # user nice system idle iowait irq softirq steal
+    except (OSError, ValueError, IndexError):
+        return None
+    busy = sum(values) - values[3] - values[4]
+    return busy / os.sysconf("SC_CLK_TCK")
 
 
 def _wait(

@@ -92,8 +92,14 @@ def build_profile(
         peak_rss_kb=full.peak_rss_kb,
         scale_factor=(one_core_s / full.duration_s) if one_core_s is not None else None,
         one_core_s=one_core_s,
+        other_load_cpus=_max_or_none(full.other_load_cpus, one.other_load_cpus if one else None),
         perf_version=perf_version,
     )
+
+
+def _max_or_none(*values: float | None) -> float | None:
+    known = [v for v in values if v is not None]
+    return round(max(known), 3) if known else None
 
 
 def _refuse_failed(run: PerfRun, which: str) -> None:

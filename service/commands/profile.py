@@ -178,6 +178,11 @@ def _render_profile(profile: Profile, store_path: Path, saved: bool) -> None:
         rate = None if value is None or event in units else value / profile.duration_s
         table.add_row(event, _fmt(value, units.get(event, "")), _fmt(rate) if rate is not None else "")
     console.print(table)
+    if profile.other_load_cpus is not None and profile.other_load_cpus >= 0.25:
+        console.print(
+            f"[yellow]the node was not idle:[/] other processes used {profile.other_load_cpus:.2f} CPUs on average "
+            "during a run; times and the scale factor may be off (profile again on an idle node)"
+        )
     missing = profile.missing_counters
     if missing:
         console.print(f"[yellow]{len(missing)} counter(s) missing on this node[/] (not counted, not zero)")

@@ -25,6 +25,7 @@ def test_success_counts_software_events(tmp_path: Path) -> None:
     counters = run.counters()
     assert counters["task-clock"] is not None and counters["duration_time"] is not None
     assert run.wall_s > 0 and run.peak_rss_kb > 0
+    assert run.other_load_cpus is not None and run.other_load_cpus >= 0  # the node's other load, measured
     assert run.executed[:2] == (run.executed[0], "stat") and "--" in run.executed
     if os.environ.get("COSCHED_EXPECT_PMU") != "1":  # this machine: no PMU
         assert all(counters[e] is None for e in HARDWARE_EVENTS)
