@@ -91,7 +91,10 @@ class ProfileStore:
         check_profile_name(name)
         profile = self.get(name, node_id)
         if profile is None:
-            raise ProfileNotFoundError(f"no profile named {name!r} for node {node_id!r} in {self.path}")
+            with self._read() as conn:
+                others = [r[0] for r in conn.execute("SELECT node_id FROM profiles WHERE name = ? ORDER BY node_id", (name,))]
+            hint = f" (it exists for node(s) {', '.join(others)}: --node-id)" if others else ""
+            raise ProfileNotFoundError(f"no profile named {name!r} for node {node_id!r} in {self.path}{hint}")
         return profile
 
     def list(self, node_id: str | None = None) -> list[Profile]:

@@ -47,7 +47,7 @@ def test_put_get_list_delete(home: Path, make_profile: MakeProfile) -> None:
     assert store.delete("a", "node-1") is True
     assert store.delete("a", "node-1") is False
     assert store.get("a", "node-2") == a2
-    with pytest.raises(ProfileNotFoundError):
+    with pytest.raises(ProfileNotFoundError, match="node-2"):
         store.require("a", "node-1")
 
 
