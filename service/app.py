@@ -7,8 +7,8 @@ Routes (``interfaces.md``, HTTP service): ``POST /schedule`` (window in, plan ou
 * **Decisions only.** ``POST /schedule`` calls ``service.planning.plan_window`` (the one planning entry point)
   and returns its plan; nothing the service receives is ever executed.
 * **Errors.** Invalid input is 422 with the field and the reason (``detail: [{field, reason, type}]`` and a
-  one-line ``message``); a body over 1 MiB is 413 (FastAPI's body limit: ``Content-Length`` checked before any
-  byte is read, chunked bodies counted as they arrive); our own errors (``cli_exit_code``) are 422 (bad
+  one-line ``message``); a body over 1 MiB is 413 (a declared ``Content-Length`` is checked before any byte
+  is read, chunked bodies are counted as they arrive); our own errors (``cli_exit_code``) are 422 (bad
   input), 404 (unknown profile) or 503 (the service could not do it, e.g. a locked profile store). A response
   never carries a traceback. An exception of no known kind is a bug: it is logged with its traceback and
   answered 500 with an error id, and the tests (bad bodies, a schemathesis run) exist so that no input reaches it.
@@ -25,6 +25,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -120,10 +121,21 @@ class AccessAndToken:
             if self.expected is not None and scope["path"] not in OPEN_PATHS and not self._authorized(scope):
                 await _send_json(send_logged, 401, {"detail": "missing or wrong bearer token: send 'Authorization: Bearer <COSCHED_TOKEN>'"},
                                  [(b"www-authenticate", b"Bearer")])
-            elif _declared_length(scope) > MAX_BODY_BYTES:  # refused before reading a byte; chunked bodies: max_body_size
+            elif _declared_length(scope) > MAX_BODY_BYTES:  # refused before reading a byte of it
                 await _send_json(send_logged, 413, {"detail": TOO_LARGE})
             else:
-                await self.app(scope, receive, send_logged)
+                received = 0
+
+                async def receive_limited() -> Message:  # chunked (or lying) bodies: counted as they arrive
+                    nonlocal received
+                    message = await receive()
+                    if message["type"] == "http.request":
+                        received += len(message.get("body", b""))
+                        if received > MAX_BODY_BYTES:
+                            raise StarletteHTTPException(413, TOO_LARGE)  # FastAPI passes it on: our handler answers
+                    return message
+
+                await self.app(scope, receive_limited, send_logged)
         finally:
             if access_log.isEnabledFor(logging.INFO):
                 access_log.info(
@@ -213,6 +225,16 @@ def validation_detail(errors: list[dict[str, Any]]) -> dict[str, Any]:
     return {"detail": items, "message": message}
 
 
+def _parse_problem(cause: BaseException | None) -> str:
+    if isinstance(cause, UnicodeDecodeError):
+        return f"it is not UTF-8 (byte {cause.start})"
+    if isinstance(cause, RecursionError):
+        return "it is nested too deeply"
+    if isinstance(cause, ValueError):
+        return str(cause).split(";")[0]  # e.g. an integer with more digits than Python converts
+    return "it cannot be decoded"
+
+
 def _error_status(exc: BaseException) -> int | None:
     """Our own error classes (they carry cli_exit_code): 404 unknown profile, 422 bad input, 503 a failure here."""
     code = getattr(exc, "cli_exit_code", None)
@@ -234,7 +256,7 @@ def _install_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 413:
             detail = TOO_LARGE
         elif exc.status_code == 400 and detail == "There was an error parsing the body":
-            detail = "the request body could not be parsed as JSON (too deeply nested, or numbers too large)"
+            detail = f"the request body could not be read as JSON: {_parse_problem(exc.__cause__)}"
         return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
     async def _ours(request: Request, exc: Exception) -> JSONResponse:
@@ -288,7 +310,6 @@ def create_app(node_name: str = "local", model_path: str | None = None, token: s
         title="cosched",
         summary="An RL co-scheduler for HPC nodes: window in, plan out. The service decides; it never executes.",
         version="0.1.0",
-        max_body_size=MAX_BODY_BYTES,
     )
     app.state.cosched = state
     app.add_middleware(AccessAndToken, token=token or None)
@@ -333,6 +354,9 @@ def create_app(node_name: str = "local", model_path: str | None = None, token: s
         if profile.node_id != state.node_id:
             problems.append({"field": "node_id", "reason": f"this service stores profiles of node {state.node_id!r}, not {profile.node_id!r}",
                              "type": "value_error"})
+        for key, value in profile:
+            if isinstance(value, float) and not math.isfinite(value):
+                problems.append({"field": key, "reason": f"must be a finite number, not {value}", "type": "finite_number"})
         if problems:
             return JSONResponse({"detail": problems, "message": "; ".join(f"{p['field']}: {p['reason']}" for p in problems)},
                                 status_code=422)

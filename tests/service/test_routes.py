@@ -1,0 +1,182 @@
+"""Every route of the service through real HTTP (httpx against uvicorn on loopback)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from env.discover import node_id
+from env.models import Plan
+from env.nodes import load_node
+from env.sim.profiles import simulated_profiles
+from profiler.models import Profile
+from profiler.store import ProfileStore
+from svc_support import SIM_NODE, Server
+
+ROOT = Path(__file__).resolve().parents[2]
+COSCHED = [sys.executable, "-m", "service.cli"]
+
+
+def cli_json(*args: str, env: dict[str, str] | None = None) -> object:
+    out = subprocess.run([*COSCHED, *args, "--json"], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def a_profile(name: str = "MG", **update: object) -> Profile:
+    node = load_node(SIM_NODE)
+    base = simulated_profiles(node)["MG"]
+    return base.model_copy(update={"name": name, **update})
+
+
+def test_healthz(server: Server) -> None:
+    r = server.client.get("/healthz")
+    assert r.status_code == 200 and r.json() == {"status": "ok"}
+
+
+def test_node_is_what_cosched_node_prints(server: Server) -> None:
+    r = server.client.get("/node")
+    assert r.status_code == 200
+    assert r.json() == cli_json("node", "--node", SIM_NODE)
+
+
+def test_model_says_which_policy_plans(server: Server) -> None:
+    r = server.client.get("/model")
+    assert r.status_code == 200
+    doc = r.json()
+    assert doc["policy"] == "greedy" and doc["model"] is None and "greedy" in doc["reason"]
+
+
+def test_docs_and_openapi(server: Server) -> None:
+    spec = server.client.get("/openapi.json")
+    assert spec.status_code == 200
+    paths = spec.json()["paths"]
+    assert {"/schedule", "/healthz", "/node", "/model", "/profiles", "/profiles/{name}"} <= set(paths)
+    assert set(paths["/profiles/{name}"]) == {"get", "put", "delete"}
+    body = paths["/schedule"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert body["$ref"].endswith("/Window")
+    docs = server.client.get("/docs")
+    assert docs.status_code == 200 and "swagger" in docs.text.lower()
+
+
+def test_unknown_route_and_method_are_4xx(server: Server) -> None:
+    assert server.client.get("/nope").status_code == 404
+    assert server.client.get("/schedule").status_code == 405
+    assert server.client.post("/healthz").status_code == 405
+
+
+def test_profiles_put_get_list_delete(server: Server) -> None:
+    c = server.client
+    nid = node_id(load_node(SIM_NODE))
+    listed = c.get("/profiles")
+    assert listed.status_code == 200
+    assert listed.json()["node_id"] == nid and all(p["name"] != "crud-1" for p in listed.json()["profiles"])
+
+    profile = a_profile("crud-1")
+    assert c.get("/profiles/crud-1").status_code == 404
+    created = c.put("/profiles/crud-1", content=profile.model_dump_json(), headers={"content-type": "application/json"})
+    assert created.status_code == 201, created.text
+    assert Profile.model_validate(created.json()) == profile
+    got = c.get("/profiles/crud-1")
+    assert got.status_code == 200 and Profile.model_validate(got.json()) == profile
+    assert "crud-1" in [p["name"] for p in c.get("/profiles").json()["profiles"]]
+    # the store is the one `cosched profiles` reads: same file, same node key
+    assert ProfileStore().get("crud-1", nid) == profile
+
+    replaced = c.put("/profiles/crud-1", json=a_profile("crud-1", wall_s=99.0).model_dump(mode="json"))
+    assert replaced.status_code == 200 and replaced.json()["wall_s"] == 99.0
+
+    deleted = c.delete("/profiles/crud-1")
+    assert deleted.status_code == 200 and deleted.json() == {"deleted": "crud-1", "node_id": nid}
+    assert c.get("/profiles/crud-1").status_code == 404
+    gone = c.delete("/profiles/crud-1")
+    assert gone.status_code == 404 and "no profile named 'crud-1'" in gone.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    "path, doc, field, reason",
+    [
+        ("other", a_profile("crud-2").model_dump(mode="json"), "name", "not the name in the path"),
+        ("crud-2", a_profile("crud-2", node_id="elsewhere").model_dump(mode="json"), "node_id", "stores profiles of node"),
+        ("crud-2", {**a_profile("crud-2").model_dump(mode="json"), "wall_s": 1e999}, "wall_s", "finite"),
+        ("crud-2", {**a_profile("crud-2").model_dump(mode="json"), "exit_status": 3}, None, "failed run"),
+        ("crud-2", {**a_profile("crud-2").model_dump(mode="json"), "colour": "red"}, "colour", "Extra inputs"),
+        ("crud-2", {"name": "crud-2"}, "node_id", "Field required"),
+    ],
+    ids=["name-mismatch", "other-node", "infinite-wall", "failed-run", "unknown-field", "missing-fields"],
+)
+def test_put_refuses_bad_profiles(server: Server, path: str, doc: dict, field: str | None, reason: str) -> None:
+    body = json.dumps(doc).replace("Infinity", "1e999")
+    r = server.client.put(f"/profiles/{path}", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    text = r.text
+    assert reason in text
+    if field:
+        assert any(d["field"] == field for d in r.json()["detail"])
+    assert server.client.get(f"/profiles/{path}").status_code == 404
+
+
+@pytest.mark.parametrize("name", ["a b", "x" * 129, "é", "..%2F..%2Fetc", "a%00b"])
+def test_profile_names_are_checked(server: Server, name: str) -> None:
+    for method in ("GET", "DELETE"):
+        r = server.client.request(method, f"/profiles/{name}")
+        assert 400 <= r.status_code < 500, (method, name, r.status_code)
+    assert server.client.put(f"/profiles/{name}", json=a_profile().model_dump(mode="json")).status_code in (404, 422)
+
+
+def test_empty_profile_name_is_not_a_profile(server: Server) -> None:
+    for method in ("GET", "DELETE", "PUT"):
+        r = server.client.request(method, "/profiles/")
+        assert 300 <= r.status_code < 500, (method, r.status_code)  # a redirect to /profiles, or 404/405
+
+
+def test_schedule_never_executes(server: Server, tmp_path: Path) -> None:
+    marker = tmp_path / "executed"
+    window = {"jobs": [{"id": "MG", "command": ["/usr/bin/touch", str(marker)]},
+                       {"id": "EP", "command": ["/bin/sh", "-c", f"touch {marker}"]}]}
+    r = server.client.post("/schedule", json=window)
+    assert r.status_code < 500
+    assert not marker.exists()
+
+
+def test_schedule_returns_a_plan(server: Server, planning: None) -> None:
+    window = {"jobs": [{"id": f"j{i}", "profile": p} for i, p in enumerate(["MG", "EP", "CG", "FT", "lu_cb", "fft"])],
+              "max_concurrency": 2}
+    r = server.client.post("/schedule", json=window)
+    assert r.status_code == 200, r.text
+    plan = Plan.model_validate(r.json())
+    assert plan.node.name == SIM_NODE and plan.policy == "greedy" and plan.max_concurrency == 2
+    placed = [j.id for g in plan.groups for j in g.jobs] + [e.id for e in plan.excluded]
+    assert sorted(placed) == sorted(j["id"] for j in window["jobs"])
+
+
+def test_unknown_profiles_are_excluded_not_errors(server: Server, planning: None) -> None:
+    r = server.client.post("/schedule", json={"jobs": [{"id": "MG"}, {"id": "never-profiled"}, {"id": "x", "profile": "nope"}]})
+    assert r.status_code == 200, r.text
+    excluded = {e["id"]: e["reason"] for e in r.json()["excluded"]}
+    assert set(excluded) == {"never-profiled", "x"}
+    assert all(reason for reason in excluded.values())
+
+
+def _schedule_verb_missing() -> str | None:
+    from service.commands import VERBS
+
+    names = {register.__module__.rsplit(".", 1)[-1] for register in VERBS}
+    return None if "schedule" in names else "`cosched schedule` does not exist yet (no service/commands/schedule.py in VERBS)"
+
+
+def test_service_plan_equals_cosched_schedule(server: Server, planning: None, tmp_path: Path) -> None:
+    why = _schedule_verb_missing()
+    if why:
+        pytest.skip(why)
+    window = {"jobs": [{"id": p} for p in ["MG", "EP", "CG", "FT", "IS", "unknown-one"]], "max_concurrency": 3}
+    path = tmp_path / "window.json"
+    path.write_text(json.dumps(window))
+    printed = cli_json("schedule", str(path), "--node", SIM_NODE, "--policy", "greedy")
+    served = server.client.post("/schedule", json=window)
+    assert served.status_code == 200, served.text
+    assert served.json() == printed
