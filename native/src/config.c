@@ -300,6 +300,16 @@ int pr_config_parse(pr_config *c, const char *(*get)(const char *, void *), void
             return -1;
         c->max_threads = (int)l;
     }
+    if ((v = get("PINRT_PIN_MAIN", ctx))) {
+        if (is_on(v))
+            c->pin_main = 1;
+        else if (is_off(v))
+            c->pin_main = 0;
+        else {
+            errf(err, elen, "PINRT_PIN_MAIN='%s' must be 0 or 1", v);
+            return -1;
+        }
+    }
     if ((v = get("PINRT_SEED", ctx))) {
         char *end;
         errno = 0;

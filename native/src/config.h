@@ -48,6 +48,7 @@ typedef struct {
     int log;
     int speed;
     int max_threads;
+    int pin_main;         /* also pin the main thread */
 } pr_config;
 
 /* get(name, ctx) returns the value of a variable or NULL. On error returns -1

@@ -73,7 +73,7 @@ typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
 static struct pinrt_ctx {
     _Atomic(create_fn) real_create;
     atomic_int level;         /* LV_* */
-    atomic_int restart;       /* after fork: start a manager at next create */
+    atomic_int restart;       /* start a manager at the next pthread_create */
     pr_config cfg;
     pid_t pid;                /* process that owns the manager */
 
@@ -92,6 +92,7 @@ static struct pinrt_ctx {
 
     /* topology */
     pr_cpuset allowed;
+    cpu_set_t start_mask;     /* the process's mask at start, for fork children */
     int ndomains, nunits;
     pr_cpuset dom_cpus[PR_MAX_DOMAINS];
     int dom_node[PR_MAX_DOMAINS];
@@ -283,7 +284,10 @@ PR_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*f
         return EAGAIN;
     if (atomic_load(&G.level) == LV_OFF)
         return real(t, attr, fn, arg);
-    if (atomic_exchange(&G.restart, 0))
+    /* The manager starts with the program's first thread: programs that never
+     * create one (shells, numactl, taskset...) are left alone, and nothing a
+     * wrapper sets before exec is disturbed. */
+    if (atomic_load(&G.restart) && atomic_exchange(&G.restart, 0))
         start_manager();
     struct start *st = malloc(sizeof *st);
     if (!st)
@@ -475,7 +479,9 @@ static int reconcile(void)
         if (e->d_name[0] < '0' || e->d_name[0] > '9')
             continue;
         pid_t tid = (pid_t)atoi(e->d_name);
-        if (tid != self)
+        /* The main thread is left alone unless asked: its mask is what exec'd
+         * and posix_spawn'd children inherit. */
+        if (tid != self && (G.cfg.pin_main || tid != G.pid))
             G.tids[n++] = tid;
     }
     closedir(d);
@@ -852,6 +858,9 @@ static void at_child(void)
     if (!G.mgr_started)
         return;
     G.mgr_started = 0;
+    /* The forking thread may be pinned: the child starts from the mask the
+     * process was given, as it would without the runtime. */
+    sched_setaffinity(0, sizeof G.start_mask, &G.start_mask);
     for (int i = 0; i < G.reg_cap; i++)
         G.reg[i].tid = 0;
     G.trace_fd = -1; /* the parent's trace */
@@ -959,13 +968,15 @@ __attribute__((constructor)) static void pinrt_init(void)
     uintptr_t lo, hi;
     self_stack(&lo, &hi);
     reg_add(gettid(), lo, hi);
+    G.start_mask = cs;
+    G.pid = getpid();
     pthread_atfork(at_prepare, at_parent, at_child);
     atomic_store(&G.level, LV_FULL);
     char al[256];
     pr_format_cpulist(&G.allowed, al, sizeof al);
     logmsg(PR_LOG_INFO, "active: cpus %s, %d domain(s), %d unit(s), period %gs, speed %s", al, G.ndomains, G.nunits,
            G.cfg.period, speed_name(G.speed_src));
-    start_manager();
+    atomic_store(&G.restart, 1);
 }
 
 __attribute__((destructor)) static void pinrt_fini(void)

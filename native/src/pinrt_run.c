@@ -38,6 +38,7 @@ static const struct {
     {"seed", "PINRT_SEED", "random seed (1)"},
     {"speed", "PINRT_SPEED", "auto, instructions, cputime, schedstat (auto)"},
     {"max-threads", "PINRT_MAX_THREADS", "threads followed at most (1024)"},
+    {"pin-main", "PINRT_PIN_MAIN", "also pin the main thread, 0 or 1 (0)"},
     {"enable", "PINRT_ENABLE", "1 or 0"},
 };
 #define NOPTS (sizeof OPTS / sizeof OPTS[0])

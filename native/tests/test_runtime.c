@@ -128,15 +128,18 @@ static int child_threads(void)
     return atomic_load(&outside) ? 1 : 0;
 }
 
-/* fork while threads run; the child creates threads of its own. */
-static int child_fork(void)
+/* fork from a (pinned) worker while threads run: the child starts from the
+ * process's original mask and creates threads of its own. */
+static void *w_fork(void *arg)
 {
-    pthread_t t[2];
-    for (int i = 0; i < 2; i++)
-        pthread_create(&t[i], NULL, w_return, NULL);
-    burn(0.1);
+    (void)arg;
+    burn(0.3); /* several epochs: this thread is pinned by now */
     pid_t p = fork();
     if (p == 0) {
+        cpu_set_t cs;
+        sched_getaffinity(0, sizeof cs, &cs);
+        if (!CPU_EQUAL(&cs, &start_mask))
+            _exit(2);
         pthread_t c[2];
         for (int i = 0; i < 2; i++)
             pthread_create(&c[i], NULL, w_return, (void *)3L);
@@ -150,10 +153,21 @@ static int child_fork(void)
     }
     int st = -1;
     waitpid(p, &st, 0);
+    return (void *)(long)(WIFEXITED(st) ? WEXITSTATUS(st) : 100);
+}
+
+static int child_fork(void)
+{
+    pthread_t t[3];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, w_return, NULL);
+    pthread_create(&t[2], NULL, w_fork, NULL);
+    void *st;
+    pthread_join(t[2], &st);
     for (int i = 0; i < 2; i++)
         pthread_join(t[i], NULL);
-    printf("fork child status=%d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+    printf("fork child status=%ld\n", (long)st);
+    return st == NULL ? 0 : 1;
 }
 
 static atomic_int got_sig;
@@ -187,6 +201,8 @@ static void on_sig(int s)
 static int child_signals(void)
 {
     signal(SIGUSR1, on_sig);
+    pthread_t t; /* the manager starts with the first thread */
+    pthread_create(&t, NULL, w_return, NULL);
     burn(0.1);
     for (int i = 0; i < 50; i++) {
         kill(getpid(), SIGUSR1);
@@ -218,6 +234,7 @@ static int child_signals(void)
     }
     if (d)
         closedir(d);
+    pthread_join(t, NULL);
     printf("manager=%d blocked_all=%d signals=%d on_manager=%d\n", found, blocked_all, atomic_load(&got_sig),
            atomic_load(&sig_on_mgr));
     return found && blocked_all && atomic_load(&got_sig) == 50 && !atomic_load(&sig_on_mgr) ? 0 : 1;
@@ -261,7 +278,11 @@ static int child_main(const char *what)
         rc = child_signals();
     else if (!strcmp(what, "zeta"))
         rc = child_zeta();
-    else if (!strcmp(what, "exit7")) {
+    else if (!strcmp(what, "single")) {
+        burn(0.2);
+        printf("single\n");
+        rc = 0;
+    } else if (!strcmp(what, "exit7")) {
         child_threads();
         rc = 7;
     }
@@ -402,12 +423,16 @@ int main(int argc, char **argv)
     CHECK(r.status == 0);
     CHECK(strstr(r.out, "sum=10 outside=0") != NULL);
     CHECK(field(r.summary, "epochs=") >= 10);
-    CHECK(field(r.summary, "threads_seen=") >= 7); /* main + 6 */
+    CHECK(field(r.summary, "threads_seen=") >= 6); /* the 6 workers, not main */
     CHECK(strstr(r.summary, "state=full") != NULL);
     CHECK(strstr(r.summary, "speed_source=") != NULL);
     CHECK(r.trace && !strncmp(r.trace, "epoch,time_s,tid,domain,cpus,speed,utility,objective\n", 52));
     CHECK(count_lines(r.trace) > 20);
     CHECK(r.err[0] == '\0');
+
+    /* A program that never creates a thread is left alone: no manager. */
+    run("single", NULL, &r);
+    CHECK(r.status == 0 && !strcmp(r.out, "single\n") && r.summary[0] == '\0' && r.err[0] == '\0');
 
     /* The program's exit status is kept. */
     run("exit7", NULL, &r);
