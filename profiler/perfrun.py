@@ -10,6 +10,12 @@ What perf does not tell us, and how we learn it anyway (perf 6.1, measured here)
 * perf returns the workload's exit code, but **0 when the workload is killed by a signal**; it then prints
   ``ARGV0: <signal description>`` (``psignal``) on its stderr. Its stderr (shared with the workload's) goes
   through a pipe that we copy to the caller's destination and whose tail we read for that line.
+* perf 6.1 has a race: when the workload exits before perf reaches its ``wait4`` (commands of a few ms),
+  its SIGCHLD handler forgets the child, perf returns **0 whatever the workload's status** and never reaps it
+  (measured: ``false`` "succeeded" 6 times in 300). So this process makes itself a child subreaper
+  (``PR_SET_CHILD_SUBREAPER``, once, process-wide), notes the workload's pid (perf's only child, from
+  ``/proc/PERF/task/PERF/children``) and, when perf left it unreaped, reaps it itself for its true status.
+  Side effect: orphans of profiled commands are re-parented to this process instead of init.
 * perf returns 255 with ``Workload failed: <reason>`` when the command cannot be executed.
 * peak memory: ``os.wait4`` on perf gives ``ru_maxrss``, the maximum over perf and its (reaped) workload,
   so it is bounded below by perf's own peak (about 16 MB here): right for real jobs, coarse for tiny ones.
@@ -18,6 +24,7 @@ What perf does not tell us, and how we learn it anyway (perf 6.1, measured here)
 
 from __future__ import annotations
 
+import ctypes
 import os
 import select
 import shutil
@@ -39,6 +46,7 @@ from profiler.perfcsv import PerfStat, parse_perf_csv
 Destination = Union[None, int, IO[bytes]]
 
 _STDERR_TAIL_BYTES = 8192
+_PR_SET_CHILD_SUBREAPER = 36
 _SIGINT_GRACE_S = 5.0
 
 
@@ -181,6 +189,7 @@ def run_under_perf(
         out_path = Path(perf_output) if perf_output is not None else Path(tmp) / "perf.csv"
         executed = (perf, "stat", "-x", ",", "-e", ",".join(events), "-o", str(out_path), "--", *prefix, *argv)
         copier = _StderrCopier(stderr)
+        _become_subreaper()
         busy_before = _node_busy_s()
         started = time.monotonic()
         try:
@@ -199,11 +208,13 @@ def run_under_perf(
         copier.start(proc.stderr)
         timed_out = False
         try:
+            workload_pid = _find_workload(proc)
             status, rusage, timed_out = _wait(proc, started, timeout_s, on_tick, tick_s)
         except BaseException:
             _stop_group(proc)
             raise
         wall_s = time.monotonic() - started
+        orphan = _reap_orphans(proc.pid, workload_pid)  # perf's race: it did not reap the command, we did
         busy_after = _node_busy_s()
         copier.join()
         tail = copier.tail()
@@ -220,10 +231,13 @@ def run_under_perf(
         exit_status = 127
     elif killed_by is not None:
         exit_status = -killed_by
-    elif perf_code < 0:  # perf itself killed (after a timeout): the command went down with it
+    elif orphan is not None:
+        exit_status = os.waitstatus_to_exitcode(orphan[0])
+    else:  # the command's exit code, as perf returns it (negative: perf itself killed, after a timeout)
         exit_status = perf_code
-    else:
-        exit_status = perf_code
+    peak_rss_kb = max(
+        int(rusage.ru_maxrss) if rusage is not None else 0, int(orphan[1].ru_maxrss) if orphan is not None else 0
+    )
     if stat is None and start_error is None and not timed_out and exit_status >= 0 and perf_code != 0:
         last = _last_line(tail)
         raise ProfilerRunError(f"perf failed (exit status {perf_code}){': ' + last if last else ''}")
@@ -232,7 +246,7 @@ def run_under_perf(
         executed=executed,
         exit_status=exit_status,
         wall_s=wall_s,
-        peak_rss_kb=int(rusage.ru_maxrss) if rusage is not None else 0,
+        peak_rss_kb=peak_rss_kb,
         stat=stat,
         timed_out=timed_out,
         start_error=start_error,
@@ -252,6 +266,84 @@ def _node_busy_s() -> float | None:
         return None
     busy = sum(values) - values[3] - values[4]
     return busy / os.sysconf("SC_CLK_TCK")
+
+
+@lru_cache(maxsize=1)
+def _become_subreaper() -> bool:
+    """prctl(PR_SET_CHILD_SUBREAPER, 1): a workload perf leaves unreaped becomes our child (see above)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _perf_children(perf_pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{perf_pid}/task/{perf_pid}/children").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _find_workload(proc: subprocess.Popen[bytes], limit_s: float = 2.0) -> int | None:
+    """The pid of the command perf forks (it waits for perf's go before exec, so there is time to see it)."""
+    pidfd = os.pidfd_open(proc.pid)
+    try:
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline:
+            children = _perf_children(proc.pid)
+            if children:
+                return children[0]
+            if select.select([pidfd], [], [], 0.001)[0]:  # perf already gone
+                return None
+        return None
+    finally:
+        os.close(pidfd)
+
+
+def _reap_orphans(session: int, workload_pid: int | None) -> tuple[int, os.struct_rusage] | None:
+    """(wait status, rusage) of the command if perf left it to us (a re-parented zombie), else None.
+
+    Also reaps every other dead process of the run's session (perf's session id is its pid) that was
+    re-parented to us, so none stays a zombie. The command is ``workload_pid`` when it was seen, else the
+    earliest-started of them."""
+    dead = _our_zombies_in_session(session)
+    if workload_pid is not None and workload_pid not in dead:
+        dead.insert(0, workload_pid)  # maybe not a zombie yet in /proc's view: try it anyway
+    target = workload_pid if workload_pid is not None else (dead[0] if dead else None)
+    result = None
+    for pid in dead:
+        try:
+            got, status, rusage = os.wait4(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue  # not our child: perf reaped it, its exit code is right
+        if got == pid and pid == target:
+            result = (status, rusage)
+    return result
+
+
+def _our_zombies_in_session(session: int) -> list[int]:
+    """Dead children of this process whose session is ``session``, earliest started first."""
+    found: list[tuple[int, int]] = []
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return []
+    for tid in tasks:
+        try:
+            children = Path(f"/proc/self/task/{tid}/children").read_text().split()
+        except OSError:
+            continue
+        for child in children:
+            try:
+                stat = Path(f"/proc/{child}/stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2 :].split()
+            # fields: state ppid pgrp session ... starttime (index 19)
+            if fields[0] == "Z" and int(fields[3]) == session:
+                found.append((int(fields[19]), int(child)))
+    return [pid for _, pid in sorted(found)]
 
 
 def _wait(
