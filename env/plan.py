@@ -22,7 +22,7 @@ from env.resctrl import group_path
 @dataclass
 class _Placed:
     job: WindowJob
-    action: int
+    action: int | None  # None: not an action of the encoding (time sharing's whole node)
     alloc: Allocation
 
 
@@ -64,6 +64,22 @@ class PlanBuilder:
         alloc = allocate(self.node, self.schedule.affinity, self.schedule.memory, a, self.state)
         if alloc is not None:
             self.open_group.append(_Placed(job, action_index, alloc))
+        return alloc
+
+    def place_whole_node(self, job: WindowJob) -> Allocation:
+        """Time sharing: ``job`` alone in a group of its own with the whole node (every CPU, every way,
+        no bandwidth cap, the memory policy of ``schedule``). Not an action of the encoding (the largest core
+        option is 7/8), so the plan job's ``action`` is None."""
+        from env.allocate import place_mask
+
+        self.close_group()
+        cpus = tuple(self.node.cpus)
+        l3 = {d.id: (d.ways, place_mask(self.node, d.id, d.ways, self.state)) for d in self.node.l3}
+        self.state.taken_cpus.update(cpus)
+        alloc = Allocation(cpus=cpus, numa_nodes=tuple(d.id for d in self.node.numa), memory=self.schedule.memory,
+                           l3=l3, mem_bw_percent={d.id: 100 for d in self.node.numa})
+        self.open_group.append(_Placed(job, None, alloc))
+        self.close_group()
         return alloc
 
     def close_group(self) -> None:

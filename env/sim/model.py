@@ -171,22 +171,38 @@ def _cache_mb(g: Geometry, jobs: list[SimJob]) -> list[float]:
         if not holders:
             continue
         wmb = g.way_mb[li]
-        if len(holders) == 1:
-            k, m, _ = holders[0]
-            eff[k] += bin(m).count("1") * wmb
+        union = 0
+        total_bits = 0
+        for k, m, _ in holders:
+            union |= m
+            total_bits += _popcount(m)
+        if total_bits == _popcount(union):  # no shared way: each job has its own
+            for k, m, _ in holders:
+                eff[k] += _popcount(m) * wmb
             continue
+        # bits grouped by which holders share them: each group's ways split by pressure
+        patterns: dict[int, int] = {}
         for b in g.bits[li]:
             bit = 1 << b
+            pat = 0
+            for h, (_, m, _) in enumerate(holders):
+                if m & bit:
+                    pat |= 1 << h
+            if pat:
+                patterns[pat] = patterns.get(pat, 0) + 1
+        for pat, count in patterns.items():
             tot = 0.0
-            for _, m, pr in holders:
-                if m & bit:
+            for h, (_, _, pr) in enumerate(holders):
+                if pat >> h & 1:
                     tot += pr
-            if tot <= 0.0:
-                continue
-            for k, m, pr in holders:
-                if m & bit:
-                    eff[k] += pr / tot * wmb
+            for h, (k, _, pr) in enumerate(holders):
+                if pat >> h & 1:
+                    eff[k] += (count * pr / tot if tot > 0.0 else count / bin(pat).count("1")) * wmb
     return eff
+
+
+def _popcount(x: int) -> int:
+    return bin(x).count("1")
 
 
 def solve(g: Geometry, jobs: list[SimJob]) -> list[float]:
@@ -196,42 +212,52 @@ def solve(g: Geometry, jobs: list[SimJob]) -> list[float]:
     cache = _cache_mb(g, jobs)
     vols = [j.params.stream_gb + j.params.reuse_gb * math.exp(-cache[k] / j.params.ws_mb) for k, j in enumerate(jobs)]
     nd = g.n_numa
-    kap_m = [1.0] * nd
-    kap_l = [[1.0] * nd for _ in range(nd)]
-    times = [0.0] * len(jobs)
+    bw = g.bw
+    link = g.link_gbs
+    # resources: memory controllers 0..nd-1, then links s*nd+m+nd; each route uses its controller (and link)
+    kap = [1.0] * (nd + nd * nd)
+    njobs = len(jobs)
+    base = [vols[k] / jobs[k].bmax if vols[k] > 0.0 else 0.0 for k in range(njobs)]
+    times = [0.0] * njobs
     for _ in range(sp.iterations):
-        load_m = [0.0] * nd
-        load_l = [[0.0] * nd for _ in range(nd)]
-        for k, j in enumerate(jobs):
+        load = [0.0] * (nd + nd * nd)
+        for k in range(njobs):
+            j = jobs[k]
             slow = 0.0
             for s, m, f in j.routes:
-                kp = kap_m[m]
-                if s != m and kap_l[s][m] < kp:
-                    kp = kap_l[s][m]
+                kp = kap[m]
+                if s != m:
+                    kl = kap[nd + s * nd + m]
+                    if kl < kp:
+                        kp = kl
                 slow += f / kp
-            tm = vols[k] / j.bmax * slow if vols[k] > 0.0 else 0.0
+            tm = base[k] * slow
             tc = j.tc
             t = (tm + ov * tc) if tm > tc else (tc + ov * tm)
             times[k] = t
             d = vols[k] / t
             for s, m, f in j.routes:
-                load_m[m] += d * f
+                load[m] += d * f
                 if s != m:
-                    load_l[s][m] += d * f
+                    load[nd + s * nd + m] += d * f
             for a, b, gb in j.comm_link:
-                load_l[a][b] += gb / t
+                load[nd + a * nd + b] += gb / t
         change = 0.0
-        for m in range(nd):
-            new = min(1.0, kap_m[m] * g.bw[m] / load_m[m]) if load_m[m] > 0.0 else 1.0
-            change = max(change, abs(new - kap_m[m]))
-            kap_m[m] = new
-            for s in range(nd):
-                if s != m:
-                    ld = load_l[s][m]
-                    new = min(1.0, kap_l[s][m] * g.link_gbs / ld) if ld > 0.0 else 1.0
-                    change = max(change, abs(new - kap_l[s][m]))
-                    kap_l[s][m] = new
-        if change < 1e-6:
+        for r in range(nd + nd * nd):
+            ld = load[r]
+            if ld > 0.0:
+                new = kap[r] * (bw[r] if r < nd else link) / ld
+                if new > 1.0:
+                    new = 1.0
+            else:
+                new = 1.0
+            dlt = new - kap[r]
+            if dlt < 0.0:
+                dlt = -dlt
+            if dlt > change:
+                change = dlt
+            kap[r] = new
+        if change < 1e-5:
             break
     return times
 
