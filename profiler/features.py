@@ -261,10 +261,24 @@ class FeaturePipeline:
     def transform_one(self, profile: Profile) -> np.ndarray:
         return self.transform([profile])[0]
 
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high) of every feature (float32): [-clip, clip] for values, [0, 1] for the mask (gymnasium Box)."""
+        low = np.array([-self.params.clip] * len(VALUE_FEATURES) + [0.0] * len(MASK_FEATURES), dtype=np.float32)
+        high = np.array([self.params.clip] * len(VALUE_FEATURES) + [1.0] * len(MASK_FEATURES), dtype=np.float32)
+        return low, high
+
     # -- persistence (JSON, no pickle) --
 
     def to_json(self) -> str:
         return self.params.model_dump_json(indent=2)
+
+    def to_dict(self) -> dict[str, object]:
+        """The parameters as a JSON-able dict (to embed in a model file)."""
+        return self.params.model_dump(mode="json")
+
+    @classmethod
+    def from_dict(cls, doc: object) -> "FeaturePipeline":
+        return cls.from_json(json.dumps(doc))
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "FeaturePipeline":

@@ -109,6 +109,10 @@ def test_save_load_round_trip_without_pickle(profiles: list[Profile], tmp_path: 
     assert loaded == pipe
     assert np.array_equal(loaded.transform(profiles), pipe.transform(profiles))
     assert b"pickle" not in path.read_bytes()
+    assert FeaturePipeline.from_dict(json.loads(json.dumps(pipe.to_dict()))) == pipe  # embedded in another document
+    low, high = loaded.bounds()
+    out = loaded.transform(profiles)
+    assert low.shape == high.shape == (N_FEATURES,) and np.all(out >= low) and np.all(out <= high)
 
 
 def test_refuses_another_feature_set(profiles: list[Profile], tmp_path: Path) -> None:
