@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -78,6 +79,7 @@ def run_profile(args: argparse.Namespace) -> int:
     shown = shlex.join(command)
     if len(shown) > 60:
         shown = shown[:57] + "..."
+    shown = escape(shown)
     steps = 1 if args.no_scale else 2
     with Progress(
         SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=False
@@ -161,7 +163,7 @@ def _render_profile(profile: Profile, store_path: Path, saved: bool) -> None:
     console = Console()
     verb = "stored" if saved else "profile"
     console.print(f"[bold]{verb}[/] {profile.name}  node {profile.node_id}  ({store_path})")
-    console.print(f"command: {shlex.join(profile.command)}")
+    console.print(f"command: {escape(shlex.join(profile.command))}")
     scale = (
         f"{profile.scale_factor:.2f} (one core {profile.one_core_s:.2f} s)"
         if profile.scale_factor is not None and profile.one_core_s is not None
