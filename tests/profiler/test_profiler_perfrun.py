@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -122,3 +123,27 @@ def test_short_failing_commands_are_never_reported_as_success() -> None:
     children = Path(f"/proc/self/task/{os.getpid()}/children").read_text().split()
     zombies = [c for c in children if Path(f"/proc/{c}/stat").exists() and ") Z " in Path(f"/proc/{c}/stat").read_text()]
     assert zombies == []
+
+
+@pytest.mark.skipif(
+    shutil.which("localedef") is None or not Path("/usr/share/i18n/locales/de_DE").exists(),
+    reason="needs localedef and the de_DE locale source",
+)
+def test_decimal_comma_locale_end_to_end(tmp_path: Path) -> None:
+    """Under LC_ALL=de_DE.UTF-8 perf writes '123,45,msec,task-clock,...': still parsed right."""
+    locales = tmp_path / "locales"
+    locales.mkdir()
+    made = subprocess.run(
+        ["localedef", "-i", "de_DE", "-f", "UTF-8", str(locales / "de_DE.UTF-8")], capture_output=True, check=False
+    )
+    if not (locales / "de_DE.UTF-8").exists():
+        pytest.skip(f"localedef failed: {made.stderr.decode(errors='replace')[:200]}")
+    env = dict(os.environ, LOCPATH=str(locales), LC_ALL="de_DE.UTF-8")
+    csv = tmp_path / "perf.csv"
+    run = run_under_perf(["sh", "-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done"], env=env, perf_output=csv)
+    assert run.ok
+    task_line = next(ln for ln in csv.read_text().splitlines() if "task-clock" in ln)
+    assert task_line.count(",") > 6  # perf really wrote decimal commas
+    task_clock = run.counters()["task-clock"]
+    assert task_clock is not None and 0 < task_clock < run.wall_s * 1000 * 4
+    assert run.stat is not None and run.stat.lines[1].percent_running == pytest.approx(100.0)
