@@ -234,25 +234,58 @@ int pr_config_parse(pr_config *c, const char *(*get)(const char *, void *), void
         errf(err, elen, "PINRT_PERIOD=%g is below the 0.001 s minimum", c->period);
         return -1;
     }
-    /* Methods, named as in the papers: OPT_METHODS for the domain level
-     * (AL or NULL), CHILD_OPT_METHODS for the core level (RL or NULL). */
-    if ((v = get("PINRT_DOMAIN_METHOD", ctx))) {
+    /* The papers' names: RESOURCES={NUMA_BANDWIDTH,NUMA_MEMORY} switch the
+     * domain level and stack binding, CHILD_RESOURCES={CPU_BANDWIDTH|NULL}
+     * the core level; OPT_METHODS / CHILD_OPT_METHODS alias the methods. */
+    if ((v = get("PINRT_RESOURCES", ctx))) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", v);
+        c->lp.domain_al = 0;
+        char *save = NULL;
+        for (char *t = strtok_r(buf, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+            if (!strcasecmp(t, "NUMA_BANDWIDTH"))
+                c->lp.domain_al = 1;
+            else if (!strcasecmp(t, "NUMA_MEMORY"))
+                c->mem_on = 1;
+            else if (strcasecmp(t, "NULL")) {
+                errf(err, elen, "PINRT_RESOURCES: unknown resource '%s' (expected NUMA_BANDWIDTH, NUMA_MEMORY)", t);
+                return -1;
+            }
+        }
+    }
+    if ((v = get("PINRT_CHILD_RESOURCES", ctx))) {
+        if (!strcasecmp(v, "CPU_BANDWIDTH"))
+            c->lp.core_rl = 1;
+        else if (!strcasecmp(v, "NULL"))
+            c->lp.core_rl = 0;
+        else {
+            errf(err, elen, "PINRT_CHILD_RESOURCES='%s' is unknown (expected CPU_BANDWIDTH or NULL)", v);
+            return -1;
+        }
+    }
+    const char *dm = get("PINRT_DOMAIN_METHOD", ctx), *cm = get("PINRT_CORE_METHOD", ctx);
+    const char *dm_name = "PINRT_DOMAIN_METHOD", *cm_name = "PINRT_CORE_METHOD";
+    if (!dm && (dm = get("PINRT_OPT_METHODS", ctx)))
+        dm_name = "PINRT_OPT_METHODS";
+    if (!cm && (cm = get("PINRT_CHILD_OPT_METHODS", ctx)))
+        cm_name = "PINRT_CHILD_OPT_METHODS";
+    if ((v = dm)) {
         if (!strcasecmp(v, "AL"))
             c->lp.domain_al = 1;
         else if (!strcasecmp(v, "NULL") || !strcasecmp(v, "NONE"))
             c->lp.domain_al = 0;
         else {
-            errf(err, elen, "PINRT_DOMAIN_METHOD='%s' is unknown (expected AL or NULL)", v);
+            errf(err, elen, "%s='%s' is unknown (expected AL or NULL)", dm_name, v);
             return -1;
         }
     }
-    if ((v = get("PINRT_CORE_METHOD", ctx))) {
+    if ((v = cm)) {
         if (!strcasecmp(v, "RL"))
             c->lp.core_rl = 1;
         else if (!strcasecmp(v, "NULL") || !strcasecmp(v, "NONE"))
             c->lp.core_rl = 0;
         else {
-            errf(err, elen, "PINRT_CORE_METHOD='%s' is unknown (expected RL or NULL)", v);
+            errf(err, elen, "%s='%s' is unknown (expected RL or NULL)", cm_name, v);
             return -1;
         }
     }

@@ -466,25 +466,30 @@ static void drop_tracked(struct tracked *t)
 
 static int reconcile(void)
 {
-    DIR *d = opendir("/proc/self/task");
-    if (!d) {
-        fail_once(F_PROC, "cannot read /proc/self/task (%s); only threads from pthread_create are followed",
-                  strerror(errno));
-        return -1;
-    }
     int n = 0, cap = G.cfg.max_threads * 2;
     pid_t self = (pid_t)atomic_load(&G.mgr_tid);
-    struct dirent *e;
-    while ((e = readdir(d)) && n < cap) {
-        if (e->d_name[0] < '0' || e->d_name[0] > '9')
-            continue;
-        pid_t tid = (pid_t)atoi(e->d_name);
-        /* The main thread is left alone unless asked: its mask is what exec'd
-         * and posix_spawn'd children inherit. */
-        if (tid != self && (G.cfg.pin_main || tid != G.pid))
-            G.tids[n++] = tid;
+    DIR *d = opendir("/proc/self/task");
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d)) && n < cap) {
+            if (e->d_name[0] < '0' || e->d_name[0] > '9')
+                continue;
+            pid_t tid = (pid_t)atoi(e->d_name);
+            /* The main thread is left alone unless asked: its mask is what
+             * exec'd and posix_spawn'd children inherit. */
+            if (tid != self && (G.cfg.pin_main || tid != G.pid))
+                G.tids[n++] = tid;
+        }
+        closedir(d);
+    } else {
+        fail_once(F_PROC, "cannot read /proc/self/task (%s); only threads from pthread_create are followed",
+                  strerror(errno));
+        pthread_mutex_lock(&G.reg_lock);
+        for (int i = 0; i < G.reg_cap && n < cap; i++)
+            if (G.reg[i].tid && G.reg[i].tid != self && (G.cfg.pin_main || G.reg[i].tid != G.pid))
+                G.tids[n++] = G.reg[i].tid;
+        pthread_mutex_unlock(&G.reg_lock);
     }
-    closedir(d);
     qsort(G.tids, (size_t)n, sizeof(pid_t), cmp_pid);
 
     /* Merge the sorted lists: drop the dead, add the new. */

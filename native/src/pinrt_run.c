@@ -19,6 +19,10 @@ static const struct {
     {"utility", "PINRT_UTILITY", "shared or own (shared)"},
     {"core-method", "PINRT_CORE_METHOD", "RL or NULL (RL)"},
     {"domain-method", "PINRT_DOMAIN_METHOD", "AL or NULL (AL)"},
+    {"resources", "PINRT_RESOURCES", "papers' names: NUMA_BANDWIDTH,NUMA_MEMORY"},
+    {"child-resources", "PINRT_CHILD_RESOURCES", "papers' names: CPU_BANDWIDTH or NULL"},
+    {"opt-methods", "PINRT_OPT_METHODS", "alias of --domain-method"},
+    {"child-opt-methods", "PINRT_CHILD_OPT_METHODS", "alias of --core-method"},
     {"eps", "PINRT_EPS", "RL step size (0.3)"},
     {"nu", "PINRT_NU", "RL running-average rate (0.05)"},
     {"lambda", "PINRT_LAMBDA", "RL perturbation (0.02)"},
@@ -47,8 +51,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: pinrt-run [options] -- CMD [ARGS...]\noptions (--opt VALUE or --opt=VALUE):\n");
     for (size_t i = 0; i < NOPTS; i++)
-        fprintf(f, "  --%-14s %-20s %s\n", OPTS[i].opt, OPTS[i].var, OPTS[i].help);
-    fprintf(f, "  --%-14s %-20s %s\n", "lib", "", "path of libpinrt.so (next to pinrt-run)");
+        fprintf(f, "  --%-17s %-23s %s\n", OPTS[i].opt, OPTS[i].var, OPTS[i].help);
+    fprintf(f, "  --%-17s %-23s %s\n", "lib", "", "path of libpinrt.so (next to pinrt-run)");
 }
 
 int main(int argc, char **argv)

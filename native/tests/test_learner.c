@@ -452,6 +452,16 @@ static void test_config(void)
           pr_set_has(&c.dom_cpus[0], 0) && c.mem_on && c.group == 2 && c.trace_fmt == PR_TRACE_JSON &&
           !c.lp.core_rl && c.lp.seed == 99);
 
+    const char *papers[] = {"PINRT_RESOURCES", "NUMA_BANDWIDTH,NUMA_MEMORY", "PINRT_CHILD_RESOURCES", "CPU_BANDWIDTH",
+                            "PINRT_OPT_METHODS", "AL", "PINRT_CHILD_OPT_METHODS", "RL", NULL};
+    CHECK(parse_kv(&c, papers, err) == 0 && c.lp.domain_al && c.lp.core_rl && c.mem_on && fabs(c.zeta - 0.5) < 1e-12);
+    const char *papers2[] = {"PINRT_RESOURCES", "NUMA_MEMORY", "PINRT_CHILD_OPT_METHODS", "NULL", NULL};
+    CHECK(parse_kv(&c, papers2, err) == 0 && !c.lp.domain_al && !c.lp.core_rl && c.mem_on);
+    const char *papers3[] = {"PINRT_OPT_METHODS", "GA", NULL};
+    CHECK(parse_kv(&c, papers3, err) == -1 && strstr(err, "PINRT_OPT_METHODS"));
+    const char *papers4[] = {"PINRT_RESOURCES", "CACHE", NULL};
+    CHECK(parse_kv(&c, papers4, err) == -1 && strstr(err, "PINRT_RESOURCES"));
+
     const char *off[] = {"PINRT_ENABLE", "0", "PINRT_PERIOD", "-1", NULL};
     CHECK(parse_kv(&c, off, err) == 0 && !c.enabled);
 
