@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import itertools
 import random as _random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from pathlib import Path
 from fractions import Fraction
 from typing import Callable, Protocol, Sequence
 
@@ -326,6 +327,7 @@ class PlanContext:
     window_size: int = DEFAULT_WINDOW
     seed: int | None = None
     simulated: bool = True  # searches need the simulated node
+    pin_runtime: Path | None = None  # the C pinning runtime's library, when the plan should load it
 
 
 class Policy(Protocol):
@@ -339,7 +341,7 @@ class TimeSharing:
 
     def plan(self, window: Window, ctx: PlanContext) -> Plan:
         b = PlanBuilder(node=ctx.node, schedule=ScheduleAction("compact", "first-touch"),
-                        max_concurrency=window.max_concurrency, window_size=ctx.window_size)
+                        max_concurrency=window.max_concurrency, window_size=ctx.window_size, pin_runtime=ctx.pin_runtime)
         for job in window.jobs:
             info = ctx.provider.get(job.profile_name)
             if info is None:
@@ -375,7 +377,7 @@ class _ScriptPolicy:
                 return self.chooser(obs, mask, ep)
 
         result = plan_window(window, ctx.node, ctx.provider, lambda ci: _Lazy(), policy=self.name,
-                             window_size=ctx.window_size, chooser_per_chunk=True)
+                             window_size=ctx.window_size, chooser_per_chunk=True, pin_runtime=ctx.pin_runtime)
         plan = result.plan
         if self.predicts and scripts and all(s.predicted_makespans is not None for s in scripts):
             makespans = [t for s in scripts for t in s.predicted_makespans]  # type: ignore[union-attr]
@@ -436,7 +438,8 @@ class RandomPolicy:
         def chooser(obs, mask, ep):
             return rng.choice(np.flatnonzero(mask).tolist())
 
-        return plan_window(window, ctx.node, ctx.provider, chooser, policy=self.name, window_size=ctx.window_size).plan
+        return plan_window(window, ctx.node, ctx.provider, chooser, policy=self.name, window_size=ctx.window_size,
+                           pin_runtime=ctx.pin_runtime).plan
 
 
 class _SearchPolicy(_ScriptPolicy):

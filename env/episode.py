@@ -299,7 +299,7 @@ ChooserFactory = Callable[[int], Chooser]  # chunk index -> chooser for that chu
 
 def plan_window(window: Window, node: NodeSpec, provider: JobInfoProvider, chooser: Chooser | ChooserFactory, *,
                 policy: str, window_size: int = DEFAULT_WINDOW, reward: RewardConfig = RewardConfig(),
-                chooser_per_chunk: bool = False, **build_kwargs) -> WindowPlanning:
+                chooser_per_chunk: bool = False, pin_runtime=None, **build_kwargs) -> WindowPlanning:
     """Plan a window: unknown jobs go to ``excluded``; the rest are planned W at a time, in queue order.
 
     Each chunk is its own episode (step 0 included) on one shared PlanBuilder; the plan's
@@ -308,7 +308,7 @@ def plan_window(window: Window, node: NodeSpec, provider: JobInfoProvider, choos
     if window.max_concurrency < 1:
         raise InputError("max_concurrency must be at least 1")
     builder = PlanBuilder(node=node, schedule=ScheduleAction("compact", "first-touch"),
-                          max_concurrency=window.max_concurrency, window_size=window_size)
+                          max_concurrency=window.max_concurrency, window_size=window_size, pin_runtime=pin_runtime)
     known: list[tuple[WindowJob, JobInfo]] = []
     for job in window.jobs:
         info = provider.get(job.profile_name)
@@ -321,7 +321,8 @@ def plan_window(window: Window, node: NodeSpec, provider: JobInfoProvider, choos
     for ci, start in enumerate(range(0, len(known), window_size)):
         chunk = known[start: start + window_size]
         ep = Episode(node, [j for j, _ in chunk], [i for _, i in chunk], max_concurrency=window.max_concurrency,
-                     window_size=window_size, n_features=provider.n_features, reward=reward, builder=builder)
+                     window_size=window_size, n_features=provider.n_features, reward=reward, builder=builder,
+                     step_limit=2 * window_size * window_size + 4)
         run_episode(ep, chooser(ci) if chooser_per_chunk else chooser)  # type: ignore[call-arg]
         if first_schedule is None:
             first_schedule = builder.schedule

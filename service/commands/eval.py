@@ -1,0 +1,118 @@
+"""``cosched eval --backend sim --windows FILE``: policies compared on many windows (all figures simulated)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from env.errors import InputError
+from env.evaluate import DEFAULT_EVAL_POLICIES
+from env.nodes import DEFAULT_SIM_NODE
+from service.output import emit
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("eval", help="compare policies on many windows (throughput vs time sharing)",
+                       description="Plan every window with every policy, run the plans on the backend and report "
+                       "throughput vs time sharing per window and on average (arithmetic mean).")
+    p.add_argument("--backend", choices=("sim", "real"), default="sim", help="sim (default); real evaluation is 'cosched run'")
+    p.add_argument("--node", default=DEFAULT_SIM_NODE, help=f"a simulated node (default {DEFAULT_SIM_NODE})")
+    p.add_argument("--windows", required=True, metavar="FILE", help="JSON array of window documents, e.g. training/eval_windows.json")
+    p.add_argument("--policies", default=",".join(DEFAULT_EVAL_POLICIES), help=f"comma-separated (default {','.join(DEFAULT_EVAL_POLICIES)})")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random policy and of simulated noise (default 0)")
+    p.add_argument("--plot", metavar="PNG", help="also draw a bar chart of the mean throughput per policy")
+    p.add_argument("--json", action="store_true", help="print the evaluation as one JSON document")
+    p.set_defaults(handler=run)
+
+
+def render(doc: dict[str, Any]) -> None:
+    console = Console()
+    kind = "simulated" if doc["simulated"] else "measured"
+    table = Table(title=f"throughput vs time sharing on {doc['node']} ({kind})")
+    table.add_column("window")
+    table.add_column("jobs")
+    for p in doc["policies"]:
+        table.add_column(p, justify="right")
+    best = {w["index"]: max(w["results"][p]["throughput_vs_timeshare"] for p in doc["policies"]) for w in doc["windows"]}
+    for w in doc["windows"]:
+        cells = []
+        for p in doc["policies"]:
+            v = w["results"][p]["throughput_vs_timeshare"]
+            cells.append(f"[bold]{v:.3f}[/]" if v == best[w["index"]] else f"{v:.3f}")
+        table.add_row(str(w["index"]), " ".join(w["jobs"]), *cells)
+    table.add_section()
+    table.add_row("mean", f"{len(doc['windows'])} windows", *(f"{doc['mean'][p]:.3f}" for p in doc["policies"]))
+    console.print(table)
+    if "best-found" in doc["policies"]:
+        for p in doc["policies"]:
+            if p not in ("best-found", "timeshare"):
+                gap = 1 - doc["mean"][p] / doc["mean"]["best-found"]
+                console.print(f"{p}: {gap * 100:.1f} % below best-found on average ({kind})")
+
+
+def plot(doc: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pols = doc["policies"]
+    kind = "simulated" if doc["simulated"] else "measured"
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(14, 4.5), gridspec_kw={"width_ratios": [1, 3]})
+    means = [doc["mean"][p] for p in pols]
+    ax1.bar(pols, means, color=[plt.get_cmap("tab10")(i) for i in range(len(pols))])
+    ax1.axhline(1.0, color="black", linewidth=0.8)
+    ax1.set_ylabel(f"throughput vs time sharing ({kind})")
+    ax1.set_title(f"mean over {len(doc['windows'])} windows")
+    for i, m in enumerate(means):
+        ax1.text(i, m, f"{m:.2f}", ha="center", va="bottom", fontsize=8)
+    ax1.tick_params(axis="x", rotation=30)
+    n = len(doc["windows"])
+    width = 0.8 / len(pols)
+    for k, p in enumerate(pols):
+        ax2.bar([i + k * width for i in range(n)], [w["results"][p]["throughput_vs_timeshare"] for w in doc["windows"]],
+                width=width, label=p, color=plt.get_cmap("tab10")(k))
+    ax2.axhline(1.0, color="black", linewidth=0.8)
+    ax2.set_xticks([i + 0.4 - width / 2 for i in range(n)], [str(w["index"]) for w in doc["windows"]], fontsize=7)
+    ax2.set_xlabel("window")
+    ax2.set_title(f"per window, {doc['node']} ({kind})")
+    ax2.legend(fontsize=7, ncol=len(pols))
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=120)
+    except OSError as exc:
+        raise InputError(f"cannot write the picture {path}: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)
+
+
+def run(args: argparse.Namespace) -> int:
+    from env.baselines import parse_policies
+    from env.evaluate import evaluate, read_windows
+    from env.nodes import load_node
+
+    if args.backend != "sim":
+        raise InputError("evaluation on the real node runs every plan: use 'cosched run' window by window (eval is --backend sim)")
+    node = load_node(args.node)
+    if not node.name.startswith("sim:"):
+        raise InputError(f"--backend sim needs a simulated node (sim:NAME), not {args.node!r}")
+    policies = parse_policies(args.policies)
+    windows = read_windows(args.windows)
+    status = Console(stderr=True)
+
+    def progress(i: int, name: str, dt: float) -> None:
+        if not args.json and sys.stderr.isatty():
+            status.print(f"window {i + 1}/{len(windows)}: {name} ({dt:.1f} s)", end="\r")
+
+    doc = evaluate(windows, node, policies, seed=args.seed, progress=progress)
+    emit(doc, args.json, lambda: render(doc))
+    if args.plot:
+        plot(doc, Path(args.plot))
+        if not args.json:
+            Console().print(f"picture: {args.plot}")
+    return 0

@@ -1,0 +1,78 @@
+"""``cosched jobs --backend sim``: the simulated node's job catalogue (all figures simulated)."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from env.errors import InputError
+from env.nodes import DEFAULT_SIM_NODE, load_node
+from service.output import emit
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("jobs", help="the simulated node's job catalogue",
+                       description="List the simulated node's job catalogue: each program's character, its solo "
+                       "time and scale factor (what the model gives), its simulated profile and features.")
+    p.add_argument("--backend", choices=("sim", "real"), default="sim", help="sim (the catalogue); real jobs are profiles: see 'cosched profiles'")
+    p.add_argument("--node", default=DEFAULT_SIM_NODE, help=f"a simulated node (default {DEFAULT_SIM_NODE})")
+    p.add_argument("--json", action="store_true", help="print the catalogue as one JSON document")
+    p.set_defaults(handler=run)
+
+
+def catalogue_document(node_name: str) -> dict[str, Any]:
+    from env.jobinfo import sim_provider
+    from env.sim.catalogue import HELD_OUT_JOBS, TRAIN_JOBS, catalogue
+    from profiler.features import FEATURE_NAMES
+
+    node = load_node(node_name)
+    if not node.name.startswith("sim:"):
+        raise InputError(f"{node_name!r} is not a simulated node: the catalogue exists for sim:NAME nodes")
+    prov = sim_provider(node)
+    jobs = []
+    for name, job in catalogue(node).items():
+        info = prov.get(name)
+        assert info is not None and info.profile is not None
+        jobs.append({
+            "name": name,
+            "suite": job.entry.suite,
+            "set": "held-out" if job.held_out else "train" if name in TRAIN_JOBS else "other",
+            "solo_s": job.solo_s,
+            "one_core_s": job.one_core_s,
+            "scale_factor": job.scale_factor,
+            "l3_misses_per_s": info.l3_misses_per_s,
+            "character": job.entry.character,
+            "why": job.entry.why,
+            "params": asdict(job.entry.params),
+            "counters": info.profile.counters,
+            "features": dict(zip(FEATURE_NAMES, (float(x) for x in info.features))),
+        })
+    return {"backend": "sim", "node": node.name, "simulated": True, "train_jobs": list(TRAIN_JOBS),
+            "held_out_jobs": list(HELD_OUT_JOBS), "jobs": jobs}
+
+
+def render(doc: dict[str, Any]) -> None:
+    console = Console()
+    table = Table(title=f"job catalogue of {doc['node']} (simulated)")
+    for col in ("job", "suite", "set", "solo s", "1-core s", "scale factor", "LLC misses/s"):
+        table.add_column(col, justify="left" if col in ("job", "suite", "set") else "right")
+    for j in doc["jobs"]:
+        table.add_row(j["name"], j["suite"], j["set"], f"{j['solo_s']:.1f}", f"{j['one_core_s']:.0f}",
+                      f"{j['scale_factor']:.1f}", f"{j['l3_misses_per_s']:.2e}")
+    console.print(table)
+    for j in doc["jobs"]:
+        console.print(f"[bold]{j['name']}[/]: {j['character']}", highlight=False)
+    console.print("All figures come from the model of the simulated node (simulated); 'cosched jobs --json' adds "
+                  "each job's parameters, reasons, simulated counters and features.")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.backend == "real":
+        raise InputError("the real node has no catalogue: its jobs are the stored profiles ('cosched profiles list')")
+    doc = catalogue_document(args.node)
+    emit(doc, args.json, lambda: render(doc))
+    return 0
