@@ -47,11 +47,7 @@ from pathlib import Path
 from typing import Callable, Final, Sequence
 
 import numpy as np
-import sklearn
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from sklearn.impute import SimpleImputer
-from sklearn.pipeline import Pipeline
-from sklearn.preprocessing import StandardScaler
 
 from profiler.errors import ProfilerInputError
 from profiler.models import Profile
@@ -218,11 +214,19 @@ class FeaturePipeline:
         if tuple(params.feature_names) != FEATURE_NAMES or tuple(params.value_features) != VALUE_FEATURES:
             raise ProfilerInputError("this feature pipeline lists other features than this cosched computes")
         self.params = params
-        self._pipeline = _sklearn_pipeline(params)
+        # transform is numpy (what SimpleImputer(mean) and StandardScaler do with these parameters): scikit-learn is
+        # imported by fit only, so planning (cosched schedule, the service) starts fast and small without it
+        self._impute = np.asarray(params.impute_values, dtype=np.float64)
+        self._mean = np.asarray(params.mean, dtype=np.float64)
+        self._scale = np.asarray(params.scale, dtype=np.float64)
 
     @classmethod
     def fit(cls, profiles: Sequence[Profile], clip: float = CLIP) -> "FeaturePipeline":
         """Fit on a set of profiles (the training jobs)."""
+        import sklearn
+        from sklearn.impute import SimpleImputer
+        from sklearn.preprocessing import StandardScaler
+
         raw = raw_matrix(profiles)
         imputer = SimpleImputer(strategy="mean", keep_empty_features=True).fit(raw)
         scaler = StandardScaler().fit(imputer.transform(raw))
@@ -250,7 +254,7 @@ class FeaturePipeline:
         raw = np.atleast_2d(np.asarray(raw, dtype=np.float64))
         if raw.shape[1] != len(VALUE_FEATURES):
             raise ProfilerInputError(f"expected {len(VALUE_FEATURES)} raw features, got {raw.shape[1]}")
-        scaled = self._pipeline.transform(raw)
+        scaled = (np.where(np.isnan(raw), self._impute, raw) - self._mean) / self._scale
         clipped = np.clip(scaled, -self.params.clip, self.params.clip)
         return np.hstack([clipped, availability_mask(raw)]).astype(np.float32)
 
@@ -321,21 +325,3 @@ def check_feature_set(feature_set: str, what: str = "this model") -> None:
             f"{what} was made for feature set {feature_set!r}, but this cosched computes {FEATURE_SET_ID!r}: "
             "refit or retrain it"
         )
-
-
-def _sklearn_pipeline(params: FeaturePipelineParams) -> Pipeline:
-    """The fitted scikit-learn objects, rebuilt from their parameters (no unpickling)."""
-    n = len(params.value_features)
-    imputer = SimpleImputer(strategy="mean", keep_empty_features=True)
-    imputer.statistics_ = np.asarray(params.impute_values, dtype=np.float64)
-    imputer.n_features_in_ = n
-    imputer._fit_dtype = np.dtype(np.float64)
-    imputer._fill_dtype = np.dtype(np.float64)
-    imputer.indicator_ = None
-    scaler = StandardScaler()
-    scaler.mean_ = np.asarray(params.mean, dtype=np.float64)
-    scaler.scale_ = np.asarray(params.scale, dtype=np.float64)
-    scaler.var_ = np.asarray(params.var, dtype=np.float64)
-    scaler.n_features_in_ = n
-    scaler.n_samples_seen_ = np.float64(params.n_profiles)
-    return Pipeline([("impute", imputer), ("scale", scaler)])
