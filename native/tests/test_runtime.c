@@ -499,6 +499,17 @@ int main(int argc, char **argv)
         CHECK(r.trace && strstr(r.trace, "\"cpus\":\"0-1\"") && strstr(r.trace, "{\"epoch\":"));
     }
 
+    /* Other speed sources: schedstat; instructions falls back to CPU time
+     * (with one line saying so) where there is no hardware counter. */
+    const char *ss[] = {"PINRT_SPEED", "schedstat", NULL};
+    run("threads", ss, &r);
+    CHECK(r.status == 0 && strstr(r.summary, "speed_source=schedstat") && field(r.summary, "epochs=") >= 10);
+    const char *ins[] = {"PINRT_SPEED", "instructions", NULL};
+    run("threads", ins, &r);
+    CHECK(r.status == 0 && strstr(r.summary, "state=full"));
+    CHECK(strstr(r.summary, "speed_source=instructions") ||
+          (strstr(r.summary, "speed_source=cputime") && count_lines(r.err) == 1 && strstr(r.err, "using CPU time")));
+
     /* Stack binding with zeta = 0 on node 0 (all this machine has). */
     const char *zeta[] = {"PINRT_ZETA", "0", NULL};
     run("zeta", zeta, &r);
