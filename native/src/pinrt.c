@@ -107,6 +107,7 @@ static struct pinrt_ctx {
     double *speed;
     pl_assign *out;
     int trace_fd;
+    int trace_done;           /* the trace was opened (or refused) already */
     char *tbuf;
     size_t tcap;
     int speed_src;
@@ -567,8 +568,7 @@ static const pr_cpuset *target_cpus(pl_assign a)
 
 static void unpin_all(void)
 {
-    cpu_set_t cs;
-    to_cpuset(&G.allowed, &cs);
+    cpu_set_t cs = G.start_mask;
     for (int i = 0; i < G.ntrk; i++)
         if (G.trk[i].applied)
             sched_setaffinity(G.trk[i].tid, sizeof cs, &cs);
@@ -804,8 +804,26 @@ static int alloc_manager_state(void)
     return G.L && G.trk && G.tids && G.speed && G.out ? 0 : -1;
 }
 
+/* Opened by the first process that manages threads (not by a shell or a
+ * wrapper on its way to exec, and not again by a fork child). */
+static void open_trace(void)
+{
+    if (!G.cfg.trace[0] || G.trace_done)
+        return;
+    G.trace_done = 1;
+    G.trace_fd = open(G.cfg.trace, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (G.trace_fd < 0) {
+        fail_once(F_TRACE, "cannot open trace %s (%s); trace off", G.cfg.trace, strerror(errno));
+    } else if (G.cfg.trace_fmt == PR_TRACE_CSV) {
+        static const char hdr[] = "epoch,time_s,tid,domain,cpus,speed,utility,objective\n";
+        if (write(G.trace_fd, hdr, sizeof hdr - 1) < 0)
+            fail_once(F_TRACE, "trace write failed");
+    }
+}
+
 static void start_manager(void)
 {
+    open_trace();
     if (alloc_manager_state()) {
         fail_once(F_ALLOC, "out of memory; runtime off");
         atomic_store(&G.level, LV_OFF);
@@ -869,6 +887,7 @@ static void at_child(void)
     for (int i = 0; i < G.reg_cap; i++)
         G.reg[i].tid = 0;
     G.trace_fd = -1; /* the parent's trace */
+    G.trace_done = 1;
     atomic_store(&G.mgr_tid, 0);
     if (atomic_load(&G.level) != LV_OFF)
         atomic_store(&G.restart, 1);
@@ -957,16 +976,6 @@ __attribute__((constructor)) static void pinrt_init(void)
             if (G.cfg.speed == PR_SPEED_INSTRUCTIONS)
                 logmsg(PR_LOG_ERROR, "no hardware instruction counter (%s); using CPU time", strerror(errno));
             G.speed_src = PR_SPEED_CPUTIME;
-        }
-    }
-    if (G.cfg.trace[0]) {
-        G.trace_fd = open(G.cfg.trace, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (G.trace_fd < 0) {
-            fail_once(F_TRACE, "cannot open trace %s (%s); trace off", G.cfg.trace, strerror(errno));
-        } else if (G.cfg.trace_fmt == PR_TRACE_CSV) {
-            static const char hdr[] = "epoch,time_s,tid,domain,cpus,speed,utility,objective\n";
-            if (write(G.trace_fd, hdr, sizeof hdr - 1) < 0)
-                fail_once(F_TRACE, "trace write failed");
         }
     }
     G.mem_ok = 1;
