@@ -6,18 +6,23 @@ plain training loop for any gymnasium-like environment that reports ``info["acti
 
 Masking, the one subtle part (spec coscheduler.md §7):
 * An invalid action's logit is replaced by a finite value far below the best valid one (not -inf:
-  -inf - -inf is NaN when a row is fully masked), then the softmax is taken, then the probability and
-  log-probability of masked actions are multiplied by the mask, so they are exactly 0. Every ``p·Q`` and ``p·log p`` sum therefore gets exactly 0 from
-  a masked action and no NaN can appear, even with a single valid action or none (a terminal state whose
-  mask is all zeros: its value is 0, and ``1 - terminated`` removes it anyway).
+  -inf - -inf is NaN when a row is fully masked), the log-softmax is taken, then the probability and the
+  log-probability of masked actions are multiplied by the (float) mask, so they are exactly 0. Every
+  ``p·Q`` and ``p·log p`` sum therefore gets exactly 0 from a masked action and no NaN can appear, even with
+  a single valid action or none (a terminal state whose mask is all zeros: its value is 0, and
+  ``1 - terminated`` removes it anyway).
 * The replay buffer stores the mask of the next state: the critic target's expectation over ``a'`` must run
   over the actions valid in ``s'``, not in ``s``.
 
-Entropy target, the other (documented) choice: the usual ``0.98·log|A|`` assumes all 257 actions are
+Entropy target, the other documented choice: the usual ``0.98·log|A|`` assumes all 257 actions are
 available; in a masked state with n valid actions the maximum entropy is ``log n``, so that target is
 unreachable and α grows without bound. Here each state's target is ``target_entropy_ratio · log n(s)``
 (0 when one action is valid, so forced steps neither push α up nor down) and the α loss averages
 ``log α · (H(s) − target(s))`` over the batch.
+
+Checkpoints hold everything (networks, optimizers, α, the filled buffer, counters, RNG states); the loop
+below checkpoints between episodes and seeds each reset with ``seed + episodes``, so a resumed run is
+bit-identical to an uninterrupted one.
 
 Updates are computed from the networks as they are before the step (critic, actor and α losses all see the
 same pre-update critics and α), then the three optimizers step, then the target critics move by τ.
@@ -72,6 +77,23 @@ class SACConfig:
     initial_alpha: float = 0.2
     autotune_alpha: bool = True
     reward_scale: float = 1.0  # rewards are multiplied by this inside the critic target
+
+    def __post_init__(self) -> None:
+        checks = {
+            "gamma in [0, 1]": 0.0 <= self.gamma <= 1.0,
+            "tau in (0, 1]": 0.0 < self.tau <= 1.0,
+            "target_entropy_ratio in [0, 1]": 0.0 <= self.target_entropy_ratio <= 1.0,
+            "initial_alpha > 0": self.initial_alpha > 0.0,
+            "batch_size >= 1": self.batch_size >= 1,
+            "buffer_size >= batch_size": self.buffer_size >= self.batch_size,
+            "update_frequency >= 1": self.update_frequency >= 1,
+            "updates_per_step >= 1": self.updates_per_step >= 1,
+            "hidden_sizes not empty": len(self.hidden_sizes) >= 1,
+            "n_actions >= 2": self.n_actions >= 2,
+        }
+        bad = [k for k, ok in checks.items() if not ok]
+        if bad:
+            raise ValueError(f"SACConfig: need {', '.join(bad)}")
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -216,3 +216,12 @@ def test_replay_buffer_stores_next_masks_and_wraps() -> None:
     assert (b.next_mask.argmax(1) == (b.action + 1) % 5).all()
     with pytest.raises(ValueError, match="masked"):
         buf.add(np.zeros(2, np.float32), np.array([1, 0, 0, 0, 0]), 2, 0.0, np.zeros(2, np.float32), np.zeros(5), False)
+
+
+def test_config_round_trips_and_rejects_nonsense() -> None:
+    cfg = SACConfig(seed=9, hidden_sizes=(64, 32), target_entropy_ratio=0.4)
+    assert SACConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ValueError, match="gamma"):
+        SACConfig(gamma=1.5)
+    with pytest.raises(ValueError, match="buffer_size >= batch_size"):
+        SACConfig(buffer_size=10, batch_size=64)
