@@ -76,22 +76,36 @@ class ServedModel:
 
 
 def load_served_model(model_path: str | None, node: NodeSpec) -> ServedModel:
-    """The seam where the agent's model file plugs in (issue 6: numpy inference, no torch).
+    """The agent's model file (``agent.modelfile``: numpy, no torch), checked against this node's shape and the
+    feature set this cosched computes; or, without one, the ``greedy`` heuristic, and GET /model says so.
 
-    Without a model file the service plans with the ``greedy`` heuristic and says so. A model file that is
-    given but cannot be loaded is an error at start-up (InputError), never a silent fallback.
+    A model file that is given but cannot be used is an error at start-up (one line, exit 2), never a silent
+    fallback to another policy.
     """
-    from env.errors import InputError
-
     if model_path is None:
         return ServedModel(
             policy="greedy",
-            reason="no model loaded (no --model given, and the agent's model files are not available yet): "
-            "plans come from the 'greedy' heuristic",
+            reason="no model loaded (cosched serve --model M loads one): plans come from the 'greedy' heuristic",
         )
-    if not os.path.isfile(model_path):
-        raise InputError(f"model file {model_path}: no such file")
-    raise InputError(f"cannot load model {model_path}: loading the agent's model files is not available yet")
+    from agent.modelfile import NodeShape, load_model
+    from profiler.features import FEATURE_NAMES, FEATURE_SET_ID
+
+    shape = NodeShape(cpus=len(node.cpus), numa_domains=len(node.numa), l3_domains=len(node.l3))
+    loaded = load_model(model_path, expect_node_shape=shape, expect_feature_set=FEATURE_SET_ID)
+    meta = loaded.meta
+    info = {
+        "id": meta.model_id,
+        "path": str(loaded.path),
+        "trained_for": meta.trained_for.model_dump(mode="json"),
+        "window_size": meta.window_size,
+        "max_concurrency": meta.max_concurrency,
+        "features": {"feature_set": meta.feature_set, "names": list(FEATURE_NAMES)},
+        "action_encoding": meta.action_encoding,
+        "network": {"obs_size": meta.obs_size, "hidden_sizes": meta.hidden_sizes, "n_actions": meta.n_actions,
+                    "activation": meta.activation},
+        "training": meta.training,
+    }
+    return ServedModel(policy="agent", model_path=str(loaded.path), info=info)
 
 
 # -- middleware: access log and token -------------------------------------------------------------
@@ -262,8 +276,10 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def _ours(request: Request, exc: Exception) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=_error_status(exc) or 503)
 
-    app.add_exception_handler(CoschedError, _ours)
-    app.add_exception_handler(ProfilerError, _ours)
+    from agent.errors import ModelFileError
+
+    for ours in (CoschedError, ProfilerError, ModelFileError):
+        app.add_exception_handler(ours, _ours)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -60,3 +60,11 @@ def planning_unavailable() -> str | None:
         if "not available yet" in str(exc):
             return f"service.planning.plan_window is not wired yet ({exc})"
     return None
+
+
+@contextmanager
+def running_app(node: str = SIM_NODE, *, model_path: str | None = None, token: str | None = None, home: Path) -> Iterator[Server]:
+    from service.app import create_app
+
+    with running(create_app(node, model_path, token), home) as s:
+        yield s
