@@ -1,11 +1,13 @@
 """Planning a window for the command line and the service: the same episode code, a chosen policy.
 
 Simulated nodes (``sim:NAME``) plan from the simulated catalogue (``env.jobinfo.sim_provider``). The local
-node's provider (its profile store and the model's feature pipeline) arrives with the trained agent; until
-then a window is planned for a simulated node, or a PLAN.json is given.
+node plans from its profile store (profiles keyed by this node's id); the feature pipeline is the model's
+when a model is used, else one fitted on the node's stored profiles (the baselines use the raw figures).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from env.baselines import DEFAULT_POLICY, PlanContext, get_policy
 from env.errors import InputError
@@ -15,12 +17,30 @@ from env.models import Plan, RunReport, Window
 from env.nodes import load_node
 from env.nodespec import NodeSpec
 
+if TYPE_CHECKING:
+    from profiler.features import FeaturePipeline
 
-def provider_for(node: NodeSpec) -> JobInfoProvider:
+
+def provider_for(node: NodeSpec, pipeline: "FeaturePipeline | None" = None) -> JobInfoProvider:
     if node.name.startswith("sim:"):
         return sim_provider(node)
-    raise InputError(f"planning for node {node.name!r} needs its profiles and a trained model, which are not "
-                     "available yet: plan for a simulated node (--node sim:reference) or give a PLAN.json")
+    return local_provider(node, pipeline)
+
+
+def local_provider(node: NodeSpec, pipeline: "FeaturePipeline | None" = None) -> JobInfoProvider:
+    """This node's stored profiles as job information."""
+    from env.discover import node_id
+    from env.jobinfo import ProfileProvider
+    from profiler.features import FeaturePipeline
+    from profiler.store import ProfileStore
+
+    store, nid = ProfileStore(), node_id(node)
+    if pipeline is None:
+        stored = store.list(nid)
+        if not stored:
+            return ProfileProvider(lambda name: None, None, what=f"profile on this node ({nid})")  # type: ignore[arg-type]
+        pipeline = FeaturePipeline.fit(stored)
+    return ProfileProvider(lambda name: store.get(name, nid), pipeline, what=f"profile on this node ({nid})")
 
 
 def plan_window(window: Window, node_name: str, *, policy: str | None = None, model: str | None = None,

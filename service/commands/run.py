@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -122,9 +123,9 @@ def _print_dry_run(plan: Plan) -> None:
         print(f"group {g.index}:")
         for j in g.jobs:
             print(f"  {j.id}: cpus {j.cpus}")
-            print(f"    {' '.join(j.launch)}")
+            print(f"    {shlex.join(j.launch)}")
     for e in plan.excluded:
-        print(f"alone, profiled: {e.id}: {' '.join(e.command)}  ({e.reason})")
+        print(f"alone, profiled: {e.id}: {shlex.join(e.command)}  ({e.reason})")
     for what, why in plan.enforcement.reasons.items():
         print(f"not enforced: {what}: {why}")
 
