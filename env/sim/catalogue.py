@@ -181,9 +181,19 @@ def catalogue_job(node: NodeSpec, name: str, sp: SimParams = DEFAULT_PARAMS) -> 
     )
 
 
+_BY_ID: dict[tuple[int, SimParams], tuple[NodeSpec, dict[str, "CatalogueJob"]]] = {}
+
+
 def catalogue(node: NodeSpec, sp: SimParams = DEFAULT_PARAMS) -> dict[str, CatalogueJob]:
     """Every catalogue job on ``node``, in catalogue order."""
-    return _catalogue_cached(node.model_dump_json(), sp)
+    hit = _BY_ID.get((id(node), sp))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    cat = _catalogue_cached(node.model_dump_json(), sp)
+    if len(_BY_ID) > 32:
+        _BY_ID.clear()
+    _BY_ID[(id(node), sp)] = (node, cat)
+    return cat
 
 
 @lru_cache(maxsize=16)

@@ -76,6 +76,8 @@ class Geometry:
             self.bits = [list(range(d.ways)) for d in node.l3]
         self.full_mask = [sum(1 << b for b in bits) for bits in self.bits]
         self.cpus = list(node.cpus)
+        self.l3_index = {d: i for i, d in enumerate(self.l3_ids)}
+        self.numa_index = {d: i for i, d in enumerate(self.numa_ids)}
         self.link_gbs = sp.link_gbs
         self.sp = sp
 
@@ -180,29 +182,35 @@ def _cache_mb(g: Geometry, jobs: list[SimJob]) -> list[float]:
             for k, m, _ in holders:
                 eff[k] += _popcount(m) * wmb
             continue
-        # bits grouped by which holders share them: each group's ways split by pressure
-        patterns: dict[int, int] = {}
-        for b in g.bits[li]:
-            bit = 1 << b
-            pat = 0
-            for h, (_, m, _) in enumerate(holders):
-                if m & bit:
-                    pat |= 1 << h
-            if pat:
-                patterns[pat] = patterns.get(pat, 0) + 1
-        for pat, count in patterns.items():
+        # ways grouped by exactly which holders share them (at most 2^h - 1 groups); each group's ways are
+        # split between its sharers in proportion to their pressure
+        h = len(holders)
+        for pat in range(1, 1 << h):
+            inside = union
+            outside = 0
+            for i in range(h):
+                if pat >> i & 1:
+                    inside &= holders[i][1]
+                else:
+                    outside |= holders[i][1]
+            count = _popcount(inside & ~outside)
+            if not count:
+                continue
             tot = 0.0
-            for h, (_, _, pr) in enumerate(holders):
-                if pat >> h & 1:
-                    tot += pr
-            for h, (k, _, pr) in enumerate(holders):
-                if pat >> h & 1:
-                    eff[k] += (count * pr / tot if tot > 0.0 else count / bin(pat).count("1")) * wmb
+            n_in = 0
+            for i in range(h):
+                if pat >> i & 1:
+                    tot += holders[i][2]
+                    n_in += 1
+            for i in range(h):
+                if pat >> i & 1:
+                    k, _, pr = holders[i]
+                    eff[k] += (count * pr / tot if tot > 0.0 else count / n_in) * wmb
     return eff
 
 
 def _popcount(x: int) -> int:
-    return bin(x).count("1")
+    return x.bit_count()
 
 
 def solve(g: Geometry, jobs: list[SimJob]) -> list[float]:
