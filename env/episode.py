@@ -153,10 +153,8 @@ class Episode:
             mask[: actions.N_SCHEDULE] = 1
             return mask
         if len(self.open_slots) < self.max_concurrency:
-            free = self.free_cpus()
-            for a in range(actions.FIRST_JOB, SKIP):
-                if _CORES_NEEDED[self.node.name, len(self.node.cpus)][a - actions.FIRST_JOB] <= free:
-                    mask[a] = 1
+            need = _CORES_NEEDED[len(self.node.cpus)]
+            mask[actions.FIRST_JOB: SKIP] = need <= self.free_cpus()
         if self.skip_allowed():
             mask[SKIP] = 1
         return mask
@@ -256,14 +254,20 @@ class Episode:
 
 
 class _CoresNeeded(dict):
-    """(node name, cpus) -> cores each job-level action needs (cached: the masks are computed every step)."""
+    """node CPU count -> the CPUs each job-level action needs (``allocate.core_count``; cached: masks are
+    computed every step)."""
 
-    def __missing__(self, key: tuple[str, int]) -> list[int]:
-        _, n = key
-        out = [max(1, int(Fraction(c) * n + Fraction(1, 2))) for c in
-               (actions.decode(a).cores for a in range(actions.FIRST_JOB, SKIP))]  # type: ignore[union-attr]
-        self[key] = out
+    def __missing__(self, n: int) -> np.ndarray:
+        out = np.array([_core_count_of(n, actions.decode(a).cores) for a in range(actions.FIRST_JOB, SKIP)])  # type: ignore[union-attr]
+        self[n] = out
         return out
+
+
+def _core_count_of(n_cpus: int, fraction: Fraction) -> int:
+    """``env.allocate.core_count`` for a node of ``n_cpus`` CPUs (the same half-up rounding)."""
+    from env.allocate import half_up
+
+    return max(1, half_up(fraction * n_cpus))
 
 
 _CORES_NEEDED = _CoresNeeded()
