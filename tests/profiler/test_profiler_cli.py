@@ -140,13 +140,13 @@ def test_two_concurrent_profile_processes_both_stored(home: Path) -> None:
     assert sorted(p.name for p in ProfileStore().list(local_node_id())) == ["conc-a", "conc-b"]
 
 
-def _scale(name: str, threads: int, events: int, capsys: pytest.CaptureFixture[str]) -> tuple[float, float]:
-    """(scale factor, CPUs the whole-node run actually got: task-clock / duration)."""
+def _scale(name: str, threads: int, events: int, capsys: pytest.CaptureFixture[str]) -> tuple[float, float, float]:
+    """(scale factor, CPUs the whole-node run got: task-clock / duration, CPUs used by other processes)."""
     argv = ["sysbench", "cpu", f"--threads={threads}", f"--events={events}", "--time=0", "run"]
     assert main(["profile", "--name", name, "--json", "--", *argv]) == 0
     p = Profile.model_validate_json(capsys.readouterr().out)
     assert p.scale_factor is not None and p.counters["task-clock"] is not None
-    return p.scale_factor, p.counters["task-clock"] / 1000 / p.duration_s
+    return p.scale_factor, p.counters["task-clock"] / 1000 / p.duration_s, p.other_load_cpus or 0.0
 
 
 @needs_numactl
@@ -154,18 +154,20 @@ def _scale(name: str, threads: int, events: int, capsys: pytest.CaptureFixture[s
 def test_scale_factor_of_real_programs(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """~2 for a 2-thread CPU-bound program, ~1 for a single-threaded one.
 
-    Noisy machine (other jobs share the 2 CPUs): up to three attempts each, the first that passes wins. If the
+    Noisy machine (other jobs share the 2 CPUs): up to two attempts each, the first that passes wins. If the
     2-thread program never got two CPUs in its whole-node run (task-clock / duration < 1.6), no scale factor
     above 1.5 was possible: that is a busy machine, reported as a skip, not a pass.
     """
-    one = [_scale("sb1", 1, 1000, capsys)]
-    while one[-1][0] >= 1.3 and len(one) < 3:
-        one.append(_scale("sb1", 1, 1000, capsys))
-    assert min(s for s, _ in one) < 1.3, one
+    one = [_scale("sb1", 1, 600, capsys)]
+    if one[-1][0] >= 1.3:
+        one.append(_scale("sb1", 1, 600, capsys))
+    if min(r[0] for r in one) >= 1.3 and min(r[2] for r in one) >= 0.5:
+        pytest.skip(f"machine busy: other processes used >= 0.5 CPUs during every attempt (scale, CPUs, others: {one})")
+    assert min(r[0] for r in one) < 1.3, one
 
-    two = [_scale("sb2", 2, 2000, capsys)]
-    while two[-1][0] <= 1.5 and len(two) < 3:
-        two.append(_scale("sb2", 2, 2000, capsys))
-    if max(s for s, _ in two) <= 1.5 and max(u for _, u in two) < 1.6:
-        pytest.skip(f"machine busy: the 2-thread run never got 2 CPUs (scale, CPUs used: {two})")
-    assert max(s for s, _ in two) > 1.5, two
+    two = [_scale("sb2", 2, 1500, capsys)]
+    if two[-1][0] <= 1.5 and two[-1][1] >= 1.2:  # got its CPUs but still did not scale: try once more
+        two.append(_scale("sb2", 2, 1500, capsys))
+    if max(r[0] for r in two) <= 1.5 and max(r[1] for r in two) < 1.6:
+        pytest.skip(f"machine busy: the 2-thread run never got 2 CPUs (scale, CPUs, others: {two})")
+    assert max(r[0] for r in two) > 1.5, two
