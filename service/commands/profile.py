@@ -111,8 +111,9 @@ def run_profile(args: argparse.Namespace) -> int:
             raise type(exc)(f"{exc} (its output: {err_path})") from None
         for tid in task_ids.values():
             progress.stop_task(tid)
+    replaced = store.get(name, node) is not None
     store.put(profile)
-    emit(profile, args.json, lambda: _render_profile(profile, store.path, saved=True))
+    emit(profile, args.json, lambda: _render_profile(profile, store.path, saved="replaced" if replaced else "stored"))
     return 0
 
 
@@ -131,7 +132,7 @@ def run_profiles(args: argparse.Namespace) -> int:
 
     if args.action == "show":
         profile = store.require(args.name, node)
-        emit(profile, args.json, lambda: _render_profile(profile, store.path, saved=False))
+        emit(profile, args.json, lambda: _render_profile(profile, store.path))
     elif args.action == "delete":
         store.require(args.name, node)
         store.delete(args.name, node)
@@ -159,9 +160,9 @@ def _fmt(value: float | None, unit: str = "") -> str:
     return f"{value:,.2f}{unit}" if value != int(value) else f"{int(value):,}{unit}"
 
 
-def _render_profile(profile: Profile, store_path: Path, saved: bool) -> None:
+def _render_profile(profile: Profile, store_path: Path, saved: str = "profile") -> None:
     console = Console()
-    verb = "stored" if saved else "profile"
+    verb = saved
     console.print(f"[bold]{verb}[/] {profile.name}  node {profile.node_id}  ({store_path})")
     console.print(f"command: {escape(shlex.join(profile.command))}")
     scale = (
