@@ -3,11 +3,15 @@
     .venv/bin/python bench/service_bench.py [--repeat 3] [--concurrency 1,8,32] [--duration 5] [--json]
 
 Each repetition starts `cosched serve --node sim:reference --workers 1` on a free loopback port (stderr, the
-JSON access log, goes to a temporary file), times the start to its first 200 from /healthz, then drives
+JSON access log, goes to a temporary file), times the start to its first 200 from /healthz (wall and the
+service's CPU time: on a shared machine the wall time is mostly waiting for a CPU), then drives
 POST /schedule from a separate process, `wrk` (one thread, a Lua script rotating W = 6 windows of catalogue
 jobs), at each concurrency for a fixed duration after a short warm-up, reads the service's resident memory from
 /proc/PID/status (VmRSS now, VmHWM peak) and stops it with SIGTERM. With several repetitions every figure is
-the median over them. Loopback only; bounded (about repeat x levels x (duration + warm-up) seconds).
+the median over them. Two kinds of load: closed loop (each client sends again at once: throughput capacity; by
+Little's law its latency is clients / throughput) and paced (--paced-clients clients offering --rate req/s
+together with random think times: the latency a client sees at that load). The planner's own time per window
+(plan_window in the bench's process) is printed too, to tell the service's overhead from the planning. Loopback only; bounded (about repeat x levels x (duration + warm-up) seconds).
 
 Targets (issue 7; this 2-CPU machine, shared, so figures are noisy): p50 <= 5 ms and p99 <= 25 ms at 32
 concurrent clients, >= 300 requests/s, ready within 2 s, resident memory <= 150 MB.
@@ -109,6 +113,29 @@ def rss_kb(pid: int) -> dict[str, int]:
     return fields
 
 
+def cpu_s(pid: int) -> float:
+    """utime + stime of a process (its CPU time: start-up on a busy machine is CPU-starved, this is not)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def planner_ms(node: str, bodies: list[dict], model: str | None) -> float:
+    """Median time of service.planning.plan_window alone, in this process (what the service adds is the rest)."""
+    sys.path.insert(0, str(ROOT))
+    from env.models import Window
+    from service.planning import plan_window
+
+    docs = [Window.model_validate(b) for b in bodies]
+    policy = "agent" if model else "greedy"
+    plan_window(docs[0], node, policy=policy, model=model)
+    times = []
+    for d in docs * 2:
+        t = time.perf_counter()
+        plan_window(d, node, policy=policy, model=model)
+        times.append((time.perf_counter() - t) * 1000)
+    return statistics.median(times)
+
+
 def start_service(node: str, log: Path, model: str | None) -> tuple[subprocess.Popen, int, float]:
     port = free_port()
     cmd = [sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port", str(port), "--node", node,
@@ -173,7 +200,9 @@ def one_run(args: argparse.Namespace, workdir: Path, bodies: list[dict]) -> dict
     log = workdir / "service.log"
     proc, port, startup = start_service(args.node, log, args.model)
     try:
+        startup_cpu = cpu_s(proc.pid)
         rss_start = rss_kb(proc.pid)
+        time.sleep(args.settle)  # the service's background warm-up plan
         status, body = post(port, "/schedule", bodies[0])
         levels = []
         plan = [(c, None) for c in args.levels] + [(args.paced_clients, args.rate)]
@@ -184,14 +213,14 @@ def one_run(args: argparse.Namespace, workdir: Path, bodies: list[dict]) -> dict
         rss_end = rss_kb(proc.pid)
     finally:
         code = stop_service(proc)
-    return {"startup_s": startup, "sample_status": status, "sample_body": body.decode(errors="replace")[:300],
+    return {"startup_s": startup, "startup_cpu_s": startup_cpu, "sample_status": status, "sample_body": body.decode(errors="replace")[:300],
             "rss_start_mb": rss_start["VmRSS"] / 1024, "rss_mb": rss_end["VmRSS"] / 1024, "rss_peak_mb": rss_end["VmHWM"] / 1024,
             "levels": levels, "exit_code": code}
 
 
 def median_of(runs: list[dict]) -> dict:
     med = statistics.median
-    out = {k: med(r[k] for r in runs) for k in ("startup_s", "rss_start_mb", "rss_mb", "rss_peak_mb")}
+    out = {k: med(r[k] for r in runs) for k in ("startup_s", "startup_cpu_s", "rss_start_mb", "rss_mb", "rss_peak_mb")}
     out["levels"] = []
     for i, level in enumerate(runs[0]["levels"]):
         row = {"concurrency": level["concurrency"], "offered_rps": level["offered_rps"]}
@@ -211,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--paced-clients", type=int, default=32, help="clients of the paced level (default 32)")
     ap.add_argument("--rate", type=float, default=320.0,
                     help="req/s the paced clients offer together, random think times (default 320, just over the 300 target)")
+    ap.add_argument("--settle", type=float, default=2.0, help="seconds between ready and load: the warm-up plan (default 2)")
     ap.add_argument("--threads", type=int, default=1, help="wrk threads (default 1: leave a CPU to the service)")
     ap.add_argument("--repeat", type=int, default=1, help="repetitions (fresh service each); figures are medians")
     ap.add_argument("--json", action="store_true", help="print one JSON document")
@@ -222,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("service_bench: --repeat 1-10, --duration (0, 60], --concurrency 1-1024")
 
     docs = windows(args.node)
+    plan_ms = planner_ms(args.node, docs, args.model)
     with tempfile.TemporaryDirectory(prefix="cosched-bench-") as tmp:
         workdir = Path(tmp)
         runs = []
@@ -246,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     sample_status = runs[0]["sample_status"]
     doc = {"node": args.node, "window_size": W, "workers": 1, "repeat": args.repeat, "duration_s": args.duration,
-           "sample_status": sample_status, **result, "targets": TARGETS, "meets": checks,
+           "sample_status": sample_status, "planner_ms": plan_ms, **result, "targets": TARGETS, "meets": checks,
            "cpus": os.cpu_count(), "load_average": os.getloadavg()}
     if sample_status != 200:
         doc["warning"] = f"POST /schedule answered {sample_status}, not 200: the figures measure that answer, not planning " \
@@ -256,8 +287,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"cosched serve --node {args.node} --workers 1; W = {W} windows; wrk {args.threads} thread(s); "
               f"{args.duration:g} s a level; median of {args.repeat} run(s)")
-        print(f"ready (first 200 from /healthz): {result['startup_s']:.2f} s   resident memory: {result['rss_mb']:.1f} MB "
-              f"(start {result['rss_start_mb']:.1f} MB, peak {result['rss_peak_mb']:.1f} MB)")
+        print(f"ready (first 200 from /healthz): {result['startup_s']:.2f} s ({result['startup_cpu_s']:.2f} s of CPU)   "
+              f"resident memory: {result['rss_mb']:.1f} MB (at ready {result['rss_start_mb']:.1f} MB, peak {result['rss_peak_mb']:.1f} MB)")
+        print(f"planner alone (plan_window in-process, median over the windows): {plan_ms:.2f} ms a window")
         print(f"{'clients':>8} {'load':>16} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'req/s':>8} {'requests':>9} {'non-2xx':>8} {'errors':>7}")
         for x in result["levels"]:
             load = f"paced {x['offered_rps']:g}/s" if x["offered_rps"] else "closed loop"

@@ -31,6 +31,8 @@ import threading
 import time
 import traceback
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -42,7 +44,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from env.discover import node_id as node_id_of
-from env.models import NAME_PATTERN, Plan, Window
+from env.models import NAME_PATTERN, Plan, Window, WindowJob
 from env.nodes import load_node
 from env.nodespec import NodeSpec
 from env.errors import CoschedError
@@ -322,10 +324,29 @@ def create_app(node_name: str = "local", model_path: str | None = None, token: s
     node_json = node.model_dump_json()
     model_json = json.dumps(state.model.describe())
 
+    def warm_up() -> None:
+        """Plan a one-job window once, in the background, so the first client does not pay for the planner's
+        first use (lazy imports, the simulated catalogue's feature pipeline); failures are only logged."""
+        started = time.perf_counter()
+        try:
+            with state.plan_lock:
+                plan_window(Window(jobs=[WindowJob(id="warm-up")]), state.node_name, policy=state.model.policy,
+                            model=state.model.model_path)
+        except Exception as exc:  # noqa: BLE001 - the same error reaches a client, mapped, on its request
+            error_log.warning("warm-up plan failed", extra={"fields": {"error": f"{type(exc).__name__}: {exc}"}})
+        else:
+            error_log.info("warm-up plan done", extra={"fields": {"duration_ms": round((time.perf_counter() - started) * 1000, 1)}})
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        threading.Thread(target=warm_up, name="cosched-warm-up", daemon=True).start()
+        yield
+
     app = FastAPI(
         title="cosched",
         summary="An RL co-scheduler for HPC nodes: window in, plan out. The service decides; it never executes.",
         version="0.1.0",
+        lifespan=lifespan,
     )
     app.state.cosched = state
     app.add_middleware(AccessAndToken, token=token or None)

@@ -31,7 +31,7 @@ class Server:
 
 @contextmanager
 def running(app, home: Path) -> Iterator[Server]:  # noqa: ANN001 - an ASGI app
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, access_log=False, lifespan="off")
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, access_log=False, lifespan="on")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)
     thread.start()
