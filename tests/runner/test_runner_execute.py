@@ -8,29 +8,15 @@ import signal
 import subprocess
 import sys
 import time
-from fractions import Fraction
 from pathlib import Path
 
 import pytest
 
-from env import actions as A
-from env.discover import discover
-from env.models import Plan, WindowJob
-from env.plan import PlanBuilder
+from env.models import Plan
+from runner_support import make_plan
 
-LOCAL = discover("/")
 COSCHED = [sys.executable, "-m", "service.cli"]
-HALF = A.encode(A.JobAction(Fraction(1, 2), Fraction(8, 22), 100, "balanced"))
 PY = sys.executable
-
-
-def make_plan(groups: list[list[tuple[str, list[str]]]], action: int = HALF) -> Plan:
-    b = PlanBuilder(node=LOCAL, schedule=A.ScheduleAction("compact", "first-touch"), max_concurrency=4, window_size=sum(map(len, groups)))
-    for group in groups:
-        for job_id, cmd in group:
-            assert b.place(WindowJob(id=job_id, command=cmd), action) is not None, "the test plan must fit this node"
-        b.close_group()
-    return b.build("hand")
 
 
 def write_plan(tmp: Path, plan: Plan) -> Path:
