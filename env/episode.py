@@ -15,7 +15,15 @@ Rules, decided here once:
   the open group (``PlanBuilder.fits``); skip is open unless the open group is empty and skipping would have
   skipped every remaining job (that would close an empty group: a loop). After ``step_limit`` steps skip
   closes too, so a chooser always finishes. At least one action is always open.
-* The episode terminates when every job is placed. ``truncated`` (gymnasium) is the env's business.
+* The episode terminates when every job is placed. ``truncated`` (gymnasium) is the env's business (its
+  limit is 4W + 4 steps); ``plan_window`` allows 2W^2 + 4 steps, enough for any scripted replay.
+* Jobs beyond W: ``plan_window`` plans them W at a time in queue order, one episode per chunk on one
+  ``PlanBuilder``; jobs without a profile (``provider.get`` is None) go to ``excluded`` with the reason.
+
+State (§4), float32, clipped to [-5, 5]: W slots x (f features from ``profiler.features`` + k = 9 status values
+``STATUS_NAMES``), then the node values ``NODE_VALUES`` (free core / way / bandwidth fractions of the open
+group, its size / Cmax, whether the schedule action is still to come, the schedule action one-hot, groups
+closed / W, jobs remaining / W). Empty slots (windows shorter than W) have zeros and ``empty`` = 1.
 
 Rewards (§5), weighted by ``RewardConfig`` (defaults: the paper's "lightly weighted" guide):
 

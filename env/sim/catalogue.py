@@ -86,11 +86,11 @@ ENTRIES: tuple[CatalogueEntry, ...] = (
        900, 0.92, 0.08, 50, 0.1, 0.05, 1500, 3500, 10, 9, 0.5, 1.8, 1.0, 0.3, 30),
     _e("ocean_cp", "parsec", "regular stencil, bandwidth-hungry and cache-sensitive",
        "red-black Gauss-Seidel multigrid on contiguous partitions: regular (irregular 0.05), streams its "
-       "grids (5500 GB) and reuses rows in cache (2500 GB over ws 16 MB); parallel init (init 0.02).",
+       "grids (7000 GB) and reuses rows in cache (4000 GB over ws 16 MB); parallel init (init 0.02).",
        450, 0.96, 0.05, 100, 0.05, 0.02, 7000, 4000, 16, 12, 3.5, 1.2, 1.0, 0.3, 30),
     _e("ocean_ncp", "parsec", "stencil on non-contiguous partitions: bandwidth-hungry, more remote traffic",
        "the same solver with row-major, non-contiguous partitions: more false sharing and remote lines "
-       "(irregular 0.3, comm 0.10) and more traffic than ocean_cp.",
+       "(irregular 0.3, comm 0.10, 300 GB over the link) and more streamed traffic (8000 GB) than ocean_cp.",
        450, 0.95, 0.10, 300, 0.3, 0.05, 8000, 3000, 16, 10, 3.5, 1.0, 1.2, 0.3, 30),
     _e("raytrace", "parsec", "compute-bound, read-only shared scene, irregular reads",
        "ray tracing a shared scene: irregular reads (0.6) of a read-only BVH that caches well (ws 10 MB); the "
@@ -128,8 +128,9 @@ ENTRIES: tuple[CatalogueEntry, ...] = (
        "short, latency-bound, compact wins.",
        120, 0.90, 0.40, 600, 0.8, 0.1, 3000, 500, 8, 5, 1.0, 0.8, 6.0, 0.2, 30),
     _e("MG", "nas", "multigrid: regular streaming, bandwidth-bound",
-       "V-cycles stream the grids (8000 GB) with regular, prefetchable accesses (irregular 0.05, bw_core "
-       "12 GB/s): bandwidth-bound on a whole socket, so two sockets' controllers (distributed) help.",
+       "V-cycles stream the grids (14000 GB) with little compute (work 250 s) and regular, prefetchable "
+       "accesses (irregular 0.05, bw_core 14 GB/s): bandwidth-bound even on a whole socket, so two sockets' "
+       "controllers (distributed) help.",
        250, 0.97, 0.05, 150, 0.05, 0.02, 14000, 3000, 16, 14, 3.5, 1.0, 0.8, 0.2, 30),
     _e("SP", "nas", "scalar pentadiagonal solver: regular, bandwidth-heavy",
        "like BT with scalar systems: less compute per point, more streaming (5000 GB), regular sweeps.",
