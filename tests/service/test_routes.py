@@ -233,3 +233,49 @@ def test_serve_refuses_an_unusable_model(tmp_path: Path, kind: str) -> None:
         pytest.skip("this machine has the reference node's shape")
     assert out.returncode == 2, out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and "model" in out.stderr
+
+
+# -- a bug is not hidden, and not leaked ------------------------------------------------------------
+
+
+def test_a_bug_is_a_500_without_traceback_and_logged(monkeypatch: pytest.MonkeyPatch, cosched_home: Path,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """No input may reach this path (the bad-body and property tests check that); if a bug does, the client gets
+    a JSON 500 with an error id and nothing of the internals, and the log gets the traceback under that id."""
+    import service.planning
+    from svc_support import running_app
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise ZeroDivisionError("secret internals")
+
+    monkeypatch.setattr(service.planning, "plan_window", broken)
+    with caplog.at_level("ERROR", logger="cosched.error"), running_app(SIM_NODE, home=cosched_home) as s:
+        r = s.client.post("/schedule", json={"jobs": [{"id": "MG"}]})
+        assert s.client.get("/healthz").status_code == 200  # the service lives on
+    assert r.status_code == 500
+    detail = r.json()["detail"]
+    assert detail.startswith("internal error ") and "bug" in detail
+    assert "secret internals" not in r.text and "Traceback" not in r.text and "ZeroDivisionError" not in r.text
+    error_id = detail.split()[2].rstrip(":")
+    logged = [rec for rec in caplog.records if getattr(rec, "fields", {}).get("error_id") == error_id]
+    assert logged and logged[0].exc_info is not None
+
+
+def test_our_errors_map_to_their_status(monkeypatch: pytest.MonkeyPatch, cosched_home: Path) -> None:
+    import service.planning
+    from env.errors import InputError, RunError
+    from profiler.errors import StoreError
+    from svc_support import running_app
+
+    raised: list[Exception] = []
+
+    def failing(*args: object, **kwargs: object) -> None:
+        raise raised[-1]
+
+    monkeypatch.setattr(service.planning, "plan_window", failing)
+    with running_app(SIM_NODE, home=cosched_home) as s:
+        for exc, status in [(InputError("max_concurrency 9 is over the model's limit 4"), 422),
+                            (StoreError("the profile store is locked"), 503), (RunError("node busy"), 503)]:
+            raised.append(exc)
+            r = s.client.post("/schedule", json={"jobs": [{"id": "MG"}]})
+            assert r.status_code == status and r.json() == {"detail": str(exc)}
