@@ -320,7 +320,11 @@ def create_app(node_name: str = "local", model_path: str | None = None, token: s
     from service.planning import plan_window
 
     node = load_node(node_name)
-    state = ServiceState(node_name=node_name, node=node, node_id=node_id_of(node), model=load_served_model(model_path, node))
+    served = load_served_model(model_path, node)
+    from env.baselines import get_policy
+
+    get_policy(served.policy)  # a policy that cannot plan yet is refused now, not on every request
+    state = ServiceState(node_name=node_name, node=node, node_id=node_id_of(node), model=served)
     node_json = node.model_dump_json()
     model_json = json.dumps(state.model.describe())
 

@@ -208,7 +208,17 @@ def write_tiny_model(path: Path, node_name: str = SIM_NODE) -> str:
 def test_model_route_describes_a_loaded_model(tmp_path: Path, cosched_home: Path) -> None:
     from svc_support import running_app
 
+    from env.baselines import get_policy
+    from env.errors import InputError
+    from service.app import create_app
+
     model_id = write_tiny_model(tmp_path / "m.npz")
+    try:
+        get_policy("agent")
+    except InputError as exc:  # until the agent registers its policy, a model cannot plan: refused at start
+        with pytest.raises(InputError, match="agent"):
+            create_app(SIM_NODE, model_path=str(tmp_path / "m.npz"))
+        pytest.skip(f"the 'agent' policy is not available yet ({exc}); serving a model is refused at start")
     with running_app(SIM_NODE, model_path=str(tmp_path / "m.npz"), home=cosched_home) as s:
         doc = s.client.get("/model").json()
         assert s.client.get("/healthz").json() == {"status": "ok"}
