@@ -127,10 +127,12 @@ class AccessAndToken:
         start = time.perf_counter()
         status = 500  # what the client gets if the app raises before answering (ServerErrorMiddleware)
 
+        started = False
+
         async def send_logged(message: Message) -> None:
-            nonlocal status
+            nonlocal status, started
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status, started = message["status"], True
             await send(message)
 
         try:
@@ -151,7 +153,12 @@ class AccessAndToken:
                             raise StarletteHTTPException(413, TOO_LARGE)  # FastAPI passes it on: our handler answers
                     return message
 
-                await self.app(scope, receive_limited, send_logged)
+                try:
+                    await self.app(scope, receive_limited, send_logged)
+                except Exception as exc:  # noqa: BLE001 - a bug: answered here, so the connection stays sound
+                    if started:
+                        raise
+                    await _send_json(send_logged, 500, bug_report(exc, scope["method"], scope["path"]))
         finally:
             if access_log.isEnabledFor(logging.INFO):
                 access_log.info(
@@ -284,12 +291,16 @@ def _install_error_handlers(app: FastAPI) -> None:
         app.add_exception_handler(ours, _ours)
 
     @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        error_id = uuid.uuid4().hex[:12]
-        error_log.error("unexpected error (a bug)", exc_info=exc,
-                        extra={"fields": {"error_id": error_id, "method": request.method, "path": request.url.path}})
-        return JSONResponse({"detail": f"internal error {error_id}: this is a bug in cosched, not in your request; "
-                             "it was logged with the request's method and path"}, status_code=500)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:  # outside AccessAndToken: a fallback
+        return JSONResponse(bug_report(exc, request.method, request.url.path), status_code=500)
+
+
+def bug_report(exc: BaseException, method: str, path: str) -> dict[str, str]:
+    """Log an unexpected exception (a bug) with its traceback under a fresh id; the client's answer names only the id."""
+    error_id = uuid.uuid4().hex[:12]
+    error_log.error("unexpected error (a bug)", exc_info=exc, extra={"fields": {"error_id": error_id, "method": method, "path": path}})
+    return {"detail": f"internal error {error_id}: this is a bug in cosched, not in your request; "
+                      "it was logged with the request's method and path"}
 
 
 # -- the app --------------------------------------------------------------------------------------
