@@ -22,7 +22,7 @@ episode with ``ScriptChooser``, so their plans are built exactly like the agent'
   split, cores; until no change or ``rounds``). Budget: at most ``max_evals`` group simulations per window
   (default 60,000; a W = 6, Cmax = 4 window takes about 1-2 s). ``exhaustive_search`` enumerates the same
   space completely (feasible for small windows with a reduced grid) to measure best-found's gap.
-* ``agent`` and ``fifo`` arrive with the trained agent (issue 6): until then asking for them is an input error.
+* ``agent`` and ``fifo`` (a trained model's plans) live in ``training.policies``, imported on first use (``LAZY``).
 """
 
 from __future__ import annotations
@@ -484,10 +484,9 @@ POLICIES: dict[str, PolicyFactory] = {
     "pairs": Pairs,
     "best-found": BestFound,
 }
-LATER: dict[str, str] = {
-    "agent": "the trained agent is not available yet (it comes with the SAC agent, issue 6): use --policy greedy",
-    "fifo": "'fifo' uses the trained agent's allocations, which are not available yet (issue 6): use --policy greedy",
-}
+LATER: dict[str, str] = {}
+#: Policies that register themselves when their module is imported (lazily: the agent's need a model file).
+LAZY: dict[str, str] = {"agent": "training.policies", "fifo": "training.policies"}
 #: Interfaces.md says the default is the agent; until it exists the default is greedy.
 DEFAULT_POLICY = "greedy"
 
@@ -499,10 +498,14 @@ def register_policy(name: str, factory: PolicyFactory) -> None:
 
 
 def policy_names() -> list[str]:
-    return list(POLICIES) + [n for n in LATER if n not in POLICIES]
+    return list(POLICIES) + [n for n in (*LAZY, *LATER) if n not in POLICIES]
 
 
 def get_policy(name: str) -> Policy:
+    if name not in POLICIES and name in LAZY:
+        import importlib
+
+        importlib.import_module(LAZY[name])  # registers the name
     if name in POLICIES:
         return POLICIES[name]()
     if name in LATER:

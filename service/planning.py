@@ -43,13 +43,30 @@ def local_provider(node: NodeSpec, pipeline: "FeaturePipeline | None" = None) ->
     return ProfileProvider(lambda name: store.get(name, nid), pipeline, what=f"profile on this node ({nid})")
 
 
+def default_policy(node: NodeSpec, model: str | None = None) -> str:
+    """``agent`` when a model is given or one ships for ``node`` (training.policies), else the baseline default."""
+    if model is not None:
+        return "agent"
+    from training.policies import shipped_model_for
+
+    return "agent" if shipped_model_for(node) is not None else DEFAULT_POLICY
+
+
 def plan_window(window: Window, node_name: str, *, policy: str | None = None, model: str | None = None,
                 pin_runtime: bool = False, seed: int | None = None) -> Plan:
     node = load_node(node_name)
-    pol = get_policy(policy or DEFAULT_POLICY)
-    if model is not None and (policy or DEFAULT_POLICY) not in ("agent", "fifo"):
-        raise InputError(f"--model is for the agent policies; policy {policy or DEFAULT_POLICY!r} does not use a model")
-    ctx = PlanContext(node=node, provider=provider_for(node), seed=seed, simulated=node.name.startswith("sim:"),
+    name = policy or default_policy(node, model)
+    if model is not None and name not in ("agent", "fifo"):
+        raise InputError(f"--model is for the agent policies; policy {name!r} does not use a model")
+    pipeline = None
+    if name in ("agent", "fifo"):
+        from training.policies import agent_policy
+
+        pol = agent_policy(name, model)  # the given model, else the one shipped for this node
+        pipeline = pol.pipeline(node)  # features scaled as in training (the local node's profiles)
+    else:
+        pol = get_policy(name)
+    ctx = PlanContext(node=node, provider=provider_for(node, pipeline), seed=seed, simulated=node.name.startswith("sim:"),
                       pin_runtime=PINRT_LIB if pin_runtime else None)
     return pol.plan(window, ctx)
 

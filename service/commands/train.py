@@ -1,0 +1,95 @@
+"""``cosched train --backend sim|real``: train the agent (training.train), write a model file, show progress."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from env.errors import InputError
+from env.nodes import DEFAULT_SIM_NODE
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train the agent (discrete SAC) for a node; writes a model file",
+                       description="Train the co-scheduling agent on the simulated node (fast) or on this node with "
+                       "real runs of a window's jobs (slow; resumable; measured identical group configurations are "
+                       "reused). Shows progress, evaluates periodically, checkpoints, draws the training curves and "
+                       "ends with an evaluation table and the model file.")
+    p.add_argument("--backend", choices=("sim", "real"), default="sim", help="sim (default) or real (this node)")
+    p.add_argument("--node", default=None, help=f"sim: a simulated node (default {DEFAULT_SIM_NODE}); real: local")
+    p.add_argument("--steps", type=int, default=None, help="env steps to train for (default 30000 sim, 60 real; with --resume: the new total)")
+    p.add_argument("--seed", type=int, default=1, help="seed of everything (default 1)")
+    p.add_argument("--out", default=None, metavar="MODEL", help="model file to write (default RUN_DIR/model.npz)")
+    p.add_argument("--run-dir", default=None, help="checkpoints, log, curves (default runs/train-<backend>-<node>-s<seed>)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its checkpoint")
+    p.add_argument("--window-size", type=int, default=6, help="W, jobs per window (default 6)")
+    p.add_argument("--cmax", default="4", help="Cmax of the training windows, comma-separated, cycled (default 4)")
+    p.add_argument("--jobs", default=None, help="sim: training jobs, comma-separated (default: the paper's 12)")
+    p.add_argument("--window", default=None, metavar="WINDOW.json", help="real: the window whose jobs are trained on (default examples/window.json)")
+    p.add_argument("--reward", choices=("group", "paper"), default="group", help="group: final reward redistributed to the groups (default); paper: rw_i and rw_f")
+    p.add_argument("--intermediate-weight", type=float, default=0.0, help="weight of the heuristic rw_i with --reward group (default 0)")
+    p.add_argument("--eval-every", type=int, default=None, help="env steps between validation runs (default 2000 sim, 10 real)")
+    p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--learning-starts", type=int, default=None)
+    p.add_argument("--update-frequency", type=int, default=None, help="env steps per update")
+    p.add_argument("--updates-per-step", type=int, default=None)
+    p.add_argument("--lr", type=float, default=None, help="learning rate of actor, critics and α")
+    p.add_argument("--entropy-ratio", type=float, default=None, help="target entropy = ratio · log(valid actions)")
+    p.add_argument("--hidden", default=None, help="hidden layer sizes, comma-separated (default 256,256,256)")
+    p.add_argument("--no-eval", action="store_true", help="skip the final evaluation table")
+    p.add_argument("--eval-windows", default=None, metavar="FILE", help="sim: windows of the final evaluation (default training/eval_windows.json)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(handler=run)
+
+
+def _ints(text: str, what: str) -> tuple[int, ...]:
+    try:
+        vals = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise InputError(f"{what} takes integers separated by commas, not {text!r}") from None
+    if not vals:
+        raise InputError(f"{what} is empty")
+    return vals
+
+
+def run(args: argparse.Namespace) -> int:
+    from training.train import TrainConfig, train
+
+    real = args.backend == "real"
+    node = args.node or ("local" if real else DEFAULT_SIM_NODE)
+    sac = {}
+    for key, val in (("batch_size", args.batch_size), ("learning_starts", args.learning_starts),
+                     ("update_frequency", args.update_frequency), ("updates_per_step", args.updates_per_step),
+                     ("target_entropy_ratio", args.entropy_ratio)):
+        if val is not None:
+            sac[key] = val
+    if args.lr is not None:
+        sac.update(lr_actor=args.lr, lr_critic=args.lr, lr_alpha=args.lr)
+    if args.hidden:
+        sac["hidden_sizes"] = list(_ints(args.hidden, "--hidden"))
+    if real:
+        # Real episodes are seconds to minutes each: learn from the first few, evaluate and checkpoint often.
+        sac.setdefault("learning_starts", 20)
+        sac.setdefault("updates_per_step", 8)
+        sac.setdefault("batch_size", 32)
+    cfg = TrainConfig(
+        backend=args.backend, node=node, steps=args.steps or (60 if real else 30_000), seed=args.seed,
+        window_size=args.window_size, cmax=_ints(args.cmax, "--cmax"),
+        jobs=tuple(j.strip() for j in args.jobs.split(",") if j.strip()) if args.jobs else None,
+        window_file=args.window, reward=args.reward, intermediate_weight=args.intermediate_weight,
+        eval_every=args.eval_every or (10 if real else 2_000), checkpoint_every=10 if real else 10_000, sac=sac,
+    )
+    tag = node.replace(":", "-")
+    run_dir = Path(args.run_dir or f"runs/train-{args.backend}-{tag}-s{args.seed}")
+    out = Path(args.out) if args.out else run_dir / "model.npz"
+    command = "cosched " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv and sys.argv[0].endswith("cosched") else None
+    result = train(cfg, run_dir, out, resume=args.resume, progress=not args.quiet, final_eval=not args.no_eval,
+                   command=command, eval_windows=args.eval_windows, steps_override=args.steps if args.resume else None)
+    f = result.figures
+    print(f"model: {out} ({f.get('model_id', '')[:19]}), trained for {'local' if real else node} "
+          f"in {f['steps']} steps / {f['episodes']} episodes / {f['updates']} updates; "
+          f"{f['wall_s']:.0f} s wall, {f['cpu_s']:.0f} s CPU{' (simulated)' if not real else ''}")
+    print(f"run directory: {run_dir} (log.jsonl, curves.png, checkpoint.pt{', evaluation.json' if result.evaluation else ''})")
+    return 0

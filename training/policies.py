@@ -1,0 +1,173 @@
+"""The ``agent`` and ``fifo`` policies: plans from a trained model file, numpy only (no torch on this path).
+
+* ``agent``: the actor chooses every action of the episode (schedule action, allocations, skips), greedily
+  (argmax over the valid actions), through ``env.episode.plan_window`` like every other policy.
+* ``fifo``: the paper's "RL - FIFO": the window's jobs in queue order, never skipped or reordered; the
+  schedule action and every allocation still come from the actor (skip is taken away from its choices).
+
+Which model: the one given (a path or a loaded model), else the model that ships for the node being planned
+(``shipped_model_for``: ``training/models/*.npz`` whose ``trained_for`` names this node: ``sim:NAME`` for a
+simulated node, ``local`` with the same shape, preferring the same node id, for this machine). A model trained
+for another node shape or feature set is refused with one line (``agent.errors.ModelFileError``, exit 2).
+
+``env.baselines`` imports this module lazily the first time ``agent`` or ``fifo`` is asked for; importing it
+registers both names.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agent.modelfile import LoadedModel, NodeShape, load_model
+from agent.policy import forward_logits
+from env import actions
+from env.episode import Episode, obs_size, plan_window
+from env.errors import InputError
+from env.models import ModelRef, Plan, Window
+from env.nodespec import NodeSpec
+
+MODELS_DIR = Path(__file__).resolve().parent / "models"
+ENV_MODELS_DIR = "COSCHED_MODELS_DIR"  # another folder of shipped models (tests; a site's own models)
+
+
+def node_shape(node: NodeSpec) -> NodeShape:
+    """What a model must have been trained for (the same rule as the service's GET /model check)."""
+    return NodeShape(cpus=len(node.cpus), numa_domains=len(node.numa), l3_domains=len(node.l3))
+
+
+def models_dir() -> Path:
+    return Path(os.environ.get(ENV_MODELS_DIR) or MODELS_DIR)
+
+
+def shipped_model_for(node: NodeSpec) -> Path | None:
+    """The shipped model file for ``node``, or None. Simulated nodes: ``trained_for.name`` equal to the node's
+    name. The local node: ``trained_for.name == 'local'`` and the same shape; the same node id wins."""
+    from env.discover import node_id
+    from profiler.features import FEATURE_SET_ID
+
+    d = models_dir()
+    if not d.is_dir():
+        return None
+    shape = node_shape(node)
+    want_id = None if node.name.startswith("sim:") else node_id(node)
+    best: tuple[int, Path] | None = None
+    for path in sorted(d.glob("*.npz")):
+        try:
+            meta = load_model(path).meta
+        except Exception:  # noqa: BLE001 - a broken file in the folder is skipped here, refused when named
+            continue
+        tf = meta.trained_for
+        if meta.feature_set != FEATURE_SET_ID or tf.shape != shape:
+            continue
+        if node.name.startswith("sim:"):
+            score = 2 if tf.name == node.name else -1
+        else:
+            score = -1 if tf.name.startswith("sim:") else (2 if tf.node_id == want_id else 1)
+        if score > 0 and (best is None or score > best[0]):
+            best = (score, path)
+    return best[1] if best else None
+
+
+def load_for_node(model: str | os.PathLike[str] | LoadedModel | None, node: NodeSpec) -> LoadedModel:
+    """The model to plan ``node`` with: the one given (checked against the node's shape and feature set) or
+    the shipped one. Raises ModelFileError / InputError (one line) when there is none or it does not fit."""
+    from profiler.features import FEATURE_SET_ID
+
+    if isinstance(model, LoadedModel):
+        loaded = model
+        shape = node_shape(node)
+        if loaded.meta.trained_for.shape != shape:
+            # the same check and message as load_model's
+            return load_model(loaded.path, expect_node_shape=shape, expect_feature_set=FEATURE_SET_ID)
+        return loaded
+    if model is None:
+        found = shipped_model_for(node)
+        if found is None:
+            raise InputError(f"no trained model for node {node.name!r} ({node_shape(node).describe()}): train one with "
+                             f"`cosched train --backend {'sim --node ' + node.name if node.name.startswith('sim:') else 'real'}` "
+                             "and pass --model, or choose a baseline with --policy greedy")
+        model = found
+    return load_model(model, expect_node_shape=node_shape(node), expect_feature_set=FEATURE_SET_ID)
+
+
+class ActorChooser:
+    """The actor as an episode chooser (obs, mask, episode) -> action: argmax of the logits over the valid
+    actions. ``fifo``: skip is never chosen while any other action is open (it always is, see env.episode)."""
+
+    def __init__(self, layers: list[tuple[np.ndarray, np.ndarray]], *, fifo: bool = False) -> None:
+        # (weight (out, in), bias) -> transposed contiguous copies, the layout forward_logits wants
+        self.layers = [(np.ascontiguousarray(w.T, dtype=np.float32), np.ascontiguousarray(b, dtype=np.float32)) for w, b in layers]
+        self.fifo = fifo
+
+    def __call__(self, obs: np.ndarray, mask: np.ndarray, episode: Episode | None = None) -> int:
+        m = np.asarray(mask).astype(np.bool_)
+        if self.fifo and m[actions.SKIP] and m[: actions.SKIP].any():
+            m = m.copy()
+            m[actions.SKIP] = False
+        logits = forward_logits(self.layers, obs)
+        return int(np.argmax(np.where(m, logits, -np.inf)))
+
+
+class AgentPolicy:
+    """``agent`` (or ``fifo``) with a model: a path, a loaded model, or None for the shipped one of the node."""
+
+    name = "agent"
+    fifo = False
+
+    def __init__(self, model: str | os.PathLike[str] | LoadedModel | None = None) -> None:
+        self.model_arg = model
+        self._loaded: dict[str, LoadedModel] = {}
+
+    def model_for(self, node: NodeSpec) -> LoadedModel:
+        key = node.model_dump_json()
+        if key not in self._loaded:
+            self._loaded[key] = load_for_node(self.model_arg, node)
+        return self._loaded[key]
+
+    def pipeline(self, node: NodeSpec) -> Any:
+        """The model's fitted feature pipeline (profiler.features.FeaturePipeline), or None when it has none."""
+        from profiler.features import FeaturePipeline
+
+        doc = self.model_for(node).meta.feature_pipeline
+        return FeaturePipeline.from_dict(doc) if doc else None
+
+    def plan(self, window: Window, ctx: Any) -> Plan:
+        m = self.model_for(ctx.node)
+        meta = m.meta
+        if window.max_concurrency > meta.max_concurrency:
+            raise InputError(f"max_concurrency {window.max_concurrency} is above the limit of the model "
+                             f"({meta.max_concurrency}, trained for {meta.trained_for.name}): lower it or train a model with --cmax")
+        if obs_size(meta.window_size, ctx.provider.n_features) != meta.obs_size:
+            raise InputError(f"the model takes {meta.obs_size} observation values, this planner makes another size: "
+                             "retrain the model with this cosched")
+        chooser = ActorChooser(m.layers, fifo=self.fifo)
+        return plan_window(window, ctx.node, ctx.provider, chooser, policy=self.name, window_size=meta.window_size,
+                           pin_runtime=ctx.pin_runtime,
+                           model=ModelRef(id=meta.model_id, trained_for=meta.trained_for.name)).plan
+
+
+class FifoPolicy(AgentPolicy):
+    name = "fifo"
+    fifo = True
+
+
+def agent_policy(name: str, model: str | os.PathLike[str] | LoadedModel | None = None) -> AgentPolicy:
+    if name not in ("agent", "fifo"):
+        raise InputError(f"{name!r} is not a policy that uses a model (agent, fifo)")
+    return (AgentPolicy if name == "agent" else FifoPolicy)(model)
+
+
+def _register() -> None:
+    from env.baselines import register_policy
+
+    register_policy("agent", AgentPolicy)
+    register_policy("fifo", FifoPolicy)
+
+
+_register()
+
+__all__ = ["AgentPolicy", "FifoPolicy", "ActorChooser", "agent_policy", "shipped_model_for", "load_for_node", "node_shape", "MODELS_DIR"]
