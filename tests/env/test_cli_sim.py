@@ -70,7 +70,6 @@ def test_eval_table_says_simulated(capsys, tmp_path):
 
 @pytest.mark.parametrize("argv_doc,needle", [
     (["eval", "--windows", "{ws_unknown}"], "does not know: nope"),
-    (["schedule", "{w}", "--policy", "agent"], "issue 6"),
     (["schedule", "{w}", "--policy", "bogus"], "unknown policy 'bogus'"),
     (["run", "{plan_bad_cpu}", "--backend", "sim"], "CPUs [99]"),
     (["run", "{plan_unknown}", "--backend", "sim"], "unknown job 'XX'"),

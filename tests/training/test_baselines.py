@@ -90,12 +90,13 @@ def test_random_is_seeded():
 
 
 def test_registry_messages():
-    for name in ("agent", "fifo"):
-        with pytest.raises(InputError, match="issue 6"):
-            get_policy(name)
     with pytest.raises(InputError, match="unknown policy 'nope'"):
         get_policy("nope")
+    with pytest.raises(InputError, match="--policies is empty"):
+        parse_policies(" , ")
     assert parse_policies("greedy, timeshare,greedy") == ["greedy", "timeshare"]
+    for name in ("timeshare", "greedy", "random", "pairs", "best-found"):
+        assert get_policy(name).name == name
 
 
 def test_searches_refuse_a_real_node(ctx):
