@@ -11,7 +11,8 @@ jobs), at each concurrency for a fixed duration after a short warm-up, reads the
 the median over them. Two kinds of load: closed loop (each client sends again at once: throughput capacity; by
 Little's law its latency is clients / throughput) and paced (--paced-clients clients offering --rate req/s
 together with random think times: the latency a client sees at that load). The planner's own time per window
-(plan_window in the bench's process) is printed too, to tell the service's overhead from the planning. Loopback only; bounded (about repeat x levels x (duration + warm-up) seconds).
+(plan_window in the bench's process) and the service's CPU time per request are printed too: they tell the
+service's overhead from the planning, and they hold on a busy machine where wall-clock figures do not. Loopback only; bounded (about repeat x levels x (duration + warm-up) seconds).
 
 Targets (issue 7; this 2-CPU machine, shared, so figures are noisy): p50 <= 5 ms and p99 <= 25 ms at 32
 concurrent clients, >= 300 requests/s, ready within 2 s, resident memory <= 150 MB.
@@ -209,7 +210,10 @@ def one_run(args: argparse.Namespace, workdir: Path, bodies: list[dict]) -> dict
         for c, rate in plan:
             script = lua_script(workdir, bodies, c, rate)
             run_wrk(port, script, c, args.warmup, args.threads)  # warm-up, not counted
-            levels.append({**run_wrk(port, script, c, args.duration, args.threads), "offered_rps": rate})
+            cpu0 = cpu_s(proc.pid)
+            level = run_wrk(port, script, c, args.duration, args.threads)
+            level["cpu_ms_per_request"] = (cpu_s(proc.pid) - cpu0) * 1000 / max(1, level["requests"])
+            levels.append({**level, "offered_rps": rate})
         rss_end = rss_kb(proc.pid)
     finally:
         code = stop_service(proc)
@@ -224,7 +228,7 @@ def median_of(runs: list[dict]) -> dict:
     out["levels"] = []
     for i, level in enumerate(runs[0]["levels"]):
         row = {"concurrency": level["concurrency"], "offered_rps": level["offered_rps"]}
-        for k in ("requests", "rps", "p50_ms", "p99_ms", "max_ms", "errors", "non_2xx"):
+        for k in ("requests", "rps", "p50_ms", "p99_ms", "max_ms", "errors", "non_2xx", "cpu_ms_per_request"):
             row[k] = med(r["levels"][i][k] for r in runs)
         out["levels"].append(row)
     return out
@@ -290,11 +294,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ready (first 200 from /healthz): {result['startup_s']:.2f} s ({result['startup_cpu_s']:.2f} s of CPU)   "
               f"resident memory: {result['rss_mb']:.1f} MB (at ready {result['rss_start_mb']:.1f} MB, peak {result['rss_peak_mb']:.1f} MB)")
         print(f"planner alone (plan_window in-process, median over the windows): {plan_ms:.2f} ms a window")
-        print(f"{'clients':>8} {'load':>16} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'req/s':>8} {'requests':>9} {'non-2xx':>8} {'errors':>7}")
+        print(f"{'clients':>8} {'load':>16} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'req/s':>8} {'requests':>9} {'non-2xx':>8} "
+              f"{'errors':>7} {'CPU ms/req':>10}")
         for x in result["levels"]:
             load = f"paced {x['offered_rps']:g}/s" if x["offered_rps"] else "closed loop"
             print(f"{x['concurrency']:>8} {load:>16} {x['p50_ms']:>8.2f} {x['p99_ms']:>8.2f} {x['max_ms']:>8.1f} {x['rps']:>8.0f} "
-                  f"{x['requests']:>9.0f} {x['non_2xx']:>8.0f} {x['errors']:>7.0f}")
+                  f"{x['requests']:>9.0f} {x['non_2xx']:>8.0f} {x['errors']:>7.0f} {x['cpu_ms_per_request']:>10.2f}")
+        print(f"machine load average during the runs: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
+              "(others' work shares them: latencies and req/s suffer, CPU ms per request much less)")
         print(f"targets (latency: {args.paced_clients} clients paced at {args.rate:g} req/s; req/s: paced and closed loop): "
               + ", ".join(f"{k} {'ok' if v else 'MISSED'}" for k, v in checks.items()))
         if "warning" in doc:
