@@ -3,7 +3,11 @@
 30 windows of W = 6 with Cmax = 4: first the paper's twelve test mixes Q1-Q12 (Table V; starred jobs were never
 seen in training), then 18 more drawn with a fixed seed from all 19 catalogue programs, each with at least one
 held-out program. Run ``.venv/bin/python training/make_eval_windows.py`` to regenerate it (the output is
-deterministic); ``--check`` exits 1 when the file in the repository differs.
+deterministic); ``--check`` exits 1 when the files in the repository differ.
+
+For the W x Cmax sweep (§8) it also writes ``eval_windows_w4.json`` (18 windows) and ``eval_windows_w8.json``
+(9 windows): the paper's 72 jobs of Q1-Q12 in queue order, cut into windows of 4 and of 8 as the paper did.
+Use them with ``cosched eval --window-size W --max-concurrency C``.
 """
 
 from __future__ import annotations
@@ -50,15 +54,29 @@ def windows() -> list[dict]:
     return out
 
 
+def sweep_windows(size: int) -> list[dict]:
+    jobs = [n for mix in PAPER_MIXES for n in mix]
+    return [window(f"w{size}-{i // size + 1}", jobs[i: i + size]) for i in range(0, len(jobs), size)]
+
+
+def outputs() -> dict[Path, list[dict]]:
+    return {OUT: windows(), OUT.with_name("eval_windows_w4.json"): sweep_windows(4),
+            OUT.with_name("eval_windows_w8.json"): sweep_windows(8)}
+
+
 def main() -> int:
-    text = json.dumps(windows(), indent=1) + "\n"
-    if "--check" in sys.argv[1:]:
-        same = OUT.exists() and OUT.read_text() == text
-        print(f"{OUT}: {'up to date' if same else 'differs from the generator'}")
-        return 0 if same else 1
-    OUT.write_text(text)
-    print(f"wrote {OUT} ({len(windows())} windows of 6 jobs, Cmax 4)")
-    return 0
+    check = "--check" in sys.argv[1:]
+    status = 0
+    for path, docs in outputs().items():
+        text = json.dumps(docs, indent=1) + "\n"
+        if check:
+            same = path.exists() and path.read_text() == text
+            print(f"{path}: {'up to date' if same else 'differs from the generator'}")
+            status |= 0 if same else 1
+        else:
+            path.write_text(text)
+            print(f"wrote {path} ({len(docs)} windows of {len(docs[0]['jobs'])} jobs, Cmax 4)")
+    return status
 
 
 if __name__ == "__main__":

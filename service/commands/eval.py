@@ -24,6 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--node", default=DEFAULT_SIM_NODE, help=f"a simulated node (default {DEFAULT_SIM_NODE})")
     p.add_argument("--windows", required=True, metavar="FILE", help="JSON array of window documents, e.g. training/eval_windows.json")
     p.add_argument("--policies", default=",".join(DEFAULT_EVAL_POLICIES), help=f"comma-separated (default {','.join(DEFAULT_EVAL_POLICIES)})")
+    p.add_argument("--window-size", type=int, default=6, metavar="W", help="jobs planned together (longer windows are planned W at a time; default 6)")
+    p.add_argument("--max-concurrency", type=int, default=None, metavar="C", help="override every window's max_concurrency (Cmax)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random policy and of simulated noise (default 0)")
     p.add_argument("--plot", metavar="PNG", help="also draw a bar chart of the mean throughput per policy")
     p.add_argument("--json", action="store_true", help="print the evaluation as one JSON document")
@@ -103,13 +105,19 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--backend sim needs a simulated node (sim:NAME), not {args.node!r}")
     policies = parse_policies(args.policies)
     windows = read_windows(args.windows)
+    if args.window_size < 1:
+        raise InputError("--window-size must be at least 1")
+    if args.max_concurrency is not None:
+        if not 1 <= args.max_concurrency <= 64:
+            raise InputError("--max-concurrency must be between 1 and 64")
+        windows = [w.model_copy(update={"max_concurrency": args.max_concurrency}) for w in windows]
     status = Console(stderr=True)
 
     def progress(i: int, name: str, dt: float) -> None:
         if not args.json and sys.stderr.isatty():
             status.print(f"window {i + 1}/{len(windows)}: {name} ({dt:.1f} s)", end="\r")
 
-    doc = evaluate(windows, node, policies, seed=args.seed, progress=progress)
+    doc = evaluate(windows, node, policies, seed=args.seed, window_size=args.window_size, progress=progress)
     emit(doc, args.json, lambda: render(doc))
     if args.plot:
         plot(doc, Path(args.plot))
