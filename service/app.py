@@ -44,10 +44,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from env.discover import node_id as node_id_of
+from env.errors import CoschedError
 from env.models import NAME_PATTERN, Plan, Window, WindowJob
 from env.nodes import load_node
 from env.nodespec import NodeSpec
-from env.errors import CoschedError
 from profiler.errors import ProfileNotFoundError, ProfilerError
 from profiler.models import Profile
 
@@ -125,9 +125,7 @@ class AccessAndToken:
             await self.app(scope, receive, send)
             return
         start = time.perf_counter()
-        status = 500  # what the client gets if the app raises before answering (ServerErrorMiddleware)
-
-        started = False
+        status, started = 500, False  # 500: what is logged if the app raises before answering
 
         async def send_logged(message: Message) -> None:
             nonlocal status, started
