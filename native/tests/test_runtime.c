@@ -267,6 +267,39 @@ static int child_zeta(void)
     return atomic_load(&policy_seen) > 0 ? 0 : 1; /* MPOL_PREFERRED = 1 */
 }
 
+/* A thread made with clone(2), not pthread_create: found through
+ * /proc/self/task reconciliation. It only spins on the vDSO clock (no TLS). */
+static atomic_int raw_tid, raw_done;
+static int raw_thread(void *arg)
+{
+    (void)arg;
+    atomic_store(&raw_tid, (int)syscall(SYS_gettid));
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    do
+        clock_gettime(CLOCK_MONOTONIC, &b);
+    while ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec) < 600000000L);
+    atomic_store(&raw_done, 1);
+    return 0;
+}
+
+static int child_clone(void)
+{
+    pthread_t t; /* starts the manager */
+    pthread_create(&t, NULL, w_return, NULL);
+    size_t sz = 256 * 1024;
+    char *stack = malloc(sz);
+    int flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM;
+    if (!stack || clone(raw_thread, stack + sz, flags, NULL) < 0)
+        return 1;
+    while (!atomic_load(&raw_done))
+        burn(0.01);
+    burn(0.1); /* let the raw thread exit before its stack goes */
+    pthread_join(t, NULL);
+    printf("raw_tid=%d\n", atomic_load(&raw_tid));
+    return 0;
+}
+
 static int child_main(const char *what)
 {
     int rc = 1;
@@ -278,6 +311,8 @@ static int child_main(const char *what)
         rc = child_signals();
     else if (!strcmp(what, "zeta"))
         rc = child_zeta();
+    else if (!strcmp(what, "clone"))
+        rc = child_clone();
     else if (!strcmp(what, "single")) {
         burn(0.2);
         printf("single\n");
@@ -509,6 +544,31 @@ int main(int argc, char **argv)
     CHECK(r.status == 0 && strstr(r.summary, "state=full"));
     CHECK(strstr(r.summary, "speed_source=instructions") ||
           (strstr(r.summary, "speed_source=cputime") && count_lines(r.err) == 1 && strstr(r.err, "using CPU time")));
+
+    /* A thread made without pthread_create is found and pinned too (not
+     * under the sanitizers, which cannot follow a raw clone). */
+#if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
+    run("clone", NULL, &r);
+    CHECK(r.status == 0);
+    {
+        long raw = field(r.out, "raw_tid=");
+        char needle[64];
+        snprintf(needle, sizeof needle, ",%ld,", raw);
+        int rows = 0, pinned = 0;
+        for (char *l = r.trace ? strstr(r.trace, needle) : NULL; l; l = strstr(l + 1, needle)) {
+            rows++;
+            char *ln = l;
+            while (ln > r.trace && ln[-1] != '\n')
+                ln--;
+            int ep, tid, dom;
+            double t;
+            if (sscanf(ln, "%d,%lf,%d,%d,", &ep, &t, &tid, &dom) == 4 && tid == raw && dom >= 0)
+                pinned++;
+        }
+        printf("clone: raw thread %ld in %d trace rows, %d pinned\n", raw, rows, pinned);
+        CHECK(raw > 0 && rows > 0 && pinned > 0);
+    }
+#endif
 
     /* Stack binding with zeta = 0 on node 0 (all this machine has). */
     const char *zeta[] = {"PINRT_ZETA", "0", NULL};
