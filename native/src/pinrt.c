@@ -98,6 +98,8 @@ static struct pinrt_ctx {
     int dom_node[PR_MAX_DOMAINS];
     pr_cpuset *unit_cpus;
     int *unit_domain;
+    cpu_set_t *unit_cs;       /* the same sets as cpu_set_t, for comparisons */
+    cpu_set_t dom_cs[PR_MAX_DOMAINS];
 
     /* manager-private */
     pl_learner *L;
@@ -303,6 +305,8 @@ PR_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*f
 
 /* ---- topology ------------------------------------------------------------- */
 
+static void to_cpuset(const pr_cpuset *s, cpu_set_t *cs);
+
 static int read_file(const char *path, char *buf, size_t len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -391,6 +395,13 @@ static int build_topology(void)
                 in_group = 0;
         }
     }
+    G.unit_cs = calloc((size_t)G.nunits, sizeof *G.unit_cs);
+    if (!G.unit_cs)
+        return -1;
+    for (int u = 0; u < G.nunits; u++)
+        to_cpuset(&G.unit_cpus[u], &G.unit_cs[u]);
+    for (int d = 0; d < G.ndomains; d++)
+        to_cpuset(&G.dom_cpus[d], &G.dom_cs[d]);
     return G.nunits > 0 ? 0 : -1;
 }
 
@@ -574,6 +585,37 @@ static void unpin_all(void)
             sched_setaffinity(G.trk[i].tid, sizeof cs, &cs);
 }
 
+static const cpu_set_t *target_cs(int domain, int unit) { return unit >= 0 ? &G.unit_cs[unit] : &G.dom_cs[domain]; }
+
+/* Could the runtime have set this mask (or is it the start mask)? */
+static int ours(const cpu_set_t *cs)
+{
+    if (CPU_EQUAL(cs, &G.start_mask))
+        return 1;
+    for (int u = 0; u < G.nunits; u++)
+        if (CPU_EQUAL(cs, &G.unit_cs[u]))
+            return 1;
+    for (int d = 0; d < G.ndomains; d++)
+        if (CPU_EQUAL(cs, &G.dom_cs[d]))
+            return 1;
+    return 0;
+}
+
+/* A thread whose mask is not what the runtime left there pins itself: the
+ * program's choice wins, the thread leaves the learner. */
+static int foreign(struct tracked *t)
+{
+    cpu_set_t cur;
+    if (sched_getaffinity(t->tid, sizeof cur, &cur))
+        return 0;
+    if (t->applied ? CPU_EQUAL(&cur, target_cs(t->ap_domain, t->ap_unit)) : ours(&cur))
+        return 0;
+    logmsg(PR_LOG_INFO, "thread %d sets its own affinity; left alone", (int)t->tid);
+    pl_remove_thread(G.L, t->slot);
+    t->slot = -1;
+    return 1;
+}
+
 static void apply(void)
 {
     for (int i = 0; i < G.ntrk && atomic_load(&G.level) == LV_FULL; i++) {
@@ -583,8 +625,9 @@ static void apply(void)
         pl_assign a = pl_current(G.L, t->slot);
         if (t->applied && a.domain == t->ap_domain && a.unit == t->ap_unit)
             continue;
-        cpu_set_t cs;
-        to_cpuset(target_cpus(a), &cs);
+        if (foreign(t))
+            continue;
+        cpu_set_t cs = *target_cs(a.domain, a.unit);
         if (sched_setaffinity(t->tid, sizeof cs, &cs) == 0) {
             if (t->applied)
                 G.moves++;

@@ -300,6 +300,47 @@ static int child_clone(void)
     return 0;
 }
 
+/* A thread that pins itself after the runtime pinned it keeps its own mask. */
+static void *w_selfpin(void *arg)
+{
+    int *ok = arg;
+    cpu_set_t cs;
+    double end = now() + 2;
+    do { /* wait to be pinned by the runtime */
+        burn(0.01);
+        sched_getaffinity(0, sizeof cs, &cs);
+    } while (CPU_COUNT(&cs) != 1 && now() < end);
+    int mine = -1;
+    for (int c = 0; c < CPU_SETSIZE && mine < 0; c++)
+        if (CPU_ISSET(c, &start_mask) && !CPU_ISSET(c, &cs))
+            mine = c;
+    CPU_ZERO(&cs);
+    CPU_SET(mine, &cs);
+    sched_setaffinity(0, sizeof cs, &cs);
+    *ok = 1;
+    for (int k = 0; k < 60; k++) {
+        burn(0.01);
+        cpu_set_t now_cs;
+        sched_getaffinity(0, sizeof now_cs, &now_cs);
+        if (!CPU_EQUAL(&now_cs, &cs))
+            *ok = 0;
+    }
+    return NULL;
+}
+
+static int child_selfpin(void)
+{
+    pthread_t t[3];
+    int ok = 0;
+    pthread_create(&t[0], NULL, w_return, NULL);
+    pthread_create(&t[1], NULL, w_return, NULL);
+    pthread_create(&t[2], NULL, w_selfpin, &ok);
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    printf("selfpin ok=%d\n", ok);
+    return ok ? 0 : 1;
+}
+
 static int child_main(const char *what)
 {
     int rc = 1;
@@ -313,6 +354,8 @@ static int child_main(const char *what)
         rc = child_zeta();
     else if (!strcmp(what, "clone"))
         rc = child_clone();
+    else if (!strcmp(what, "selfpin"))
+        rc = child_selfpin();
     else if (!strcmp(what, "single")) {
         burn(0.2);
         printf("single\n");
@@ -569,6 +612,14 @@ int main(int argc, char **argv)
         CHECK(raw > 0 && rows > 0 && pinned > 0);
     }
 #endif
+
+    /* A thread that sets its own affinity is left alone. */
+    if (ncpus_allowed() >= 2) {
+        const char *sp[] = {"PINRT_LAMBDA", "0.5", "PINRT_LOG", "info", NULL};
+        run("selfpin", sp, &r);
+        printf("selfpin: %s", r.out);
+        CHECK(r.status == 0 && strstr(r.out, "selfpin ok=1"));
+    }
 
     /* Stack binding with zeta = 0 on node 0 (all this machine has). */
     const char *zeta[] = {"PINRT_ZETA", "0", NULL};
