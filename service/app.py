@@ -66,38 +66,38 @@ error_log = logging.getLogger("cosched.error")
 
 @dataclass(frozen=True)
 class ServedModel:
-    """What the service plans with: the agent from a model file, or a baseline policy when there is none."""
+    """What the service plans with: the agent and its model file, or a baseline policy when there is none."""
 
     policy: str
-    model_path: str | None = None
-    info: dict[str, Any] | None = None  # what GET /model shows of a loaded model
-    reason: str | None = None  # why no model is loaded
+    loaded: Any = None  # agent.modelfile.LoadedModel: loaded and checked once, handed to every plan
+    info: dict[str, Any] | None = None  # what GET /model shows of the model
+    reason: str | None = None  # why no model is used
 
     def describe(self) -> dict[str, Any]:
         return {"policy": self.policy, "model": self.info, **({"reason": self.reason} if self.reason else {})}
 
 
 def load_served_model(model_path: str | None, node: NodeSpec) -> ServedModel:
-    """The agent's model file (``agent.modelfile``: numpy, no torch), checked against this node's shape and the
-    feature set this cosched computes; or, without one, the ``greedy`` heuristic, and GET /model says so.
-
-    A model file that is given but cannot be used is an error at start-up (one line, exit 2), never a silent
-    fallback to another policy.
+    """The model the service plans with, chosen as ``cosched schedule`` chooses it (``service.planning``): the
+    given model file, else the one that ships for this node, else none and the baseline default (``greedy``),
+    which GET /model says. The model is read (numpy, no torch) and checked against this node's shape and the
+    feature set once, here; a model that cannot be used is an error at start-up (one line, exit 2).
     """
-    if model_path is None:
-        return ServedModel(
-            policy="greedy",
-            reason="no model loaded (cosched serve --model M loads one): plans come from the 'greedy' heuristic",
-        )
-    from agent.modelfile import NodeShape, load_model
-    from profiler.features import FEATURE_NAMES, FEATURE_SET_ID
+    from service.planning import default_policy
 
-    shape = NodeShape(cpus=len(node.cpus), numa_domains=len(node.numa), l3_domains=len(node.l3))
-    loaded = load_model(model_path, expect_node_shape=shape, expect_feature_set=FEATURE_SET_ID)
+    policy = default_policy(node, model_path)
+    if policy not in ("agent", "fifo"):
+        return ServedModel(policy=policy, reason=f"no model given (cosched serve --model M) and none ships for node "
+                           f"{node.name!r}: plans come from the {policy!r} heuristic")
+    from profiler.features import FEATURE_NAMES
+    from training.policies import load_for_node
+
+    loaded = load_for_node(model_path, node)
     meta = loaded.meta
     info = {
         "id": meta.model_id,
         "path": str(loaded.path),
+        "shipped": model_path is None,
         "trained_for": meta.trained_for.model_dump(mode="json"),
         "window_size": meta.window_size,
         "max_concurrency": meta.max_concurrency,
@@ -107,7 +107,7 @@ def load_served_model(model_path: str | None, node: NodeSpec) -> ServedModel:
                     "activation": meta.activation},
         "training": meta.training,
     }
-    return ServedModel(policy="agent", model_path=str(loaded.path), info=info)
+    return ServedModel(policy=policy, loaded=loaded, info=info)
 
 
 # -- middleware: access log and token -------------------------------------------------------------
@@ -344,7 +344,7 @@ def create_app(node_name: str = "local", model_path: str | None = None, token: s
         try:
             with state.plan_lock:
                 plan_window(Window(jobs=[WindowJob(id="warm-up")]), state.node_name, policy=state.model.policy,
-                            model=state.model.model_path)
+                            model=state.model.loaded)
         except Exception as exc:  # noqa: BLE001 - the same error reaches a client, mapped, on its request
             error_log.warning("warm-up plan failed", extra={"fields": {"error": f"{type(exc).__name__}: {exc}"}})
         else:
@@ -369,7 +369,7 @@ def create_app(node_name: str = "local", model_path: str | None = None, token: s
               responses={413: {"description": "body over 1 MiB"}, 422: {"description": "invalid window (field and reason)"}})
     def schedule(window: Window) -> Response:
         with state.plan_lock:  # one plan at a time: planning is CPU-bound, and need not be thread-safe
-            plan = plan_window(window, state.node_name, policy=state.model.policy, model=state.model.model_path)
+            plan = plan_window(window, state.node_name, policy=state.model.policy, model=state.model.loaded)
         return Response(plan.model_dump_json(), media_type="application/json")
 
     @app.get("/healthz", summary="{'status': 'ok'} once the node and the model are loaded")

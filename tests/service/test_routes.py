@@ -48,7 +48,30 @@ def test_model_says_which_policy_plans(server: Server) -> None:
     r = server.client.get("/model")
     assert r.status_code == 200
     doc = r.json()
-    assert doc["policy"] == "greedy" and doc["model"] is None and "greedy" in doc["reason"]
+    if doc["policy"] == "agent":  # a model ships for the node
+        assert doc["model"]["shipped"] is True and doc["model"]["trained_for"]["name"] == SIM_NODE
+    else:
+        assert doc["policy"] == "greedy" and doc["model"] is None and "greedy" in doc["reason"]
+
+
+@pytest.mark.parametrize("ships", [False, True])
+def test_model_is_the_shipped_one_or_none(ships: bool, tmp_path: Path, cosched_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from svc_support import running_app
+
+    models = tmp_path / "models"
+    models.mkdir()
+    if ships:
+        write_tiny_model(models / "reference.npz")
+    monkeypatch.setenv("COSCHED_MODELS_DIR", str(models))
+    with running_app(SIM_NODE, home=cosched_home) as s:
+        doc = s.client.get("/model").json()
+        plan = s.client.post("/schedule", json={"jobs": [{"id": "MG"}, {"id": "EP"}]}).json()
+    if ships:
+        assert doc["policy"] == "agent" and doc["model"]["shipped"] is True and doc["model"]["path"].endswith("reference.npz")
+        assert plan["policy"] == "agent" and plan["model"]["id"] == doc["model"]["id"]
+    else:
+        assert doc == {"policy": "greedy", "model": None, "reason": doc["reason"]} and SIM_NODE in doc["reason"]
+        assert plan["policy"] == "greedy" and plan["model"] is None
 
 
 def test_docs_and_openapi(server: Server) -> None:
@@ -149,7 +172,7 @@ def test_schedule_returns_a_plan(server: Server, planning: None) -> None:
     r = server.client.post("/schedule", json=window)
     assert r.status_code == 200, r.text
     plan = Plan.model_validate(r.json())
-    assert plan.node.name == SIM_NODE and plan.policy == "greedy" and plan.max_concurrency == 2
+    assert plan.node.name == SIM_NODE and plan.policy == server.client.get("/model").json()["policy"] and plan.max_concurrency == 2
     placed = [j.id for g in plan.groups for j in g.jobs] + [e.id for e in plan.excluded]
     assert sorted(placed) == sorted(j["id"] for j in window["jobs"])
 
@@ -170,16 +193,36 @@ def _schedule_verb_missing() -> str | None:
 
 
 def test_service_plan_equals_cosched_schedule(server: Server, planning: None, tmp_path: Path) -> None:
+    """Both with their defaults (the model that ships for the node, else greedy): the same plan."""
     why = _schedule_verb_missing()
     if why:
         pytest.skip(why)
     window = {"jobs": [{"id": p} for p in ["MG", "EP", "CG", "FT", "IS", "unknown-one"]], "max_concurrency": 3}
     path = tmp_path / "window.json"
     path.write_text(json.dumps(window))
-    printed = cli_json("schedule", str(path), "--node", SIM_NODE, "--policy", "greedy")
+    printed = cli_json("schedule", str(path), "--node", SIM_NODE)
     served = server.client.post("/schedule", json=window)
     assert served.status_code == 200, served.text
     assert served.json() == printed
+    assert server.client.get("/model").json()["policy"] == printed["policy"]
+
+
+def test_service_plan_equals_cosched_schedule_with_a_model(planning: None, tmp_path: Path, cosched_home: Path) -> None:
+    from svc_support import running_app
+
+    why = _schedule_verb_missing()
+    if why:
+        pytest.skip(why)
+    model = tmp_path / "m.npz"
+    write_tiny_model(model)
+    window = {"jobs": [{"id": p, "command": [f"./{p}"]} for p in ["MG", "EP", "lu_cb", "FT", "nope"]], "max_concurrency": 2}
+    path = tmp_path / "window.json"
+    path.write_text(json.dumps(window))
+    printed = cli_json("schedule", str(path), "--node", SIM_NODE, "--model", str(model))
+    with running_app(SIM_NODE, model_path=str(model), home=cosched_home) as s:
+        served = s.client.post("/schedule", json=window)
+    assert served.status_code == 200, served.text
+    assert served.json() == printed and printed["policy"] == "agent"
 
 
 # -- a model file -----------------------------------------------------------------------------------
@@ -224,7 +267,7 @@ def test_model_route_describes_a_loaded_model(tmp_path: Path, cosched_home: Path
         assert s.client.get("/healthz").json() == {"status": "ok"}
     assert doc["policy"] == "agent" and "reason" not in doc
     m = doc["model"]
-    assert m["id"] == model_id and m["trained_for"]["name"] == SIM_NODE
+    assert m["id"] == model_id and m["shipped"] is False and m["trained_for"]["name"] == SIM_NODE
     assert m["window_size"] == 6 and m["max_concurrency"] == 4
     assert m["features"]["feature_set"] and m["features"]["names"]
     assert m["training"] == {"steps": 10, "mean_throughput_vs_timeshare": 1.1}

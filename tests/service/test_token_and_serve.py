@@ -156,11 +156,12 @@ def test_serve_with_two_workers(tmp_path: Path) -> None:
 
 
 def test_the_service_import_path_is_light() -> None:
-    """Start-up needs neither torch, the training code, matplotlib nor scikit-learn (time to ready, memory)."""
+    """Start-up needs neither torch, the training stack, matplotlib nor scikit-learn (time to ready, memory)."""
     code = (
         "import sys, service.cli, service.commands.serve, service.app\n"
         "service.app.create_app('sim:reference')\n"
-        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'training', 'matplotlib', 'sklearn', 'scipy'))\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'matplotlib', 'sklearn', 'scipy')\n"
+        "               or (m.startswith('training.') and m != 'training.policies'))  # the numpy agent policy is light\n"
         "print(','.join(heavy))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
