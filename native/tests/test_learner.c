@@ -422,6 +422,38 @@ static void test_harness_remote_penalty(void)
     CHECK(tot / runs > 0.7);
 }
 
+/* Per-thread own utility: runs, stays valid, and spreads 4 threads over 4
+ * equal units better than chance (own speed rewards leaving a shared unit). */
+static void test_own_utility(void)
+{
+    pl_params p;
+    pl_params_default(&p);
+    p.utility = PL_UTIL_OWN;
+    p.objective = PL_O1;
+    p.domain_al = 0;
+    double cap[4] = {1, 1, 1, 1};
+    int ud[4] = {0};
+    hx_world w;
+    hx_init(&w, 4, cap, ud, 11);
+    w.noise = 0.05;
+    pl_learner *L = pl_create(&p, 4, ud, 4);
+    for (int i = 0; i < 4; i++)
+        pl_add_thread(L);
+    double sp[4], acc = 0;
+    int nonneg = 1;
+    for (int k = 0; k < 1000; k++) {
+        if (k >= 700)
+            acc += hx_objective(&w, L, PL_O1, 0);
+        hx_speeds(&w, L, sp, 1);
+        pl_epoch(L, sp, NULL);
+        nonneg &= pl_last_utility(L, 0) >= 0;
+    }
+    CHECK(nonneg);
+    printf("own utility: late objective %.3f (best 1, random ~0.68)\n", acc / 300);
+    CHECK(acc / 300 > 0.8);
+    pl_destroy(L);
+}
+
 static const char *kv_get(const char *name, void *ctx)
 {
     const char **kv = ctx;
@@ -515,6 +547,7 @@ int main(void)
     test_harness_drop();
     test_harness_threads_end();
     test_harness_remote_penalty();
+    test_own_utility();
     test_config();
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
