@@ -454,6 +454,46 @@ static void test_own_utility(void)
     pl_destroy(L);
 }
 
+/* A barrier farm like the ACO benchmark: every thread waits for the slowest
+ * core each iteration, so all speeds are 1/(most threads on one core). With 4
+ * threads on 2 cores the learner settles on the 2/2 split, noise or not. */
+static void test_farm(void)
+{
+    double noise[3] = {0, 0.1, 0.3};
+    for (int ni = 0; ni < 3; ni++) {
+        int good = 0, tot = 0;
+        for (int seed = 1; seed <= 20; seed++) {
+            pl_params p;
+            pl_params_default(&p);
+            p.seed = (uint64_t)seed;
+            p.domain_al = 0;
+            int ud[2] = {0, 0};
+            pl_learner *L = pl_create(&p, 2, ud, 4);
+            for (int i = 0; i < 4; i++)
+                pl_add_thread(L);
+            pl_rng r;
+            pl_rng_seed(&r, (uint64_t)seed * 7);
+            double sp[4];
+            for (int k = 0; k < 300; k++) {
+                int c[2] = {0, 0};
+                for (int i = 0; i < 4; i++)
+                    c[pl_current(L, i).unit]++;
+                int mx = c[0] > c[1] ? c[0] : c[1];
+                if (k >= 150) {
+                    good += mx == 2;
+                    tot++;
+                }
+                for (int i = 0; i < 4; i++)
+                    sp[i] = (1.0 / mx) * (1 + noise[ni] * (2 * pl_rng_unif(&r) - 1));
+                pl_epoch(L, sp, NULL);
+            }
+            pl_destroy(L);
+        }
+        printf("harness farm, noise %.1f: late epochs at the 2/2 split %.3f\n", noise[ni], (double)good / tot);
+        CHECK((double)good / tot >= 0.9);
+    }
+}
+
 static const char *kv_get(const char *name, void *ctx)
 {
     const char **kv = ctx;
@@ -548,6 +588,7 @@ int main(void)
     test_harness_threads_end();
     test_harness_remote_penalty();
     test_own_utility();
+    test_farm();
     test_config();
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
