@@ -120,21 +120,23 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def planner_ms(node: str, bodies: list[dict], model: str | None) -> float:
+def planner_ms(node: str, bodies: list[dict], model: str | None) -> tuple[float, str]:
     """Median time of service.planning.plan_window alone, in this process (what the service adds is the rest)."""
     sys.path.insert(0, str(ROOT))
     from env.models import Window
+    from env.nodes import load_node
+    from service.app import load_served_model
     from service.planning import plan_window
 
+    served = load_served_model(model, load_node(node))  # the service's own choice of policy and model
     docs = [Window.model_validate(b) for b in bodies]
-    policy = "agent" if model else "greedy"
-    plan_window(docs[0], node, policy=policy, model=model)
+    plan_window(docs[0], node, policy=served.policy, model=served.loaded)
     times = []
     for d in docs * 2:
         t = time.perf_counter()
-        plan_window(d, node, policy=policy, model=model)
+        plan_window(d, node, policy=served.policy, model=served.loaded)
         times.append((time.perf_counter() - t) * 1000)
-    return statistics.median(times)
+    return statistics.median(times), served.policy
 
 
 def start_service(node: str, log: Path, model: str | None) -> tuple[subprocess.Popen, int, float]:
@@ -256,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("service_bench: --repeat 1-10, --duration (0, 60], --concurrency 1-1024")
 
     docs = windows(args.node)
-    plan_ms = planner_ms(args.node, docs, args.model)
+    plan_ms, policy = planner_ms(args.node, docs, args.model)
     with tempfile.TemporaryDirectory(prefix="cosched-bench-") as tmp:
         workdir = Path(tmp)
         runs = []
@@ -281,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     sample_status = runs[0]["sample_status"]
     doc = {"node": args.node, "window_size": W, "workers": 1, "repeat": args.repeat, "duration_s": args.duration,
-           "sample_status": sample_status, "planner_ms": plan_ms, **result, "targets": TARGETS, "meets": checks,
+           "sample_status": sample_status, "policy": policy, "planner_ms": plan_ms, **result, "targets": TARGETS, "meets": checks,
            "cpus": os.cpu_count(), "load_average": os.getloadavg()}
     if sample_status != 200:
         doc["warning"] = f"POST /schedule answered {sample_status}, not 200: the figures measure that answer, not planning " \
@@ -289,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(doc, indent=2))
     else:
-        print(f"cosched serve --node {args.node} --workers 1; W = {W} windows; wrk {args.threads} thread(s); "
+        print(f"cosched serve --node {args.node}{' --model ' + args.model if args.model else ''} --workers 1 (policy {policy}); W = {W} windows; wrk {args.threads} thread(s); "
               f"{args.duration:g} s a level; median of {args.repeat} run(s)")
         print(f"ready (first 200 from /healthz): {result['startup_s']:.2f} s ({result['startup_cpu_s']:.2f} s of CPU)   "
               f"resident memory: {result['rss_mb']:.1f} MB (at ready {result['rss_start_mb']:.1f} MB, peak {result['rss_peak_mb']:.1f} MB)")
