@@ -83,6 +83,8 @@ class CoScheduleEnv(gym.Env):
         ep = self.episode
         if ep is None:
             raise RuntimeError("call reset() before step()")
+        if ep.done or ep.steps >= self.step_limit:
+            raise RuntimeError("the episode has ended: call reset() before step()")
         action = int(action)
         mask = ep.action_mask()
         reward = 0.0
