@@ -27,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--window-size", type=int, default=6, metavar="W", help="jobs planned together (longer windows are planned W at a time; default 6)")
     p.add_argument("--max-concurrency", type=int, default=None, metavar="C", help="override every window's max_concurrency (Cmax)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random policy and of simulated noise (default 0)")
+    p.add_argument("--noise", type=float, default=0.0, metavar="SD", help="simulated measurement noise: each job's time x exp(N(0, SD)), seeded (default 0)")
     p.add_argument("--plot", metavar="PNG", help="also draw a bar chart of the mean throughput per policy")
     p.add_argument("--json", action="store_true", help="print the evaluation as one JSON document")
     p.set_defaults(handler=run)
@@ -117,7 +118,14 @@ def run(args: argparse.Namespace) -> int:
         if not args.json and sys.stderr.isatty():
             status.print(f"window {i + 1}/{len(windows)}: {name} ({dt:.1f} s)", end="\r")
 
-    doc = evaluate(windows, node, policies, seed=args.seed, window_size=args.window_size, progress=progress)
+    if not 0.0 <= args.noise <= 1.0:
+        raise InputError("--noise must be between 0 and 1 (a log-normal standard deviation)")
+    from env.backend import SimBackend
+    from env.sim.params import SimParams
+
+    backend = SimBackend(node, SimParams(noise_sd=args.noise))
+    doc = evaluate(windows, node, policies, backend=backend, seed=args.seed, window_size=args.window_size, progress=progress)
+    doc["noise_sd"] = args.noise
     emit(doc, args.json, lambda: render(doc))
     if args.plot:
         plot(doc, Path(args.plot))
