@@ -17,11 +17,13 @@ episode with ``ScriptChooser``, so their plans are built exactly like the agent'
   affinity/memory policy only (all ways shared, no bandwidth cap: no partitioning).
 * ``best-found``: the reference upper bound, a budgeted search on the simulated node. Total time is a sum of
   group makespans, so for each schedule-level action it finds a good allocation for every subset of at most
-  Cmax jobs, then the best partition by dynamic programming over subsets. Per subset: every combination of
-  core options (with all ways, no cap), then coordinate descent from the two best (per job: ways, bandwidth,
-  split, cores; until no change or ``rounds``). Budget: at most ``max_evals`` group simulations per window
-  (default 60,000; a W = 6, Cmax = 4 window takes about 1-2 s). ``exhaustive_search`` enumerates the same
-  space completely (feasible for small windows with a reduced grid) to measure best-found's gap.
+  Cmax jobs, then the best partition by dynamic programming over subsets. Phase 1, all six schedule actions:
+  per subset, every combination of core options (all ways, no cap). Phase 2, the two best schedule actions:
+  per subset, coordinate descent from its two best core combinations (per job: ways, bandwidth, split, cores;
+  until no change, at most ``rounds`` = 3 passes). Budget: at most ``max_evals`` = 60,000 new group
+  simulations per chunk (after it, refinement stops); a W = 6, Cmax = 4 window takes about 15,000 simulations,
+  3-4 s on the development machine. ``search(..., exhaustive=True)`` enumerates a grid completely (small
+  windows, reduced grids): on W = 4 windows best-found matched it exactly (``bench/sim_bench.py``).
 * ``agent`` and ``fifo`` (a trained model's plans) live in ``training.policies``, imported on first use (``LAZY``).
 """
 
