@@ -21,8 +21,8 @@ episode with ``ScriptChooser``, so their plans are built exactly like the agent'
   per subset, every combination of core options (all ways, no cap). Phase 2, the two best schedule actions:
   per subset, coordinate descent from its two best core combinations (per job: ways, bandwidth, split, cores;
   until no change, at most ``rounds`` = 3 passes). Budget: at most ``max_evals`` = 60,000 new group
-  simulations per chunk (after it, refinement stops); a W = 6, Cmax = 4 window takes about 15,000 simulations,
-  3-4 s on the development machine. ``search(..., exhaustive=True)`` enumerates a grid completely (small
+  simulations per chunk (after it, refinement stops); a W = 6, Cmax = 4 window takes about 6,000 simulations
+  (allocations the model cannot tell apart share one), 2-3 s on the development machine. ``search(..., exhaustive=True)`` enumerates a grid completely (small
   windows, reduced grids): on W = 4 windows best-found matched it exactly (``bench/sim_bench.py``).
 * ``agent`` and ``fifo`` (a trained model's plans) live in ``training.policies``, imported on first use (``LAZY``).
 """
@@ -110,6 +110,8 @@ class GroupEvaluator:
         self.memo: dict[tuple, float] = {}
         self.alloc_memo: dict[tuple, tuple] = {}
         self.job_memo: dict[tuple, object] = {}
+        self.canon_memo: dict[tuple, object] = {}  # SimJobs by what the model sees (equal inputs, one object)
+        self.group_memo: dict[tuple, float] = {}
         self.evals = 0
 
     def makespan(self, schedule: int, members: Sequence[tuple[str, int]]) -> float:
@@ -123,15 +125,19 @@ class GroupEvaluator:
         if jobs is None:
             self.memo[key] = float("inf")
             return float("inf")
-        self.evals += 1
-        ms = max(run_group(self.g, jobs))
+        same = tuple(id(j) for j in jobs)  # groups the model cannot tell apart share one simulation
+        ms = self.group_memo.get(same)
+        if ms is None:
+            self.evals += 1
+            ms = max(run_group(self.g, jobs))
+            self.group_memo[same] = ms
         self.memo[key] = ms
         return ms
 
     def _jobs(self, schedule: int, members: tuple[tuple[str, int], ...]) -> list | None:
         """The group's SimJobs. An allocation depends only on (schedule, action, what the group already holds),
         so allocations and SimJobs are memoised by exactly that."""
-        from env.sim.model import SimJob
+        from env.sim.model import SimJob, memory_key
 
         sched = _decode(schedule)
         taken: frozenset[int] = frozenset()
@@ -150,9 +156,14 @@ class GroupEvaluator:
                 return None
             job = self.job_memo.get((name, k))
             if job is None:
-                job = SimJob(self.g, self.by_name[name].params, alloc.cpus, alloc.memory,
-                             {self.l3_index[d]: m for d, (_, m) in alloc.l3.items()},
-                             {self.numa_index[d]: p for d, p in alloc.mem_bw_percent.items()})
+                masks = {self.l3_index[d]: m for d, (_, m) in alloc.l3.items()}
+                mba = {self.numa_index[d]: p for d, p in alloc.mem_bw_percent.items()}
+                canon = (name, alloc.cpus, memory_key(self.g, alloc.cpus, alloc.memory),
+                         tuple(sorted(masks.items())), tuple(sorted(mba.items())))
+                job = self.canon_memo.get(canon)
+                if job is None:
+                    job = SimJob(self.g, self.by_name[name].params, alloc.cpus, alloc.memory, masks, mba)
+                    self.canon_memo[canon] = job
                 self.job_memo[(name, k)] = job
             jobs.append(job)
         return jobs

@@ -166,6 +166,17 @@ class SimJob:
         self.pressure = [n_l3[li] * self.v_rate for li in range(g.n_l3)]
 
 
+def memory_key(g: Geometry, cpus: list[int] | tuple[int, ...], memory: str) -> str:
+    """The memory policy as the model sees it: local-alloc places pages like first-touch, and for a job whose
+    CPUs are all in one domain every policy places them there (SimJobs with equal keys are equal)."""
+    if memory == "local-alloc":
+        return "first-touch"
+    first = g.cpu_numa[cpus[0]]
+    if all(g.cpu_numa[c] == first for c in cpus):
+        return "first-touch"
+    return memory
+
+
 def _cache_mb(g: Geometry, jobs: list[SimJob]) -> list[float]:
     eff = [0.0] * len(jobs)
     for li in range(g.n_l3):
