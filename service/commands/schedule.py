@@ -20,8 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Plan a window: which jobs run together, in which order, and each job's cores, "
                        "memory policy, cache ways, bandwidth cap and exact launch command. Nothing is run.")
     p.add_argument("window", metavar="WINDOW.json", help="the window document")
-    p.add_argument("--node", default=DEFAULT_SIM_NODE, help=f"node to plan for (default {DEFAULT_SIM_NODE} until a trained model exists)")
-    p.add_argument("--policy", default=None, help=f"one of {', '.join(policy_names())} (default {DEFAULT_POLICY} until the agent exists)")
+    p.add_argument("--node", default=DEFAULT_SIM_NODE, help=f"node to plan for: 'local' or 'sim:NAME' (default {DEFAULT_SIM_NODE})")
+    p.add_argument("--policy", default=None, help=f"one of {', '.join(policy_names())} (default: agent when a model is given or ships for the node, else {DEFAULT_POLICY})")
     p.add_argument("--model", default=None, help="model file for the agent policy")
     p.add_argument("--seed", type=int, default=0, help="seed of the random policy (default 0)")
     p.add_argument("--pin-runtime", action="store_true", help="launch commands load the C pinning runtime")
