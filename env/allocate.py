@@ -20,18 +20,29 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 
 from env.actions import Affinity, JobAction, MemoryPolicy, Split
 from env.cpulist import format_cpulist
 from env.nodespec import NodeSpec
 
 
-def half_up(x: Fraction | float) -> int:
+def half_up(x: Fraction | float | int) -> int:
     return math.floor(Fraction(x) + Fraction(1, 2))
 
 
+def _half_up_ratio(num: int, den: int) -> int:
+    """floor(num/den + 1/2) in integers (the planner's hot path: Fraction is ~20x slower)."""
+    return (2 * num + den) // (2 * den)
+
+
+@lru_cache(maxsize=4096)
+def _core_count(ncpus: int, num: int, den: int) -> int:
+    return max(1, _half_up_ratio(num * ncpus, den))
+
+
 def core_count(node: NodeSpec, fraction: Fraction) -> int:
-    return max(1, half_up(fraction * len(node.cpus)))
+    return _core_count(len(node.cpus), fraction.numerator, fraction.denominator)
 
 
 @dataclass
@@ -95,9 +106,9 @@ def _split(total: int, weights: dict[int, int], split: Split) -> dict[int, int]:
         base, rem = divmod(total, len(ids))
         return {d: base + (1 if i < rem else 0) for i, d in enumerate(ids)}
     wsum = sum(weights.values())
-    exact = {d: Fraction(total * weights[d], wsum) for d in ids}
-    out = {d: math.floor(exact[d]) for d in ids}
-    for d in sorted(ids, key=lambda d: (-(exact[d] - out[d]), d))[: total - sum(out.values())]:
+    out = {d: (total * weights[d]) // wsum for d in ids}
+    # Largest remainder (the remainder of total*w/wsum, compared in units of 1/wsum), ties to the lowest id.
+    for d in sorted(ids, key=lambda d: (-((total * weights[d]) % wsum), d))[: total - sum(out.values())]:
         out[d] += 1
     return out
 
@@ -106,8 +117,9 @@ def split_ways(node: NodeSpec, cpus: list[int] | tuple[int, ...], fraction: Frac
     """L3 id -> whole ways, for the L3 domains where the job has CPUs."""
     per_domain: dict[int, int] = {}
     for c in cpus:
-        per_domain[node.l3_of(c)] = per_domain.get(node.l3_of(c), 0) + 1
-    total = max(1, half_up(fraction * node.total_ways))
+        d = node.l3_of(c)
+        per_domain[d] = per_domain.get(d, 0) + 1
+    total = max(1, _half_up_ratio(fraction.numerator * node.total_ways, fraction.denominator))
     ways = _split(total, per_domain, split)
     min_bits = node.cat.min_cbm_bits if node.cat else 1
     limit = {d.id: d.ways for d in node.l3}
@@ -138,14 +150,15 @@ def split_bandwidth(node: NodeSpec, cpus: list[int] | tuple[int, ...], percent: 
     """NUMA id -> percent of that domain's bandwidth, rounded to the MBA step and at least its minimum."""
     per_domain: dict[int, int] = {}
     for c in cpus:
-        per_domain[node.numa_of(c)] = per_domain.get(node.numa_of(c), 0) + 1
+        d = node.numa_of(c)
+        per_domain[d] = per_domain.get(d, 0) + 1
     total = percent * len(node.numa)  # the node's share in domain-percent
     shares = _split(total, per_domain, split)
     if node.mba is not None and node.mba.units == "percent":
         gran, floor_ = node.mba.bandwidth_gran, max(node.mba.min_bandwidth, node.mba.bandwidth_gran)
     else:
         gran, floor_ = 1, 1
-    return {d: min(100, max(floor_, half_up(Fraction(v, gran)) * gran)) for d, v in shares.items()}
+    return {d: min(100, max(floor_, _half_up_ratio(v, gran) * gran)) for d, v in shares.items()}
 
 
 def mba_hardware_value(node: NodeSpec, numa_id: int, percent: int) -> int | None:

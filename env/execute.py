@@ -33,7 +33,6 @@ from env.plan import check_plan_for_node
 from env.resctrl import create_group, group_path, remove_group, schemata
 
 KILL_GRACE_S = 2.0
-_WRAPPERS = {"numactl", "cosched-resctrl", "env", "rdtset", "pinrt-run"}
 
 
 class Interrupted(CoschedError):
@@ -77,12 +76,22 @@ def preflight(plan: Plan, node: NodeSpec) -> None:
         raise InputError("the plan enforces cache/bandwidth through resctrl, but this node has no resctrl mounted")
 
 
-def allowed_cpus(pid: int) -> list[int] | None:
-    """Union of the allowed CPUs of a process's threads, once it runs its own program (not a wrapper)."""
+def runs_command(pid: int, command: list[str]) -> bool:
+    """Has ``pid`` exec'd the job's own program? Its cmdline then ends with the command's argv (for a
+    script the kernel puts the interpreter first and keeps the script path and its arguments). Before
+    that the pid is a wrapper (numactl, ...) or, between fork and exec, a copy of this process."""
     try:
-        comm = Path(f"/proc/{pid}/comm").read_text().strip()
-        if comm in _WRAPPERS or comm.startswith("cosched-resctrl"):
-            return None
+        cmdline = [a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]]
+    except OSError:
+        return False
+    return len(cmdline) >= len(command) > 0 and cmdline[len(cmdline) - len(command):] == command
+
+
+def allowed_cpus(pid: int, command: list[str]) -> list[int] | None:
+    """Union of the allowed CPUs of a process's threads, once it runs the job's own program."""
+    if not runs_command(pid, command):
+        return None
+    try:
         cpus: set[int] = set()
         for task in Path(f"/proc/{pid}/task").iterdir():
             for line in (task / "status").read_text().splitlines():
@@ -237,7 +246,7 @@ class Executor:
                 now = time.monotonic()
                 for r in running:
                     if r.cpus is None and not r.done and now >= next_sample[r.job.id]:
-                        r.cpus = allowed_cpus(r.proc.pid)
+                        r.cpus = allowed_cpus(r.proc.pid, r.job.command)
                         next_sample[r.job.id] = now + 0.02
                         if r.cpus is not None:
                             journal.write("job_cpus", group=index, job=r.job.id, cpus=r.cpus)

@@ -6,6 +6,7 @@ JSON (``env/nodes/*.json``), so a simulated node is just data.
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -111,14 +112,22 @@ class NodeSpec(BaseModel):
         self.cpus = sorted(self.cpus)
         return self
 
-    # Derived views; the one place that answers "which domain holds CPU c".
+    # Derived views; the one place that answers "which domain holds CPU c". Cached: the planner asks often.
+    @cached_property
+    def _numa_map(self) -> dict[int, int]:
+        return {c: d.id for d in self.numa for c in d.cpus}
+
+    @cached_property
+    def _l3_map(self) -> dict[int, int]:
+        return {c: d.id for d in self.l3 for c in d.cpus}
+
     def numa_of(self, cpu: int) -> int:
-        return next(d.id for d in self.numa if cpu in d.cpus)
+        return self._numa_map[cpu]
 
     def l3_of(self, cpu: int) -> int:
-        return next(d.id for d in self.l3 if cpu in d.cpus)
+        return self._l3_map[cpu]
 
-    @property
+    @cached_property
     def total_ways(self) -> int:
         return sum(d.ways for d in self.l3)
 

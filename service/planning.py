@@ -7,6 +7,8 @@ when a model is used, else one fitted on the node's stored profiles (the baselin
 
 from __future__ import annotations
 
+import os
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from env.baselines import DEFAULT_POLICY, PlanContext, get_policy
@@ -31,16 +33,36 @@ def local_provider(node: NodeSpec, pipeline: "FeaturePipeline | None" = None) ->
     """This node's stored profiles as job information."""
     from env.discover import node_id
     from env.jobinfo import ProfileProvider
-    from profiler.features import FeaturePipeline
     from profiler.store import ProfileStore
 
     store, nid = ProfileStore(), node_id(node)
     if pipeline is None:
-        stored = store.list(nid)
-        if not stored:
+        pipeline = _fitted_on_store(str(store.path), nid, _store_stamp(store.path))
+        if pipeline is None:
             return ProfileProvider(lambda name: None, None, what=f"profile on this node ({nid})")  # type: ignore[arg-type]
-        pipeline = FeaturePipeline.fit(stored)
     return ProfileProvider(lambda name: store.get(name, nid), pipeline, what=f"profile on this node ({nid})")
+
+
+def _store_stamp(path: "os.PathLike[str] | str") -> tuple[int, ...]:
+    """Changes whenever the store is written (the database or its write-ahead log)."""
+    stamps = []
+    for suffix in ("", "-wal"):
+        try:
+            st = os.stat(f"{path}{suffix}")
+            stamps += [st.st_mtime_ns, st.st_size]
+        except OSError:
+            stamps += [0, 0]
+    return tuple(stamps)
+
+
+@lru_cache(maxsize=8)
+def _fitted_on_store(store_path: str, nid: str, _stamp: tuple[int, ...]) -> "FeaturePipeline | None":
+    """The pipeline fitted on the node's stored profiles, refitted only when the store changed."""
+    from profiler.features import FeaturePipeline
+    from profiler.store import ProfileStore
+
+    stored = ProfileStore(store_path).list(nid)
+    return FeaturePipeline.fit(stored) if stored else None
 
 
 def default_policy(node: NodeSpec, model: str | None = None) -> str:

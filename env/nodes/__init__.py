@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from env.discover import discover
+from env.discover import discover, sysroot
 from env.errors import InputError
 from env.nodespec import NodeSpec
 
@@ -19,8 +20,26 @@ def known_sim_nodes() -> list[str]:
 
 
 def load_node(name: str) -> NodeSpec:
+    """The spec of a node. Cached per process (planning asks on every request): a node's shape does not
+    change while a service runs; a spec file is re-read when it changes. Callers must not mutate it."""
     if name == "local":
-        return discover()
+        return _local(str(sysroot()))
+    key = name[4:] if name.startswith("sim:") else ""
+    path = Path(key) if key.endswith(".json") else NODES_DIR / f"{key}.json"
+    try:
+        stamp = path.stat().st_mtime_ns
+    except OSError:
+        stamp = -1
+    return _load_sim(name, stamp)
+
+
+@lru_cache(maxsize=8)
+def _local(root: str) -> NodeSpec:
+    return discover(root)
+
+
+@lru_cache(maxsize=64)
+def _load_sim(name: str, _stamp: int) -> NodeSpec:
     if not name.startswith("sim:") or len(name) == 4:
         raise InputError(f"unknown node {name!r}: use 'local' or 'sim:NAME' ({', '.join(known_sim_nodes())}) or 'sim:PATH.json'")
     key = name[4:]

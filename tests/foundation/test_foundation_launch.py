@@ -15,6 +15,7 @@ from env import actions as A
 from env.allocate import GroupState, allocate
 from env.discover import discover
 from env.errors import InputError
+from env.execute import runs_command
 from env.launch import enforcement, launch_argv
 from env.models import Plan, Window, WindowJob
 from env.nodes import load_node
@@ -135,12 +136,11 @@ def test_a_real_launch_argv_runs_on_its_cpus() -> None:
         allowed = None
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
-            status = Path(f"/proc/{proc.pid}/status").read_text()
-            cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
-            if b"numactl" not in cmdline:  # numactl has exec'd the job
+            if runs_command(proc.pid, pj.command):  # numactl has bound itself and exec'd the job
+                status = Path(f"/proc/{proc.pid}/status").read_text()
                 allowed = next(l.split(":")[1].strip() for l in status.splitlines() if l.startswith("Cpus_allowed_list"))
                 break
-            time.sleep(0.02)
+            time.sleep(0.01)
         assert allowed == str(last_cpu)
     finally:
         proc.kill()
