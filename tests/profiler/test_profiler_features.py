@@ -160,3 +160,18 @@ def test_every_counter_missing_still_works() -> None:
     assert raw[0] == pytest.approx(math.log10(2.0))
     assert np.isnan(raw[1:]).all()
     assert set(PERF_EVENTS) == set(p.counters)
+
+
+def test_transform_equals_the_fitted_sklearn_pipeline(profiles: list[Profile]) -> None:
+    """transform is numpy over the saved parameters: it must give what scikit-learn's fitted objects give."""
+    from sklearn.impute import SimpleImputer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from profiler.features import raw_matrix
+
+    raw = raw_matrix(profiles)
+    reference = make_pipeline(SimpleImputer(strategy="mean", keep_empty_features=True), StandardScaler()).fit(raw)
+    expected = np.clip(reference.transform(raw), -CLIP, CLIP)
+    got = FeaturePipeline.fit(profiles).transform(profiles)[:, : len(VALUE_FEATURES)]
+    np.testing.assert_allclose(got, expected.astype(np.float32), rtol=1e-6, atol=1e-6)
