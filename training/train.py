@@ -64,13 +64,17 @@ class TrainConfig:
     jobs: tuple[str, ...] | None = None  # sim: training job names (default: the paper's 12)
     window_file: str | None = None  # real: the window whose jobs are trained on (default examples/window.json)
     reward: str = "group"  # "group" (redistributed final reward) | "paper" (the env's rw_i / rw_f)
-    reward_scale: float = 10.0  # group reward: scale · (solo_g − makespan_g) / solo_total
+    reward_scale: float = 1.0  # group reward (larger scales saturate the softmax early: see the README): scale · (solo_g − makespan_g) / solo_total
     intermediate_weight: float = 0.0  # weight of the heuristic rw_i in the group reward
     paper_scale: float = 0.1  # paper reward: multiplied by this
     eval_every: int = 2_000  # env steps between validation runs
     n_validation: int = 24
     checkpoint_every: int = 10_000
     real_timeout_s: float | None = 600.0
+    demos: int = 0  # sim: demonstration episodes from the search on training windows (training.demos); 0: plain SAC
+    pretrain_updates: int = 0  # warm-start updates on the demonstrations alone
+    bc_weight: float = 1.0  # weight of the behaviour-cloning term on demonstrations in the actor loss
+    demo_batch: int = 32  # demonstration transitions appended to every update's batch
     sac: dict[str, Any] = field(default_factory=dict)  # SACConfig overrides
 
     def __post_init__(self) -> None:
@@ -80,6 +84,8 @@ class TrainConfig:
             raise InputError(f"--reward {self.reward!r}: choose group or paper")
         if not self.cmax or any(c < 1 for c in self.cmax):
             raise InputError("--cmax takes values of at least 1")
+        if self.demos and self.backend != "sim":
+            raise InputError("demonstrations come from the search on the simulated node: --demos is for --backend sim")
         if self.window_size < 1 or self.steps < 1:
             raise InputError("--window-size and --steps must be at least 1")
         self.cmax = tuple(int(c) for c in self.cmax)
@@ -170,6 +176,25 @@ def _finite(x: float) -> float | None:
 
 
 # ------------------------------------------------------------------------------------- one episode
+def group_rewards(trans: list[list[Any]], closed: list[int], ep: Any, makespans: list[float], cfg: "TrainConfig") -> None:
+    """Add the redistributed final reward: the step that closed group g gets
+    ``scale · (solo_g − makespan_g) / solo_total`` (transition[3] is the reward; ``closed[t]``: groups closed
+    after step t). Only for ``cfg.reward == 'group'``."""
+    if cfg.reward != "group":
+        return
+    solo_total = ep.solo_total_s()
+    if len(makespans) != ep.groups_closed:
+        raise RuntimeError(f"{len(makespans)} makespans for {ep.groups_closed} groups")
+    solo_g = [0.0] * len(makespans)
+    for s, g in enumerate(ep.group_of):
+        solo_g[g] += ep.infos[s].solo_s
+    t_prev = 0
+    for t, c in enumerate(closed):
+        for g in range(t_prev, c):  # the groups this step closed
+            trans[t][3] += cfg.reward_scale * (solo_g[g] - makespans[g]) / solo_total
+        t_prev = c
+
+
 def run_training_episode(agent: Any, env: Any, cfg: TrainConfig) -> dict[str, Any]:
     """One exploring episode; its transitions are recorded (updates run) once it is over."""
     obs, info = env.reset(seed=_episode_seed(cfg.seed, agent.episodes))
@@ -192,18 +217,7 @@ def run_training_episode(agent: Any, env: Any, cfg: TrainConfig) -> dict[str, An
         trans[-1][3] += -cfg.reward_scale
         trans[-1][6] = True  # a dead end: no bootstrap
     elif cfg.reward == "group":
-        makespans = info["makespans"]
-        solo_total = ep.solo_total_s()
-        if len(makespans) != ep.groups_closed:
-            raise RuntimeError(f"{len(makespans)} makespans for {ep.groups_closed} groups")
-        solo_g = [0.0] * len(makespans)
-        for s, g in enumerate(ep.group_of):
-            solo_g[g] += ep.infos[s].solo_s
-        t_prev = 0
-        for t, c in enumerate(closed):
-            for g in range(t_prev, c):  # the groups this step closed
-                trans[t][3] += cfg.reward_scale * (solo_g[g] - makespans[g]) / solo_total
-            t_prev = c
+        group_rewards(trans, closed, ep, info["makespans"], cfg)
     ret = 0.0
     last = None
     for o, m, a, r, no, nm, term in trans:
@@ -213,7 +227,7 @@ def run_training_episode(agent: Any, env: Any, cfg: TrainConfig) -> dict[str, An
     out: dict[str, Any] = {"return": ret, "length": len(trans), "throughput": _finite(thr) if thr is not None else None,
                            "groups": ep.groups_closed, "truncated": bool(truncated and not terminated)}
     if last:
-        out.update({k: last[k] for k in ("critic_loss", "actor_loss", "alpha_loss", "entropy", "q_taken")})
+        out.update({k: last[k] for k in ("critic_loss", "actor_loss", "alpha_loss", "entropy", "q_taken", "bc_loss") if k in last})
     out["alpha"] = agent.alpha
     return out
 
@@ -348,14 +362,17 @@ def train(cfg: TrainConfig, run_dir: str | os.PathLike[str], out: str | os.PathL
     envs = {c: setup.make_env(c) for c in cfg.cmax}
     obs_dim = envs[cfg.cmax[0]].observation_space.shape[0]
 
+    from training.demos import DemoAgent
+
+    agent_cls = DemoAgent if cfg.demos else Agent
     if resume:
-        agent = Agent.load_checkpoint(ckpt)
+        agent = agent_cls.load_checkpoint(ckpt)
         st = json.loads(state_path.read_text())
         if st.get("format") != TRAINER_FORMAT:
             raise InputError(f"{state_path}: not a {TRAINER_FORMAT} state")
         best_layers = _load_layers(run_dir / "best-actor.npz") if (run_dir / "best-actor.npz").exists() else None
     else:
-        agent = Agent(obs_dim, sac_cfg)
+        agent = agent_cls(obs_dim, sac_cfg)
         st = {"format": TRAINER_FORMAT, "wall_s": 0.0, "cpu_s": 0.0, "children_cpu_s": 0.0, "best": None, "evals": [],
               "next_eval": cfg.eval_every, "next_ckpt": cfg.checkpoint_every, "ema": {}}
         best_layers = None
@@ -370,6 +387,8 @@ def train(cfg: TrainConfig, run_dir: str | os.PathLike[str], out: str | os.PathL
         bar.say(f"resumed {run_dir} at step {agent.global_step} (episode {agent.episodes})")
     ema: dict[str, float] = st.get("ema", {})
     t_wall, t_cpu, t_child = time.monotonic(), _cpu_s(), _children_cpu_s()
+    if cfg.demos:
+        _with_demos(agent, cfg, setup, run_dir, st, log, bar)
 
     def elapsed() -> tuple[float, float, float]:
         return (st["wall_s"] + time.monotonic() - t_wall, st["cpu_s"] + _cpu_s() - t_cpu,
@@ -457,6 +476,35 @@ def train(cfg: TrainConfig, run_dir: str | os.PathLike[str], out: str | os.PathL
         figures["model_id"] = meta.model_id
     (run_dir / "figures.json").write_text(json.dumps(figures, indent=1, default=float))
     return TrainResult(model_path, run_dir, figures, evaluation)
+
+
+def _with_demos(agent: Any, cfg: TrainConfig, setup: Any, run_dir: Path, st: dict[str, Any], log: "_Log", bar: "_Progress") -> None:
+    """Make (or load) the demonstrations, attach them, and run the warm start once."""
+    from training.demos import load_demos, make_demos, save_demos
+
+    path = run_dir / "demos.npz"
+    if path.exists():
+        demos = load_demos(path)
+    else:
+        t0 = time.monotonic()
+        bar.say(f"demonstrations: planning {cfg.demos} training windows with the search (simulated)")
+        demos = make_demos(setup, cfg, cfg.demos, seed=cfg.seed + 99_991)
+        save_demos(demos, path)
+        bar.say(f"demonstrations: {len(demos)} transitions in {time.monotonic() - t0:.0f} s")
+    agent.attach_demos(demos, bc_weight=cfg.bc_weight, demo_batch=cfg.demo_batch)
+    if not st.get("pretrained") and cfg.pretrain_updates:
+        figs: dict[str, float] = {}
+        for i in range(cfg.pretrain_updates):
+            figs = agent.pretrain_update(agent.cfg.batch_size)
+            if (i + 1) % 500 == 0:
+                bar.update(0, f"warm start {i + 1}/{cfg.pretrain_updates} bc {figs.get('bc_loss', float('nan')):.3f}")
+        log.write({"kind": "pretrain", "step": 0, "updates": cfg.pretrain_updates,
+                   **{k: v for k, v in figs.items() if k in ("bc_loss", "critic_loss", "actor_loss", "alpha")}})
+        st["pretrained"] = True
+        layers = agent.actor.layers_numpy()
+        val = validate(layers, setup, cfg.window_size)
+        bar.say(f"after the warm start: validation {val['agent']:.3f} (fifo {val['fifo']:.3f})")
+        log.write({"kind": "eval", "step": 0, "episode": 0, "wall_s": 0.0, "cpu_s": 0.0, **val})
 
 
 def make_setup(cfg: TrainConfig, run_dir: Path, reward: RewardConfig, say: Callable[[str], None]) -> Any:

@@ -29,6 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--jobs", default=None, help="sim: training jobs, comma-separated (default: the paper's 12)")
     p.add_argument("--window", default=None, metavar="WINDOW.json", help="real: the window whose jobs are trained on (default examples/window.json)")
     p.add_argument("--reward", choices=("group", "paper"), default="group", help="group: final reward redistributed to the groups (default); paper: rw_i and rw_f")
+    p.add_argument("--reward-scale", type=float, default=1.0, help="group reward: scale · (solo_g − makespan_g) / solo_total (default 1)")
     p.add_argument("--intermediate-weight", type=float, default=0.0, help="weight of the heuristic rw_i with --reward group (default 0)")
     p.add_argument("--eval-every", type=int, default=None, help="env steps between validation runs (default 2000 sim, 10 real)")
     p.add_argument("--batch-size", type=int, default=None)
@@ -38,6 +39,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lr", type=float, default=None, help="learning rate of actor, critics and α")
     p.add_argument("--entropy-ratio", type=float, default=None, help="target entropy = ratio · log(valid actions)")
     p.add_argument("--hidden", default=None, help="hidden layer sizes, comma-separated (default 256,256,256)")
+    p.add_argument("--demos", type=int, default=0, help="sim: demonstration episodes from the search on training windows (default 0: plain SAC)")
+    p.add_argument("--pretrain-updates", type=int, default=None, help="warm-start updates on the demonstrations (default 2000 with --demos)")
+    p.add_argument("--bc-weight", type=float, default=1.0, help="behaviour-cloning weight on demonstrations (default 1)")
+    p.add_argument("--demo-batch", type=int, default=32, help="demonstrations appended to each update's batch (default 32)")
     p.add_argument("--no-eval", action="store_true", help="skip the final evaluation table")
     p.add_argument("--eval-windows", default=None, metavar="FILE", help="sim: windows of the final evaluation (default training/eval_windows.json)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -78,8 +83,10 @@ def run(args: argparse.Namespace) -> int:
         backend=args.backend, node=node, steps=args.steps or (60 if real else 30_000), seed=args.seed,
         window_size=args.window_size, cmax=_ints(args.cmax, "--cmax"),
         jobs=tuple(j.strip() for j in args.jobs.split(",") if j.strip()) if args.jobs else None,
-        window_file=args.window, reward=args.reward, intermediate_weight=args.intermediate_weight,
+        window_file=args.window, reward=args.reward, reward_scale=args.reward_scale, intermediate_weight=args.intermediate_weight,
         eval_every=args.eval_every or (10 if real else 2_000), checkpoint_every=10 if real else 10_000, sac=sac,
+        demos=args.demos, pretrain_updates=args.pretrain_updates if args.pretrain_updates is not None else (2_000 if args.demos else 0),
+        bc_weight=args.bc_weight, demo_batch=args.demo_batch,
     )
     tag = node.replace(":", "-")
     run_dir = Path(args.run_dir or f"runs/train-{args.backend}-{tag}-s{args.seed}")

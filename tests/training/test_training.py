@@ -1,0 +1,144 @@
+"""Training (training.train, cosched train): a tiny sim problem's optimum is found; one seed gives one model;
+resume is exact; models for another node shape are refused; agent / fifo plans are valid; real training runs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agent.modelfile import TrainedFor, load_model, write_model
+from env.baselines import get_policy, search
+from env.jobinfo import sim_provider
+from env.models import Window, WindowJob
+from env.nodes import load_node
+from training.train import TrainConfig, train
+
+NODE = load_node("sim:reference")
+TINY_JOBS = ("EP", "MG")  # compute-bound and bandwidth-bound: co-running them clearly beats time sharing
+
+
+def tiny_cfg(**kw) -> TrainConfig:
+    base = dict(steps=240, seed=3, window_size=2, cmax=(2,), jobs=TINY_JOBS, eval_every=80, n_validation=2,
+                checkpoint_every=80, sac=dict(hidden_sizes=[32, 32], learning_starts=60, batch_size=32))
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def layers_of(path: Path) -> list[np.ndarray]:
+    return [a for wb in load_model(path).layers for a in wb]
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("tiny")
+    train(tiny_cfg(), d / "run", d / "model.npz", progress=False, final_eval=False)
+    return d / "model.npz"
+
+
+def test_tiny_problem_optimum_is_found(tmp_path: Path) -> None:
+    """W = 2 (EP with MG), Cmax 2: the best plan (full-grid search) is known; training with a few demonstrations
+    of the teacher (training.demos) plus SAC finds a plan within 3 % of it (greedy actor, simulated)."""
+    prov = sim_provider(NODE)
+    best = search(NODE, list(TINY_JOBS), 2)
+    optimum = sum(prov.get(n).solo_s for n in TINY_JOBS) / best.predicted_total_s
+    cfg = tiny_cfg(steps=200, demos=4, pretrain_updates=300, bc_weight=1.0, demo_batch=16, reward_scale=1.0,
+                   sac=dict(hidden_sizes=[64, 64], learning_starts=40, batch_size=32, target_entropy_ratio=0.1))
+    res = train(cfg, tmp_path / "run", tmp_path / "m.npz", progress=False, final_eval=False)
+    assert res.figures["selected"]["agent"] >= 0.97 * optimum > 1.3
+
+
+def test_same_seed_same_model(tmp_path: Path, tiny_model: Path) -> None:
+    train(tiny_cfg(), tmp_path / "run", tmp_path / "again.npz", progress=False, final_eval=False)
+    for a, b in zip(layers_of(tiny_model), layers_of(tmp_path / "again.npz")):
+        assert np.array_equal(a, b)
+    meta = load_model(tmp_path / "again.npz").meta
+    assert meta.trained_for.name == "sim:reference" and meta.window_size == 2 and meta.max_concurrency == 2
+    assert meta.feature_pipeline and meta.training["figures"]["steps"] >= 240
+    assert (tmp_path / "run" / "curves.png").stat().st_size > 1000
+    recs = [json.loads(ln) for ln in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert {"episode", "eval"} <= {r["kind"] for r in recs}
+
+
+def test_resume_is_exact(tmp_path: Path, tiny_model: Path) -> None:
+    run = tmp_path / "run"
+    train(tiny_cfg(steps=120), run, None, progress=False, final_eval=False)
+    train(tiny_cfg(), run, tmp_path / "resumed.npz", resume=True, steps_override=240, progress=False, final_eval=False)
+    for a, b in zip(layers_of(tiny_model), layers_of(tmp_path / "resumed.npz")):
+        assert np.array_equal(a, b)
+
+
+def test_resume_without_checkpoint_and_overwrite_are_refused(tmp_path: Path) -> None:
+    from env.errors import InputError
+
+    with pytest.raises(InputError, match="no checkpoint"):
+        train(tiny_cfg(), tmp_path / "none", None, resume=True, progress=False)
+
+
+def _window(names, cmax=2) -> Window:
+    return Window(jobs=[WindowJob(id=f"{n}-{i}", profile=n) for i, n in enumerate(names)], max_concurrency=cmax)
+
+
+@pytest.mark.parametrize("policy", ["agent", "fifo"])
+def test_agent_and_fifo_plans_are_valid(tiny_model: Path, policy: str) -> None:
+    from service.planning import plan_window
+
+    names = ["EP", "MG", "CG", "fft", "IS", "lu_cb", "BT"]  # 7 jobs: four chunks of W = 2, held-out jobs included
+    plan = plan_window(_window(names), "sim:reference", policy=policy, model=str(tiny_model))
+    placed = [j.profile for g in plan.groups for j in g.jobs]
+    assert sorted(placed) == sorted(names) and plan.policy == policy
+    for g in plan.groups:
+        assert len(g.jobs) <= 2
+        cpus = [c for j in g.jobs for c in j.cpus]
+        assert len(cpus) == len(set(cpus))
+    assert plan.model is not None and plan.model.trained_for == "sim:reference"
+    if policy == "fifo":  # queue order kept: groups hold consecutive jobs of the window
+        assert placed == names
+
+
+def test_model_for_another_node_shape_is_refused(tmp_path: Path, tiny_model: Path, capsys) -> None:
+    from service.cli import main
+
+    m = load_model(tiny_model)
+    other = tmp_path / "local.npz"
+    write_model(other, m.layers, action_encoding=m.meta.action_encoding, window_size=2, max_concurrency=2,
+                trained_for=TrainedFor(name="local", node_id="x", shape={"cpus": 2, "numa_domains": 1, "l3_domains": 1}),
+                feature_set=m.meta.feature_set, feature_pipeline=m.meta.feature_pipeline)
+    w = tmp_path / "w.json"
+    w.write_text(_window(["EP", "MG"]).model_dump_json())
+    code = main(["schedule", str(w), "--node", "sim:reference", "--model", str(other)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "trained for node 'local'" in err and "cpus=2" in err
+
+
+def test_default_policy_is_agent_when_a_model_ships(tmp_path: Path, tiny_model: Path, monkeypatch) -> None:
+    from service.planning import default_policy, plan_window
+
+    monkeypatch.setenv("COSCHED_MODELS_DIR", str(tmp_path / "none"))
+    assert default_policy(NODE) == "greedy"
+    shutil.copyfile(tiny_model, tmp_path / "m.npz")
+    monkeypatch.setenv("COSCHED_MODELS_DIR", str(tmp_path))
+    assert default_policy(NODE) == "agent"
+    assert plan_window(_window(["EP", "MG"]), "sim:reference").policy == "agent"
+
+
+def test_real_backend_trains_a_few_episodes(tmp_path: Path, monkeypatch) -> None:
+    """Tiny real jobs on this machine: profiled first, then a few episodes run for real (reused when identical)."""
+    monkeypatch.setenv("COSCHED_HOME", str(tmp_path / "home"))
+    cmd = [sys.executable, "-c", "import time; time.sleep(0.15)"]
+    window = {"jobs": [{"id": "nap-a", "command": cmd}, {"id": "nap-b", "command": [*cmd[:2], "sum(range(300000))"]}],
+              "max_concurrency": 2}
+    wf = tmp_path / "window.json"
+    wf.write_text(json.dumps(window))
+    cfg = TrainConfig(backend="real", node="local", steps=12, seed=1, window_size=2, cmax=(2,), window_file=str(wf),
+                      eval_every=6, checkpoint_every=1, sac=dict(hidden_sizes=[32, 32], learning_starts=4, batch_size=4))
+    res = train(cfg, tmp_path / "run", tmp_path / "local.npz", progress=False, final_eval=True)
+    meta = load_model(tmp_path / "local.npz").meta
+    assert meta.trained_for.name == "local" and meta.training["figures"]["backend"] == "real"
+    rg = res.figures["real_groups"]
+    assert rg["executed"] >= 1 and rg["executed"] + rg["reused_measurements"] >= 4
+    assert res.evaluation is not None and res.evaluation["simulated"] is False
