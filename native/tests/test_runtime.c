@@ -314,6 +314,9 @@ static void *w_selfpin(void *arg)
     for (int c = 0; c < CPU_SETSIZE && mine < 0; c++)
         if (CPU_ISSET(c, &start_mask) && !CPU_ISSET(c, &cs))
             mine = c;
+    for (int c = 0; c < CPU_SETSIZE && mine < 0; c++) /* never pinned: any CPU */
+        if (CPU_ISSET(c, &start_mask))
+            mine = c;
     CPU_ZERO(&cs);
     CPU_SET(mine, &cs);
     sched_setaffinity(0, sizeof cs, &cs);
