@@ -596,8 +596,10 @@ def plot_curves(log_path: Path, png: Path, title: str = "") -> None:
     ax[1, 0].plot(x, [r.get("alpha", np.nan) for r in eps], color="tab:purple")
     ax[1, 0].set_yscale("log")
     ax[1, 0].set_title("α (entropy temperature)")
-    ax[1, 1].plot(x, smooth([r.get("critic_loss", np.nan) for r in eps]), label="critic loss")
-    ax[1, 1].plot(x, smooth([r.get("actor_loss", np.nan) for r in eps]), label="actor loss")
+    for key, label in (("critic_loss", "critic loss"), ("actor_loss", "actor loss"), ("bc_loss", "cloning loss (demonstrations)")):
+        pts = [(r["step"], r[key]) for r in eps if r.get(key) is not None]
+        if pts:
+            ax[1, 1].plot([a for a, _ in pts], smooth([b for _, b in pts]), label=label)
     ax[1, 1].set_title("losses (moving mean)")
     ax[1, 1].legend(fontsize=8)
     for a in ax.flat:
