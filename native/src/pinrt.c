@@ -342,6 +342,12 @@ static int build_topology(void)
     if (G.cfg.has_topology) {
         for (int d = 0; d < G.cfg.ndomains; d++) {
             G.dom_cpus[d] = G.cfg.dom_cpus[d];
+            for (int i = 0; i < PR_MAX_CPUS / 64; i++) /* inside PINRT_CPUS too */
+                G.dom_cpus[d].w[i] &= G.allowed.w[i];
+            if (pr_set_count(&G.dom_cpus[d]) == 0) {
+                logmsg(PR_LOG_ERROR, "PINRT_TOPOLOGY: domain %d has no CPU inside PINRT_CPUS; runtime disabled", d);
+                return -2;
+            }
             int first = -1;
             for (int c = 0; c < PR_MAX_CPUS && first < 0; c++)
                 if (pr_set_has(&G.dom_cpus[d], c))
@@ -1005,8 +1011,11 @@ __attribute__((constructor)) static void pinrt_init(void)
     }
     if (G.cfg.has_cpus)
         G.allowed = G.cfg.cpus;
-    if (build_topology()) {
-        logmsg(PR_LOG_ERROR, "no usable CPU topology; runtime disabled");
+    int bt = build_topology();
+    if (bt) {
+        if (bt == -1)
+            logmsg(PR_LOG_ERROR, "no usable CPU topology; runtime disabled");
+        setenv("PINRT_ENABLE", "0", 1);
         atomic_store(&G.level, LV_OFF);
         return;
     }

@@ -574,6 +574,10 @@ int main(int argc, char **argv)
         CHECK(d0 > 0 && d1 > 0);
         CHECK(strstr(r.summary, "state=full") != NULL);
 
+        const char *topo_cpus[] = {"PINRT_TOPOLOGY", "0:0;1:1", "PINRT_CPUS", "1", NULL};
+        run("exit7", topo_cpus, &r);
+        CHECK(r.status == 7 && count_lines(r.err) == 1 && strstr(r.err, "domain 0 has no CPU inside PINRT_CPUS"));
+
         const char *group[] = {"PINRT_GROUP", "2", "PINRT_TRACE_FORMAT", "json", NULL};
         run("threads", group, &r);
         CHECK(r.status == 0);
