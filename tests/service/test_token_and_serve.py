@@ -144,7 +144,11 @@ def test_serve_logs_json_and_stops_gracefully(tmp_path: Path, sig: signal.Signal
 def test_serve_with_two_workers(tmp_path: Path) -> None:
     proc, url = start_serve(tmp_path, "--workers", "2")
     try:
-        assert httpx.get(f"{url}/model", timeout=10).json()["policy"] == "greedy"
+        from env.nodes import load_node
+        from service.planning import default_policy
+
+        # 'agent' when a model ships for the node (training/models), else the baseline default
+        assert httpx.get(f"{url}/model", timeout=10).json()["policy"] == default_policy(load_node(SIM_NODE))
         assert httpx.get(f"{url}/node", timeout=10).json()["name"] == SIM_NODE
     finally:
         proc.send_signal(signal.SIGTERM)
