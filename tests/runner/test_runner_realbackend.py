@@ -14,7 +14,8 @@ def test_measures_then_reuses(tmp_path: Path) -> None:
     plan = make_plan([[("a", cmd), ("b", cmd)], [("c", cmd)]])
     backend = RealBackend(LOCAL, tmp_path / "work")
     first = backend.evaluate(plan)
-    assert len(first) == 2 and all(0.25 < m < 5 for m in first)
+    # At least the sleep; the upper bound only guards against a hang (this machine is shared and slow at times).
+    assert len(first) == 2 and all(0.25 < m < 120 for m in first)
     assert backend.runs == 2 and backend.reused == 0
     again = RealBackend(LOCAL, tmp_path / "work")  # a new process: the measurements were saved
     assert again.evaluate(plan) == first
