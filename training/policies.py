@@ -17,6 +17,7 @@ registers both names.
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -43,19 +44,32 @@ def models_dir() -> Path:
     return Path(os.environ.get(ENV_MODELS_DIR) or MODELS_DIR)
 
 
+def user_models_dir() -> Path:
+    """Models trained on this node by its users (``make run`` trains one here for a node of a new shape)."""
+    from profiler.store import cosched_home
+
+    return cosched_home() / "models"
+
+
 def shipped_model_for(node: NodeSpec) -> Path | None:
-    """The shipped model file for ``node``, or None. Simulated nodes: ``trained_for.name`` equal to the node's
-    name. The local node: ``trained_for.name == 'local'`` and the same shape; the same node id wins."""
+    """The model file for ``node``, or None: the shipped ones, then the user's (``$COSCHED_HOME/models``).
+    Simulated nodes: ``trained_for.name`` equal to the node's name. The local node: ``trained_for.name ==
+    'local'`` and the same shape; the same node id wins. Cached until a models folder changes."""
+    paths = [p for d in (models_dir(), user_models_dir()) if d.is_dir() for p in sorted(d.glob("*.npz"))]
+    stamp = tuple((str(p), p.stat().st_mtime_ns) for p in paths)
+    return _model_for(node.model_dump_json(), stamp)
+
+
+@lru_cache(maxsize=16)
+def _model_for(node_json: str, stamp: tuple[tuple[str, int], ...]) -> Path | None:
     from env.discover import node_id
     from profiler.features import FEATURE_SET_ID
 
-    d = models_dir()
-    if not d.is_dir():
-        return None
+    node = NodeSpec.model_validate_json(node_json)
     shape = node_shape(node)
     want_id = None if node.name.startswith("sim:") else node_id(node)
     best: tuple[int, Path] | None = None
-    for path in sorted(d.glob("*.npz")):
+    for path in (Path(p) for p, _ in stamp):
         try:
             meta = load_model(path).meta
         except Exception:  # noqa: BLE001 - a broken file in the folder is skipped here, refused when named
