@@ -5,7 +5,7 @@ PKGS=(
   numactl libnuma-dev       # CPU/memory binding and the native runtime's topology
   intel-cmt-cat             # rdtset/pqos: used only where resctrl exists
   linux-perf                # perf stat for profiles
-  build-essential           # gcc, make for native/
+  build-essential libasan8 libtsan2 libubsan1 util-linux   # gcc, make, sanitizer runtimes, setarch for native/
   sysbench xz-utils p7zip-full   # real fixed-work programs for the batch runner and the runtime tests
   wrk                       # the HTTP load generator of bench/
   python3-venv
