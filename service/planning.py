@@ -25,8 +25,26 @@ if TYPE_CHECKING:
 
 def provider_for(node: NodeSpec, pipeline: "FeaturePipeline | None" = None) -> JobInfoProvider:
     if node.name.startswith("sim:"):
-        return sim_provider(node)
+        return sim_provider(node) if pipeline is None else _sim_with_pipeline(node, pipeline)
     return local_provider(node, pipeline)
+
+
+_SIM_WITH: dict[tuple[str, int], tuple[object, JobInfoProvider]] = {}
+
+
+def _sim_with_pipeline(node: NodeSpec, pipeline: "FeaturePipeline") -> JobInfoProvider:
+    """The simulated catalogue scaled by a model's own pipeline (as in its training; no refit, so no
+    scikit-learn on the serving path). Cached per pipeline object, which is kept alive with its provider."""
+    from env.jobinfo import ProfileProvider
+    from env.sim.profiles import simulated_profiles
+
+    key = (node.model_dump_json(), id(pipeline))
+    hit = _SIM_WITH.get(key)
+    if hit is None:
+        profiles = simulated_profiles(node)
+        hit = (pipeline, ProfileProvider(profiles.get, pipeline, what=f"job in the simulated catalogue of {node.name}"))
+        _SIM_WITH[key] = hit
+    return hit[1]
 
 
 def local_provider(node: NodeSpec, pipeline: "FeaturePipeline | None" = None) -> JobInfoProvider:
@@ -84,7 +102,9 @@ def plan_window(window: Window, node_name: str, *, policy: str | None = None, mo
     if name in ("agent", "fifo"):
         from training.policies import agent_policy
 
-        pol = agent_policy(name, model)  # the given model, else the one shipped for this node
+        from training.policies import shipped_model_for
+
+        pol = agent_policy(name, model if model is not None else shipped_model_for(node))  # given, else shipped
         pipeline = pol.pipeline(node)  # features scaled as in training (the local node's profiles)
     else:
         pol = get_policy(name)

@@ -135,6 +135,8 @@ class AgentPolicy:
     def __init__(self, model: str | os.PathLike[str] | LoadedModel | None = None) -> None:
         self.model_arg = model
         self._loaded: dict[str, LoadedModel] = {}
+        self._pipelines: dict[str, Any] = {}
+        self._choosers: dict[int, ActorChooser] = {}  # keyed by the loaded model held in _loaded
 
     def model_for(self, node: NodeSpec) -> LoadedModel:
         key = node.model_dump_json()
@@ -146,8 +148,11 @@ class AgentPolicy:
         """The model's fitted feature pipeline (profiler.features.FeaturePipeline), or None when it has none."""
         from profiler.features import FeaturePipeline
 
-        doc = self.model_for(node).meta.feature_pipeline
-        return FeaturePipeline.from_dict(doc) if doc else None
+        key = node.model_dump_json()
+        if key not in self._pipelines:  # one object per model and node: planners cache providers on it
+            doc = self.model_for(node).meta.feature_pipeline
+            self._pipelines[key] = FeaturePipeline.from_dict(doc) if doc else None
+        return self._pipelines[key]
 
     def plan(self, window: Window, ctx: Any) -> Plan:
         m = self.model_for(ctx.node)
@@ -158,7 +163,9 @@ class AgentPolicy:
         if obs_size(meta.window_size, ctx.provider.n_features) != meta.obs_size:
             raise InputError(f"the model takes {meta.obs_size} observation values, this planner makes another size: "
                              "retrain the model with this cosched")
-        chooser = ActorChooser(m.layers, fifo=self.fifo)
+        chooser = self._choosers.get(id(m))
+        if chooser is None:  # transposed weights are made once per loaded model, not per plan
+            chooser = self._choosers[id(m)] = ActorChooser(m.layers, fifo=self.fifo)
         return plan_window(window, ctx.node, ctx.provider, chooser, policy=self.name, window_size=meta.window_size,
                            pin_runtime=ctx.pin_runtime,
                            model=ModelRef(id=meta.model_id, trained_for=meta.trained_for.name)).plan
@@ -172,6 +179,21 @@ class FifoPolicy(AgentPolicy):
 def agent_policy(name: str, model: str | os.PathLike[str] | LoadedModel | None = None) -> AgentPolicy:
     if name not in ("agent", "fifo"):
         raise InputError(f"{name!r} is not a policy that uses a model (agent, fifo)")
+    if isinstance(model, LoadedModel):
+        return (AgentPolicy if name == "agent" else FifoPolicy)(model)
+    if model is None:  # the shipped model, looked up per node when planning (callers who know the node pass its path)
+        return (AgentPolicy if name == "agent" else FifoPolicy)(None)
+    # A policy object caches its loaded model (hash-checked once), pipeline and chooser: keep one per model
+    # file, refreshed when the file changes.
+    try:
+        stamp = os.stat(model).st_mtime_ns
+    except OSError:
+        stamp = -1
+    return _cached_policy(name, os.fspath(model), stamp)
+
+
+@lru_cache(maxsize=32)
+def _cached_policy(name: str, model: str, _stamp: int) -> AgentPolicy:
     return (AgentPolicy if name == "agent" else FifoPolicy)(model)
 
 
