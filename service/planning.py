@@ -36,15 +36,23 @@ def _sim_with_pipeline(node: NodeSpec, pipeline: "FeaturePipeline") -> JobInfoPr
     """The simulated catalogue scaled by a model's own pipeline (as in its training; no refit, so no
     scikit-learn on the serving path). Cached per pipeline object, which is kept alive with its provider."""
     from env.jobinfo import ProfileProvider
-    from env.sim.profiles import simulated_profiles
 
     key = (node.model_dump_json(), id(pipeline))
     hit = _SIM_WITH.get(key)
-    if hit is None:
-        profiles = simulated_profiles(node)
+    if hit is None or hit[0] is not pipeline:
+        if len(_SIM_WITH) > 16:  # bounded: pipelines normally live as long as their model
+            _SIM_WITH.clear()
+        profiles = _sim_profiles(key[0])
         hit = (pipeline, ProfileProvider(profiles.get, pipeline, what=f"job in the simulated catalogue of {node.name}"))
         _SIM_WITH[key] = hit
     return hit[1]
+
+
+@lru_cache(maxsize=8)
+def _sim_profiles(node_json: str) -> dict:
+    from env.sim.profiles import simulated_profiles
+
+    return simulated_profiles(NodeSpec.model_validate_json(node_json))
 
 
 def local_provider(node: NodeSpec, pipeline: "FeaturePipeline | None" = None) -> JobInfoProvider:

@@ -26,7 +26,7 @@ import numpy as np
 from agent.modelfile import LoadedModel, NodeShape, load_model
 from agent.policy import forward_logits
 from env import actions
-from env.episode import Episode, obs_size, plan_window
+from env.episode import Episode, layout_for_size, plan_window
 from env.errors import InputError
 from env.models import ModelRef, Plan, Window
 from env.nodespec import NodeSpec
@@ -160,14 +160,15 @@ class AgentPolicy:
         if window.max_concurrency > meta.max_concurrency:
             raise InputError(f"max_concurrency {window.max_concurrency} is above the limit of the model "
                              f"({meta.max_concurrency}, trained for {meta.trained_for.name}): lower it or train a model with --cmax")
-        if obs_size(meta.window_size, ctx.provider.n_features) != meta.obs_size:
+        layout = layout_for_size(meta.obs_size, meta.window_size, ctx.provider.n_features)
+        if layout is None:
             raise InputError(f"the model takes {meta.obs_size} observation values, this planner makes another size: "
                              "retrain the model with this cosched")
         chooser = self._choosers.get(id(m))
         if chooser is None:  # transposed weights are made once per loaded model, not per plan
             chooser = self._choosers[id(m)] = ActorChooser(m.layers, fifo=self.fifo)
         return plan_window(window, ctx.node, ctx.provider, chooser, policy=self.name, window_size=meta.window_size,
-                           pin_runtime=ctx.pin_runtime,
+                           pin_runtime=ctx.pin_runtime, obs_layout=layout,
                            model=ModelRef(id=meta.model_id, trained_for=meta.trained_for.name)).plan
 
 
@@ -180,7 +181,14 @@ def agent_policy(name: str, model: str | os.PathLike[str] | LoadedModel | None =
     if name not in ("agent", "fifo"):
         raise InputError(f"{name!r} is not a policy that uses a model (agent, fifo)")
     if isinstance(model, LoadedModel):
-        return (AgentPolicy if name == "agent" else FifoPolicy)(model)
+        # The service holds its loaded model for its lifetime: one policy object per model object.
+        key = (name, id(model))
+        hit = _BY_LOADED.get(key)
+        if hit is None or hit[0] is not model:
+            if len(_BY_LOADED) > 32:
+                _BY_LOADED.clear()
+            hit = _BY_LOADED[key] = (model, (AgentPolicy if name == "agent" else FifoPolicy)(model))
+        return hit[1]
     if model is None:  # the shipped model, looked up per node when planning (callers who know the node pass its path)
         return (AgentPolicy if name == "agent" else FifoPolicy)(None)
     # A policy object caches its loaded model (hash-checked once), pipeline and chooser: keep one per model
@@ -190,6 +198,9 @@ def agent_policy(name: str, model: str | os.PathLike[str] | LoadedModel | None =
     except OSError:
         stamp = -1
     return _cached_policy(name, os.fspath(model), stamp)
+
+
+_BY_LOADED: dict[tuple[str, int], tuple[LoadedModel, "AgentPolicy"]] = {}
 
 
 @lru_cache(maxsize=32)
