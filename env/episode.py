@@ -62,6 +62,13 @@ NODE_VALUES = (
 )
 OBS_CLIP = 5.0
 DEFAULT_WINDOW = 6
+#: Observation layouts. ``slots-v1``: the slot rows in window order, then NODE_VALUES. ``queue-v2``: the same rows
+#: in *queue order* (the current job first, then the rest of the queue, the open group's members in placement
+#: order, earlier groups' members, empty slots), then NODE_VALUES, then the sum of the open group's features and
+#: the mean of the remaining jobs' features (f each). Same information, placed where an MLP finds it: the current
+#: job always in the first row, the open group as one aggregate. A model's layout follows from its input size.
+OBS_LAYOUTS = ("slots-v1", "queue-v2")
+DEFAULT_OBS_LAYOUT = "slots-v1"
 _MIN_CORES = min(actions.CORE_FRACTIONS)
 
 
@@ -74,8 +81,21 @@ class RewardConfig:
     invalid_action_penalty: float = -1.0  # added when a masked action reaches the gym env's step()
 
 
-def obs_size(window_size: int, n_features: int) -> int:
-    return window_size * (n_features + N_STATUS) + len(NODE_VALUES)
+def obs_size(window_size: int, n_features: int, layout: str = DEFAULT_OBS_LAYOUT) -> int:
+    base = window_size * (n_features + N_STATUS) + len(NODE_VALUES)
+    if layout == "slots-v1":
+        return base
+    if layout == "queue-v2":
+        return base + 2 * n_features
+    raise ValueError(f"unknown observation layout {layout!r}: choose from {', '.join(OBS_LAYOUTS)}")
+
+
+def layout_for_size(size: int, window_size: int, n_features: int) -> str | None:
+    """The observation layout whose size is ``size`` (a model file records only its input size), or None."""
+    for layout in OBS_LAYOUTS:
+        if obs_size(window_size, n_features, layout) == size:
+            return layout
+    return None
 
 
 def rw_intermediate(info: JobInfo, window: Sequence[JobInfo], alloc: Allocation, node: NodeSpec) -> float:
@@ -105,7 +125,10 @@ class Episode:
     def __init__(self, node: NodeSpec, jobs: Sequence[WindowJob], infos: Sequence[JobInfo], *,
                  max_concurrency: int = 4, window_size: int = DEFAULT_WINDOW, n_features: int | None = None,
                  reward: RewardConfig = RewardConfig(), builder: PlanBuilder | None = None,
-                 step_limit: int | None = None) -> None:
+                 step_limit: int | None = None, obs_layout: str = DEFAULT_OBS_LAYOUT) -> None:
+        if obs_layout not in OBS_LAYOUTS:
+            raise ValueError(f"unknown observation layout {obs_layout!r}: choose from {', '.join(OBS_LAYOUTS)}")
+        self.obs_layout = obs_layout
         if not jobs:
             raise ValueError("an episode needs at least one job")
         if len(jobs) > window_size:
@@ -168,6 +191,33 @@ class Episode:
         return mask
 
     def observation(self) -> np.ndarray:
+        """The state vector in this episode's layout (``obs_layout``)."""
+        if self.obs_layout == "queue-v2":
+            return self._observation_queue()
+        return self._observation_slots()
+
+    def _observation_queue(self) -> np.ndarray:
+        f, k, W = self.n_features, N_STATUS, self.window_size
+        base = self._observation_slots()
+        per = base[: W * (f + k)].reshape(W, f + k)
+        order = list(self.queue) + list(self.open_slots)
+        placed = set(order)
+        order += sorted((s for s in range(len(self.infos)) if s not in placed), key=lambda s: (self.group_of[s], s))
+        out = np.zeros(obs_size(W, f, "queue-v2"), dtype=np.float32)
+        rows = out[: W * (f + k)].reshape(W, f + k)
+        rows[:, f] = 1.0  # empty, until filled
+        rows[: len(order)] = per[order]
+        n_tail = len(NODE_VALUES)
+        out[W * (f + k): W * (f + k) + n_tail] = base[W * (f + k):]
+        agg = out[W * (f + k) + n_tail:]
+        if self.open_slots:
+            agg[:f] = per[self.open_slots, :f].sum(axis=0)
+        if self.queue:
+            agg[f:] = per[self.queue, :f].mean(axis=0)
+        np.clip(out, -OBS_CLIP, OBS_CLIP, out=out)
+        return out
+
+    def _observation_slots(self) -> np.ndarray:
         f, k, W = self.n_features, N_STATUS, self.window_size
         obs = np.zeros(obs_size(W, f), dtype=np.float32)
         per = obs[: W * (f + k)].reshape(W, f + k)
@@ -311,7 +361,8 @@ ChooserFactory = Callable[[int], Chooser]  # chunk index -> chooser for that chu
 
 def plan_window(window: Window, node: NodeSpec, provider: JobInfoProvider, chooser: Chooser | ChooserFactory, *,
                 policy: str, window_size: int = DEFAULT_WINDOW, reward: RewardConfig = RewardConfig(),
-                chooser_per_chunk: bool = False, pin_runtime=None, **build_kwargs) -> WindowPlanning:
+                chooser_per_chunk: bool = False, pin_runtime=None, obs_layout: str = DEFAULT_OBS_LAYOUT,
+                **build_kwargs) -> WindowPlanning:
     """Plan a window: unknown jobs go to ``excluded``; the rest are planned W at a time, in queue order.
 
     Each chunk is its own episode (step 0 included) on one shared PlanBuilder; the plan's
@@ -334,7 +385,7 @@ def plan_window(window: Window, node: NodeSpec, provider: JobInfoProvider, choos
         chunk = known[start: start + window_size]
         ep = Episode(node, [j for j, _ in chunk], [i for _, i in chunk], max_concurrency=window.max_concurrency,
                      window_size=window_size, n_features=provider.n_features, reward=reward, builder=builder,
-                     step_limit=2 * window_size * window_size + 4)
+                     step_limit=2 * window_size * window_size + 4, obs_layout=obs_layout)
         run_episode(ep, chooser(ci) if chooser_per_chunk else chooser)  # type: ignore[call-arg]
         if first_schedule is None:
             first_schedule = builder.schedule
