@@ -440,7 +440,11 @@ class Agent:
         agent.episodes = int(d["counters"]["episodes"])
         agent.rng.bit_generator.state = d["np_rng"]
         torch.set_rng_state(d["torch_rng"])
+        agent.load_extra(d)
         return agent
+
+    def load_extra(self, d: dict[str, Any]) -> None:
+        """A subclass's own checkpointed state (``state_dict`` extended); nothing here."""
 
     # ------------------------------------------------------------------------------------ model file
     def export_model(self, path: str | os.PathLike[str], **meta: Any) -> Any:

@@ -20,7 +20,7 @@ from gymnasium import spaces
 
 from env import actions
 from env.backend import Backend, SimBackend
-from env.episode import DEFAULT_WINDOW, OBS_CLIP, Episode, RewardConfig, obs_size, rw_final
+from env.episode import DEFAULT_OBS_LAYOUT, DEFAULT_WINDOW, OBS_CLIP, Episode, RewardConfig, obs_size, rw_final
 from env.errors import InputError
 from env.jobinfo import JobInfoProvider, sim_provider
 from env.models import WindowJob
@@ -37,7 +37,8 @@ class CoScheduleEnv(gym.Env):
                  window_size: int = DEFAULT_WINDOW, max_concurrency: int = 4,
                  backend: Backend | None = None, provider: JobInfoProvider | None = None,
                  train_jobs: Sequence[str] | None = None, windows: Sequence[Sequence[str]] | None = None,
-                 replace: bool | None = None, reward: RewardConfig = RewardConfig()) -> None:
+                 replace: bool | None = None, reward: RewardConfig = RewardConfig(),
+                 obs_layout: str = DEFAULT_OBS_LAYOUT) -> None:
         from env.sim.catalogue import TRAIN_JOBS
 
         self.node = load_node(node) if isinstance(node, str) else node
@@ -52,10 +53,11 @@ class CoScheduleEnv(gym.Env):
                 raise InputError(self.provider.missing_reason(name))
         self.replace = replace if replace is not None else len(self.jobs) < window_size
         self.reward_config = reward
+        self.obs_layout = obs_layout
         self.step_limit = 4 * window_size + 4
         f = self.provider.n_features
         self.action_space = spaces.Discrete(actions.N_ACTIONS)
-        self.observation_space = spaces.Box(-OBS_CLIP, OBS_CLIP, shape=(obs_size(window_size, f),), dtype=np.float32)
+        self.observation_space = spaces.Box(-OBS_CLIP, OBS_CLIP, shape=(obs_size(window_size, f, obs_layout),), dtype=np.float32)
         self.episode: Episode | None = None
         self._window_counter = 0
 
@@ -76,7 +78,7 @@ class CoScheduleEnv(gym.Env):
             raise InputError(self.provider.missing_reason(names[[i is None for i in infos].index(True)]))
         self.episode = Episode(self.node, jobs, infos, max_concurrency=self.max_concurrency,  # type: ignore[arg-type]
                                window_size=self.window_size, n_features=self.provider.n_features,
-                               reward=self.reward_config, step_limit=self.step_limit)
+                               reward=self.reward_config, step_limit=self.step_limit, obs_layout=self.obs_layout)
         return self.episode.observation(), {"action_mask": self.episode.action_mask(), "jobs": list(names)}
 
     def step(self, action):

@@ -1,18 +1,25 @@
-"""Demonstrations from the simulated node's search (sim only): SAC from demonstrations.
+"""Learning from the simulated node's search (sim only): demonstrations, behaviour cloning, DAgger labels.
 
-Why: the sim is fast, so a search (``env.baselines.search``, the machinery of ``best-found``, on a reduced grid)
-can plan *training* windows (training jobs only, never the evaluation windows) well in well under a second each.
-Its plans, replayed through the same gym env (``ScriptChooser``: the wanted job's action when it is current,
-skip otherwise), are transitions with the same rewards the agent gets. They are used twice:
+Why: plain masked SAC on this problem (257 actions, a window-level combinatorial choice: which jobs share a group
+and how the cores are split) reached about 0.95 vs time sharing; the sim is fast, so a search (``best-found``'s
+machinery) can serve as an *expert* on **training windows** (training jobs only, never the evaluation windows).
 
-1. **warm start**: ``pretrain_updates`` SAC updates on the demonstrations alone, each with a behaviour-cloning
-   term (cross-entropy of the masked policy on the demonstrated action) added to the actor loss;
-2. **during training**: every update's batch gets ``demo_batch`` demonstration transitions appended and the
-   actor loss keeps the cloning term on them, weighted ``bc_weight`` (SACfD / DDPGfD style), so the critics
-   learn the value of the good plans and the actor stays near them while it improves on its own data.
+* **The expert** (``training.expert.Expert``): the search completed from any episode state (closed groups and
+  the open group's members fixed), on the ``cores`` grid by default (core options only: 99.5 % of best-found on
+  the standard windows, a tenth of its cost, labels that are easier to imitate).
+* **Demonstrations** (``make_demos``): the expert plays ``cfg.demos`` seeded training windows through the
+  training envs; with ``cfg.demo_noise`` = ε a random valid job-level action replaces the expert's with
+  probability ε (DART-style: the data also shows how to recover), every state keeps the expert's label. The
+  transitions (actions taken, training rewards) feed the critics; the labels feed the cloning term.
+* **Warm start**: ``pretrain_updates`` SAC updates on demonstration transitions, each with the cloning term
+  (cross-entropy of the masked policy on the expert's action) on ``bc_batch`` labels, weighted ``bc_weight``.
+* **During training**: every update's batch gets ``demo_batch`` demonstration transitions appended and the actor
+  loss keeps the cloning term (SACfD / DDPGfD style). With ``cfg.dagger`` every state the agent visits (with a
+  choice) is labelled with the expert's action and added to the labels (DAgger: the fix for compounding errors
+  of sequential imitation; the agent's own states, not only the expert's, get a correct action).
 
-Demonstrations are generated once per (node, W, Cmax list, jobs, grid, count, seed) and cached as ``.npz`` in
-``run_dir`` (and reused by ``--resume``); their CPU time counts in the training time.
+Demonstrations are generated once per run and cached as ``run_dir/demos.npz`` (reused by ``--resume``; DAgger
+labels live in the checkpoint); their CPU time counts in the training time.
 """
 
 from __future__ import annotations
@@ -40,50 +47,122 @@ def teacher_grid() -> Any:
     return Grid(**TEACHER_GRID)
 
 
-def make_demos(setup: Any, cfg: Any, n: int, seed: int, *, on_progress: Callable[[int], None] | None = None) -> ReplayBuffer:
-    """``n`` demonstration episodes on training windows, replayed through the training envs."""
-    from env.baselines import GroupEvaluator, ScriptChooser, search
+def make_expert(setup: Any, cfg: Any) -> Any:
+    """The search as an expert from any state (``training.expert``) on the configured grid."""
+    from training.expert import Expert
+
+    return Expert(setup.node, expert_grid(getattr(cfg, "expert_grid", "cores")))
+
+
+def expert_grid(name: str) -> Any:
+    """``cores``: core options only (all ways, no bandwidth cap, balanced; schedules compact and distributed
+    first-touch): on the standard evaluation windows the expert plans 1.512 vs best-found's 1.520 (99.5 %) at a
+    tenth of the cost, and its labels are far easier to imitate. ``teacher``: ``TEACHER_GRID``."""
+    from env.baselines import Grid
+
+    if name == "cores":
+        return Grid(schedules=(0, 3), ways=(Fraction(22, 22),), bw=(100,), splits=("balanced",))
+    if name == "teacher":
+        return teacher_grid()
+    raise ValueError(f"unknown expert grid {name!r}: choose cores or teacher")
+
+
+class LabelBuffer:
+    """(observation, mask, expert action) triples: the behaviour-cloning data (demonstrations and DAgger labels)."""
+
+    FIELDS = ("obs", "mask", "action")
+
+    def __init__(self, capacity: int, obs_dim: int, n_actions: int = 257) -> None:
+        self.capacity = max(1, capacity)
+        self.obs = np.zeros((self.capacity, obs_dim), np.float32)
+        self.mask = np.zeros((self.capacity, n_actions), np.bool_)
+        self.action = np.zeros(self.capacity, np.int64)
+        self.pos = 0
+        self.size = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def add(self, obs: np.ndarray, mask: np.ndarray, action: int) -> None:
+        m = np.asarray(mask).astype(np.bool_)
+        if not m[int(action)]:
+            raise ValueError(f"expert action {action} is masked in this state")
+        i = self.pos
+        self.obs[i], self.mask[i], self.action[i] = obs, m, int(action)
+        self.pos = (i + 1) % self.capacity
+        self.size = min(self.size + 1, self.capacity)
+
+    def sample(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        idx = rng.integers(0, self.size, size=n)
+        return self.obs[idx], self.mask[idx], self.action[idx]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"pos": self.pos, "size": self.size, **{f: torch.from_numpy(getattr(self, f)[: self.size].copy()) for f in self.FIELDS}}
+
+    def load_state_dict(self, d: dict[str, Any]) -> None:
+        self.pos, self.size = int(d["pos"]), int(d["size"])
+        for f in self.FIELDS:
+            getattr(self, f)[: self.size] = d[f].numpy()
+
+
+def make_demos(setup: Any, cfg: Any, n: int, seed: int, *, on_progress: Callable[[int], None] | None = None
+               ) -> tuple[ReplayBuffer, LabelBuffer]:
+    """``n`` demonstration episodes on training windows (training jobs only), played by the expert through the
+    training envs. With ``cfg.demo_noise`` = ε > 0 a uniformly random valid job-level action replaces the
+    expert's with probability ε (DART-style noise injection: the demonstrations then also show how to recover
+    from a mistake); every state is still labelled with the expert's action. Returns the transitions (the
+    actions taken, with the training rewards: for the critics) and the labels (for the cloning term)."""
     from training.train import group_rewards
 
     rng = random.Random(seed)
-    evaluator = GroupEvaluator(setup.node)
-    grid = teacher_grid()
+    nrng = np.random.default_rng(seed)
+    expert = make_expert(setup, cfg)
+    noise = float(getattr(cfg, "demo_noise", 0.0))
     envs = {c: setup.make_env(c) for c in cfg.cmax}
     obs_dim = next(iter(envs.values())).observation_space.shape[0]
     buf = ReplayBuffer(max(1, n * (4 * cfg.window_size + 4)), obs_dim, 257)
+    labels = LabelBuffer(n * (4 * cfg.window_size + 4), obs_dim)
     jobs = list(setup.jobs)
     for i in range(n):
         cmax = cfg.cmax[i % len(cfg.cmax)]
         names = rng.sample(jobs, cfg.window_size) if len(jobs) >= cfg.window_size else [rng.choice(jobs) for _ in range(cfg.window_size)]
-        script = search(setup.node, names, cmax, grid, rounds=2, refine_schedules=1, evaluator=evaluator)
         env = envs[cmax]
         obs, info = env.reset(seed=i, options={"jobs": names})
-        chooser = ScriptChooser(script)
-        trans, closed = [], []
+        trans, closed, labs = [], [], []
         while True:
             mask = np.asarray(info["action_mask"]).astype(np.bool_)
-            a = int(chooser(obs, mask, env.episode))
+            ea = int(expert.action(env.episode))
+            a = ea
+            if mask.sum() > 1:
+                labs.append((obs, mask, ea))
+                if noise > 0 and env.episode.schedule_index is not None and nrng.random() < noise:
+                    valid = np.flatnonzero(mask)
+                    a = int(valid[nrng.integers(valid.size)])
             nobs, r, term, trunc, info = env.step(a)
             trans.append([obs, mask, a, float(r), nobs, np.asarray(info["action_mask"]).astype(np.bool_), bool(term)])
             closed.append(env.episode.groups_closed)
             obs = nobs
             if term or trunc:
                 break
+        for lab in labs:
+            labels.add(*lab)
         if not term:
-            continue  # cannot happen with a complete script; never store a broken demonstration
+            continue  # a noisy episode that ran into the step limit: keep its labels, not its transitions
         group_rewards(trans, closed, env.episode, info["makespans"], cfg)
         for t in trans:
             buf.add(*t)
         if on_progress:
             on_progress(i + 1)
-    return buf
+    return buf, labels
 
 
-def save_demos(buf: ReplayBuffer, path: Path) -> None:
-    np.savez(path, **{f: getattr(buf, f)[: buf.size] for f in ReplayBuffer.FIELDS})
+def save_demos(buf: ReplayBuffer, labels: LabelBuffer, path: Path) -> None:
+    np.savez(path, **{f: getattr(buf, f)[: buf.size] for f in ReplayBuffer.FIELDS},
+             **{f"label_{f}": getattr(labels, f)[: labels.size] for f in LabelBuffer.FIELDS})
 
 
-def load_demos(path: Path) -> ReplayBuffer:
+def load_demos(path: Path, extra_labels: int = 0) -> tuple[ReplayBuffer, LabelBuffer]:
+    """The demonstrations and their labels; the label buffer gets room for ``extra_labels`` more (DAgger)."""
     with np.load(path, allow_pickle=False) as z:
         size, obs_dim = z["obs"].shape
         buf = ReplayBuffer(max(size, 1), obs_dim, z["mask"].shape[1])
@@ -91,7 +170,13 @@ def load_demos(path: Path) -> ReplayBuffer:
             getattr(buf, f)[:size] = z[f]
         buf.size = size
         buf.pos = size % buf.capacity
-    return buf
+        n = z["label_obs"].shape[0]
+        labels = LabelBuffer(n + extra_labels, obs_dim, z["mask"].shape[1])
+        for f in LabelBuffer.FIELDS:
+            getattr(labels, f)[:n] = z[f"label_{f}"]
+        labels.size = n
+        labels.pos = n % labels.capacity
+    return buf, labels
 
 
 def _concat(a: Batch, b: Batch) -> Batch:
@@ -99,50 +184,73 @@ def _concat(a: Batch, b: Batch) -> Batch:
 
 
 class DemoAgent(Agent):
-    """``agent.sac.Agent`` whose updates also learn from demonstrations (see the module doc)."""
+    """``agent.sac.Agent`` whose updates also learn from the expert (see the module doc): demonstration
+    transitions appended to the critics' batches, and a behaviour-cloning term on a batch of labels
+    (demonstrations' and DAgger's) added to the actor loss."""
 
     demos: ReplayBuffer | None = None
+    labels: LabelBuffer | None = None
     bc_weight: float = 0.0
     demo_batch: int = 0
-    _bc: Batch | None = None
+    bc_batch: int = 0
+    _bc: tuple | None = None
 
-    def attach_demos(self, demos: ReplayBuffer, *, bc_weight: float, demo_batch: int) -> None:
-        self.demos, self.bc_weight, self.demo_batch = demos, bc_weight, demo_batch
+    def attach_demos(self, demos: ReplayBuffer, labels: LabelBuffer, *, bc_weight: float, demo_batch: int,
+                     bc_batch: int) -> None:
+        self.demos, self.bc_weight, self.demo_batch, self.bc_batch = demos, bc_weight, demo_batch, bc_batch
+        if self.labels is not None and len(self.labels):  # resumed: the checkpoint's labels include the demos'
+            return
+        self.labels = labels
+
+    def add_label(self, obs: np.ndarray, mask: np.ndarray, action: int) -> None:
+        assert self.labels is not None
+        self.labels.add(obs, mask, action)
+
+    def _sample_bc(self) -> None:
+        if self.labels is not None and len(self.labels) and self.bc_weight > 0 and self.bc_batch > 0:
+            self._bc = self.labels.sample(self.bc_batch, self.rng)
 
     def update(self, batch: Batch) -> dict[str, float]:
         if self.demos is not None and len(self.demos) and self.demo_batch > 0:
-            self._bc = self.demos.sample(self.demo_batch, self.rng)
-            batch = _concat(batch, self._bc)
+            batch = _concat(batch, self.demos.sample(self.demo_batch, self.rng))
+        self._sample_bc()
         try:
             return super().update(batch)
         finally:
             self._bc = None
 
     def pretrain_update(self, batch_size: int) -> dict[str, float]:
-        """One update on demonstrations alone (the warm start), with the cloning term on all of them."""
+        """One update on demonstrations alone (the warm start), with the cloning term on a batch of labels."""
         assert self.demos is not None
-        self._bc = self.demos.sample(batch_size, self.rng)
+        batch = self.demos.sample(batch_size, self.rng)
+        self._sample_bc()
         try:
-            return super().update(self._bc)
+            return super().update(batch)
         finally:
             self._bc = None
 
     def losses(self, batch: Batch) -> dict[str, torch.Tensor]:
         L = super().losses(batch)
-        if self._bc is not None and self.bc_weight > 0:
-            _, logp = masked_policy(self.actor(torch.as_tensor(self._bc.obs)), torch.as_tensor(self._bc.mask).bool())
-            bc = -logp.gather(1, torch.as_tensor(self._bc.action).long()[:, None]).mean()
+        if self._bc is not None:
+            obs, mask, action = self._bc
+            _, logp = masked_policy(self.actor(torch.as_tensor(obs)), torch.as_tensor(mask).bool())
+            bc = -logp.gather(1, torch.as_tensor(action).long()[:, None]).mean()
             L["actor_loss"] = L["actor_loss"] + self.bc_weight * bc
             L["bc_loss"] = bc
         return L
 
+    def state_dict(self) -> dict[str, Any]:
+        d = super().state_dict()
+        if self.labels is not None:
+            d["labels"] = {"capacity": self.labels.capacity, **self.labels.state_dict()}
+        return d
 
-@dataclass
-class DemoSettings:
-    count: int = 0  # demonstration episodes (0: none, plain SAC)
-    pretrain_updates: int = 0
-    bc_weight: float = 1.0
-    demo_batch: int = 32
+    def load_extra(self, d: dict[str, Any]) -> None:
+        if "labels" in d:
+            lab = d["labels"]
+            self.labels = LabelBuffer(int(lab["capacity"]), self.obs_dim, self.cfg.n_actions)
+            self.labels.load_state_dict(lab)
 
 
-__all__ = ["DemoAgent", "DemoSettings", "make_demos", "save_demos", "load_demos", "TEACHER_GRID"]
+__all__ = ["DemoAgent", "LabelBuffer", "make_demos", "make_expert", "expert_grid", "save_demos", "load_demos",
+           "TEACHER_GRID"]

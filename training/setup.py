@@ -55,6 +55,7 @@ class Setup:
     pipeline: Any  # the fitted FeaturePipeline saved with the model
     trained_for_name: str
     extra: dict[str, Any] = field(default_factory=dict)
+    obs_layout: str = "slots-v1"
 
 
 def _windows(names: Sequence[Sequence[str]], cmaxes: Sequence[int], commands: dict[str, WindowJob] | None = None) -> list[Window]:
@@ -67,7 +68,7 @@ def _windows(names: Sequence[Sequence[str]], cmaxes: Sequence[int], commands: di
 
 
 def sim_setup(node: NodeSpec, *, window_size: int, cmaxes: Sequence[int], jobs: Sequence[str] | None,
-              n_validation: int, reward: Any) -> Setup:
+              n_validation: int, reward: Any, obs_layout: str = "slots-v1") -> Setup:
     from env.sim.catalogue import ALL_JOBS, HELD_OUT_JOBS, TRAIN_JOBS
 
     train = list(jobs) if jobs else list(TRAIN_JOBS)
@@ -86,9 +87,10 @@ def sim_setup(node: NodeSpec, *, window_size: int, cmaxes: Sequence[int], jobs: 
 
     def make_env(cmax: int) -> CoScheduleEnv:
         return CoScheduleEnv(node, train, window_size=window_size, max_concurrency=cmax, backend=backend,
-                             provider=provider, reward=reward)
+                             provider=provider, reward=reward, obs_layout=obs_layout)
 
-    return Setup(node, backend, provider, train, _windows(names, cmaxes), make_env, provider.pipeline, node.name)
+    return Setup(node, backend, provider, train, _windows(names, cmaxes), make_env, provider.pipeline, node.name,
+                 obs_layout=obs_layout)
 
 
 def read_window_file(path: str | Path) -> Window:
@@ -103,7 +105,7 @@ def read_window_file(path: str | Path) -> Window:
 
 def real_setup(window_file: str | Path | None, run_dir: Path, *, window_size: int, cmaxes: Sequence[int],
                reward: Any, profile_missing: bool = True, say: Callable[[str], None] = print,
-               timeout_s: float | None = None) -> Setup:
+               timeout_s: float | None = None, obs_layout: str = "slots-v1") -> Setup:
     from env.discover import node_id
     from env.nodes import load_node
     from env.realbackend import RealBackend
@@ -135,9 +137,9 @@ def real_setup(window_file: str | Path | None, run_dir: Path, *, window_size: in
 
     def make_env(cmax: int) -> CoScheduleEnv:
         return CommandEnv(node, names, window_size=window_size, max_concurrency=cmax, backend=backend,
-                          provider=provider, reward=reward, commands=commands)
+                          provider=provider, reward=reward, commands=commands, obs_layout=obs_layout)
 
     # Validation on the real node is the training window itself (its groups' measurements are reused too).
     validation = [window.model_copy(update={"max_concurrency": min(window.max_concurrency, max(cmaxes))})]
     return Setup(node, backend, provider, names, validation, make_env, pipeline, "local",
-                 extra={"window": window, "node_id": nid})
+                 extra={"window": window, "node_id": nid}, obs_layout=obs_layout)

@@ -75,6 +75,11 @@ class TrainConfig:
     pretrain_updates: int = 0  # warm-start updates on the demonstrations alone
     bc_weight: float = 1.0  # weight of the behaviour-cloning term on demonstrations in the actor loss
     demo_batch: int = 32  # demonstration transitions appended to every update's batch
+    demo_noise: float = 0.0  # sim: probability of a random job-level action in a demonstration (DART); labels stay the expert's
+    expert_grid: str = "cores"  # sim: the expert's search grid (training.demos.expert_grid)
+    dagger: bool = False  # sim: label every state the agent visits with the expert's action (DAgger) for the cloning term
+    bc_batch: int = 128  # labels (demonstrations' and DAgger's) in the cloning term of each update
+    obs_layout: str = "queue-v2"  # env.episode.OBS_LAYOUTS
     sac: dict[str, Any] = field(default_factory=dict)  # SACConfig overrides
 
     def __post_init__(self) -> None:
@@ -84,6 +89,8 @@ class TrainConfig:
             raise InputError(f"--reward {self.reward!r}: choose group or paper")
         if not self.cmax or any(c < 1 for c in self.cmax):
             raise InputError("--cmax takes values of at least 1")
+        if self.dagger and not self.demos:
+            raise InputError("--dagger labels states for the cloning term: it needs --demos")
         if self.demos and self.backend != "sim":
             raise InputError("demonstrations come from the search on the simulated node: --demos is for --backend sim")
         if self.window_size < 1 or self.steps < 1:
@@ -195,13 +202,16 @@ def group_rewards(trans: list[list[Any]], closed: list[int], ep: Any, makespans:
         t_prev = c
 
 
-def run_training_episode(agent: Any, env: Any, cfg: TrainConfig) -> dict[str, Any]:
-    """One exploring episode; its transitions are recorded (updates run) once it is over."""
+def run_training_episode(agent: Any, env: Any, cfg: TrainConfig, expert: Any = None) -> dict[str, Any]:
+    """One exploring episode; its transitions are recorded (updates run) once it is over. With an ``expert``
+    (DAgger) every visited state with a choice is labelled with the expert's action for the cloning term."""
     obs, info = env.reset(seed=_episode_seed(cfg.seed, agent.episodes))
     mask = np.asarray(info["action_mask"]).astype(np.bool_)
     trans: list[list[Any]] = []
     closed: list[int] = []
     while True:
+        if expert is not None and mask.sum() > 1:
+            agent.add_label(obs, mask, expert.action(env.episode))  # DAgger: the expert's action in the agent's state
         a = agent.explore(obs, mask)
         next_obs, r, terminated, truncated, info = env.step(a)
         next_mask = np.asarray(info["action_mask"]).astype(np.bool_)
@@ -243,7 +253,7 @@ def validate(layers: list[tuple[np.ndarray, np.ndarray]], setup: Any, window_siz
         thr = []
         for w in setup.validation:
             plan = plan_window(w, setup.node, setup.provider, ActorChooser(layers, fifo=fifo), policy=name,
-                               window_size=window_size).plan
+                               window_size=window_size, obs_layout=setup.obs_layout).plan
             solo = sum(setup.provider.get(j.profile_name).solo_s for j in w.jobs)
             thr.append(solo / sum(setup.backend.evaluate(plan, seed=0)))
         out[name] = float(np.mean(thr))
@@ -387,8 +397,15 @@ def train(cfg: TrainConfig, run_dir: str | os.PathLike[str], out: str | os.PathL
         bar.say(f"resumed {run_dir} at step {agent.global_step} (episode {agent.episodes})")
     ema: dict[str, float] = st.get("ema", {})
     t_wall, t_cpu, t_child = time.monotonic(), _cpu_s(), _children_cpu_s()
+    expert = None
     if cfg.demos:
         _with_demos(agent, cfg, setup, run_dir, st, log, bar)
+        if st.get("best") is not None and (run_dir / "best-actor.npz").exists():
+            best_layers = _load_layers(run_dir / "best-actor.npz")
+        if cfg.dagger:
+            from training.demos import make_expert
+
+            expert = make_expert(setup, cfg)
 
     def elapsed() -> tuple[float, float, float]:
         return (st["wall_s"] + time.monotonic() - t_wall, st["cpu_s"] + _cpu_s() - t_cpu,
@@ -406,7 +423,7 @@ def train(cfg: TrainConfig, run_dir: str | os.PathLike[str], out: str | os.PathL
     try:
         while agent.global_step < cfg.steps:
             env = envs[cfg.cmax[agent.episodes % len(cfg.cmax)]]
-            fig = run_training_episode(agent, env, cfg)
+            fig = run_training_episode(agent, env, cfg, expert)
             for k, v in fig.items():
                 if isinstance(v, (int, float)) and v is not None and not isinstance(v, bool):
                     ema[k] = v if k not in ema else 0.98 * ema[k] + 0.02 * v
@@ -483,15 +500,18 @@ def _with_demos(agent: Any, cfg: TrainConfig, setup: Any, run_dir: Path, st: dic
     from training.demos import load_demos, make_demos, save_demos
 
     path = run_dir / "demos.npz"
+    extra = cfg.steps if cfg.dagger else 0
     if path.exists():
-        demos = load_demos(path)
+        demos, labels = load_demos(path, extra_labels=extra)
     else:
         t0 = time.monotonic()
-        bar.say(f"demonstrations: planning {cfg.demos} training windows with the search (simulated)")
-        demos = make_demos(setup, cfg, cfg.demos, seed=cfg.seed + 99_991)
-        save_demos(demos, path)
-        bar.say(f"demonstrations: {len(demos)} transitions in {time.monotonic() - t0:.0f} s")
-    agent.attach_demos(demos, bc_weight=cfg.bc_weight, demo_batch=cfg.demo_batch)
+        bar.say(f"demonstrations: the expert (search on the '{cfg.expert_grid}' grid) plays {cfg.demos} training windows (simulated)")
+        demos, labels = make_demos(setup, cfg, cfg.demos, seed=cfg.seed + 99_991,
+                                   on_progress=lambda i: bar.update(0, f"demonstrations {i}/{cfg.demos}"))
+        save_demos(demos, labels, path)
+        demos, labels = load_demos(path, extra_labels=extra)
+        bar.say(f"demonstrations: {len(demos)} transitions, {len(labels)} labelled states in {time.monotonic() - t0:.0f} s")
+    agent.attach_demos(demos, labels, bc_weight=cfg.bc_weight, demo_batch=cfg.demo_batch, bc_batch=cfg.bc_batch)
     if not st.get("pretrained") and cfg.pretrain_updates:
         figs: dict[str, float] = {}
         for i in range(cfg.pretrain_updates):
@@ -504,7 +524,13 @@ def _with_demos(agent: Any, cfg: TrainConfig, setup: Any, run_dir: Path, st: dic
         layers = agent.actor.layers_numpy()
         val = validate(layers, setup, cfg.window_size)
         bar.say(f"after the warm start: validation {val['agent']:.3f} (fifo {val['fifo']:.3f})")
-        log.write({"kind": "eval", "step": 0, "episode": 0, "wall_s": 0.0, "cpu_s": 0.0, **val})
+        rec = {"kind": "eval", "step": 0, "episode": 0, "wall_s": 0.0, "cpu_s": 0.0, **val}
+        log.write(rec)
+        st["evals"].append(rec)
+        if st["best"] is None or val["agent"] > st["best"]["agent"]:  # the warm-started actor is a candidate too
+            st["best"] = rec
+            _save_layers(run_dir / "best-actor.npz", layers)
+            st["warm_start_best"] = True
 
 
 def make_setup(cfg: TrainConfig, run_dir: Path, reward: RewardConfig, say: Callable[[str], None]) -> Any:
@@ -516,11 +542,11 @@ def make_setup(cfg: TrainConfig, run_dir: Path, reward: RewardConfig, say: Calla
         if not node.name.startswith("sim:"):
             raise InputError(f"--backend sim trains for a simulated node (sim:NAME), not {cfg.node!r}")
         return sim_setup(node, window_size=cfg.window_size, cmaxes=cfg.cmax, jobs=cfg.jobs,
-                         n_validation=cfg.n_validation, reward=reward)
+                         n_validation=cfg.n_validation, reward=reward, obs_layout=cfg.obs_layout)
     if cfg.node not in ("local", "sim:reference"):  # sim:reference is only the parser's default
         raise InputError(f"--backend real trains for this node ('local'), not {cfg.node!r}")
     return real_setup(cfg.window_file, run_dir, window_size=cfg.window_size, cmaxes=cfg.cmax, reward=reward, say=say,
-                      timeout_s=cfg.real_timeout_s)
+                      timeout_s=cfg.real_timeout_s, obs_layout=cfg.obs_layout)
 
 
 def export(path: Path, layers: list, cfg: TrainConfig, setup: Any, sac_cfg: Any, figures: dict[str, Any],

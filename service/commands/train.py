@@ -43,6 +43,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pretrain-updates", type=int, default=None, help="warm-start updates on the demonstrations (default 2000 with --demos)")
     p.add_argument("--bc-weight", type=float, default=1.0, help="behaviour-cloning weight on demonstrations (default 1)")
     p.add_argument("--demo-batch", type=int, default=32, help="demonstrations appended to each update's batch (default 32)")
+    p.add_argument("--demo-noise", type=float, default=0.0, help="sim: probability of a random job-level action in a demonstration, labels stay the expert's (default 0)")
+    p.add_argument("--expert-grid", choices=("cores", "teacher"), default="cores", help="sim: the expert search's grid (default cores)")
+    p.add_argument("--dagger", action="store_true", help="sim: label the states the agent visits with the expert's action (DAgger; needs --demos)")
+    p.add_argument("--bc-batch", type=int, default=128, help="labelled states in the cloning term of each update (default 128)")
+    p.add_argument("--n-validation", type=int, default=24, help="sim: validation windows (seeded, whole catalogue; the best validation mean is exported; default 24)")
+    p.add_argument("--obs-layout", choices=("queue-v2", "slots-v1"), default="queue-v2", help="observation layout (default queue-v2)")
     p.add_argument("--no-eval", action="store_true", help="skip the final evaluation table")
     p.add_argument("--eval-windows", default=None, metavar="FILE", help="sim: windows of the final evaluation (default training/eval_windows.json)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -86,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
         window_file=args.window, reward=args.reward, reward_scale=args.reward_scale, intermediate_weight=args.intermediate_weight,
         eval_every=args.eval_every or (10 if real else 2_000), checkpoint_every=10 if real else 10_000, sac=sac,
         demos=args.demos, pretrain_updates=args.pretrain_updates if args.pretrain_updates is not None else (2_000 if args.demos else 0),
-        bc_weight=args.bc_weight, demo_batch=args.demo_batch,
+        bc_weight=args.bc_weight, demo_batch=args.demo_batch, demo_noise=args.demo_noise, expert_grid=args.expert_grid,
+        dagger=args.dagger, bc_batch=args.bc_batch, obs_layout=args.obs_layout, n_validation=args.n_validation,
     )
     tag = node.replace(":", "-")
     run_dir = Path(args.run_dir or f"runs/train-{args.backend}-{tag}-s{args.seed}")

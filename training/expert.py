@@ -1,0 +1,229 @@
+"""The search as an expert *from any state* (sim only): DAgger-style labels for the states the agent visits.
+
+A demonstration (``training.demos``) shows the agent the search's plan from the start of a window. Replayed by
+the actor, one wrong step leads to states the demonstrations never show, and errors compound (the classic
+problem of sequential imitation). DAgger fixes it: run the current policy, ask the expert which action it
+would take in *each visited state*, add those (state, action) pairs to the cloning data, repeat.
+
+The expert here is the simulated node's search (``env.baselines``: the ``GroupEvaluator`` and the per-subset
+optimiser of ``best-found``, on the teacher's reduced grid) completed from the episode's state:
+
+* step 0 (the schedule-level action): the search's schedule for the window;
+* later: the closed groups are fixed; the open group holds fixed members F (their actions fixed too). For every
+  set S of remaining jobs that may still join it (``|F| + |S| <= Cmax``), the open group's makespan with S added
+  (S's actions optimised with F fixed, in queue order) plus the best partition of the other remaining jobs
+  (dynamic programming over per-subset optimised groups, as ``best-found`` does) is the predicted remaining
+  time; the expert takes the best S. Its action: the current job's action when the current job is in S, skip
+  otherwise (skipping every remaining job is how an open group closes early). With an empty open group the
+  expert opens the best partition's group that holds the current job.
+
+The windows it plans are the agent's training windows (training jobs only): never the evaluation windows.
+"""
+
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+from typing import Any, Sequence
+
+import numpy as np
+
+from env import actions
+from env.actions import SKIP
+from env.allocate import core_count
+
+_INF = float("inf")
+
+
+class Expert:
+    """The search's best action from an episode state (one instance per node; memoises per window)."""
+
+    def __init__(self, node: Any, grid: Any | None = None, *, rounds: int = 2, join_tolerance: float = 0.0) -> None:
+        from env.baselines import GroupEvaluator
+        from training.demos import teacher_grid
+
+        self.node = node
+        self.grid = grid if grid is not None else teacher_grid()
+        self.rounds = rounds
+        self.join_tolerance = join_tolerance  # take the current job when that is within this fraction of the best
+        self.ev = GroupEvaluator(node)
+        self.n_cpus = len(node.cpus)
+        self._cores = {c: core_count(node, c) for c in self.grid.cores}
+        self._window: tuple | None = None
+        self._schedule: int | None = None
+        self._sub: dict[tuple, dict[int, tuple[float, list[int]]]] = {}
+        self._open: dict[tuple, tuple[float, list[int]]] = {}
+        self._groups: dict[tuple, tuple[float, list[int]]] = {}  # (schedule, names sorted) -> best group
+        self._schedules: dict[tuple, int] = {}
+
+    # ------------------------------------------------------------------------------------------- api
+    def action(self, ep: Any) -> int:
+        """The expert's action in the episode's current state (always valid in ``ep.action_mask()``)."""
+        names = tuple(i.name for i in ep.infos)
+        key = (names, ep.max_concurrency)
+        if key != self._window:
+            self._window, self._schedule = key, self._schedules.get(key)
+            self._sub = {}
+            if len(self._open) > 200_000:
+                self._open = {}
+            if len(self.ev.memo) > 400_000:  # bound the memory of a long run
+                from env.baselines import GroupEvaluator
+
+                self.ev = GroupEvaluator(self.node)
+        mask = ep.action_mask()
+        if ep.schedule_index is None:
+            if self._schedule is None:
+                from env.baselines import search
+
+                self._schedule = self._best_schedule(names, ep.max_concurrency)
+                self._schedules[key] = self._schedule
+            return self._schedule
+        a = self._job_action(ep, names)
+        if not mask[a]:  # cannot happen for a consistent state; never return a masked action
+            a = SKIP if mask[SKIP] else int(np.flatnonzero(mask)[0])
+        return a
+
+    # --------------------------------------------------------------------------------------- helpers
+    def _best_schedule(self, names: tuple[str, ...], cmax: int) -> int:
+        """The grid's schedule action whose best partition (per-subset optimised groups, DP) is the shortest."""
+        full = (1 << len(names)) - 1
+        best = min(self.grid.schedules, key=lambda sc: (self._dp(self._sub_for(sc, names, cmax), full)[0], sc))
+        return int(best)
+
+    def _sub_for(self, schedule: int, names: tuple[str, ...], cmax: int) -> dict[int, tuple[float, list[int]]]:
+        """Per subset (bitmask over the window's slots) of at most Cmax jobs: best makespan and actions.
+        A subset's optimisation depends only on its jobs (optimised in name order), so it is memoised across
+        windows: with a dozen training jobs most windows are planned from the memo."""
+        key = (schedule, names, cmax)
+        sub = self._sub.get(key)
+        if sub is None:
+            from env.baselines import _optimise_subset
+
+            w = len(names)
+            sub = {}
+            for m in range(1, 1 << w):
+                if bin(m).count("1") <= cmax:
+                    slots = [i for i in range(w) if m >> i & 1]  # slot order: the order the jobs are placed in (it matters: ~1 % on the evaluation windows)
+                    gkey = (schedule, tuple(names[i] for i in slots))
+                    hit = self._groups.get(gkey)
+                    if hit is None:
+                        hit = _optimise_subset(self.ev, schedule, list(gkey[1]), self.grid, rounds=self.rounds, starts=2)
+                        self._groups[gkey] = hit
+                    t, acts = hit
+                    by_slot = dict(zip(slots, acts))
+                    sub[m] = (t, [by_slot[i] for i in range(w) if m >> i & 1])
+            self._sub[key] = sub
+        return sub
+
+    @staticmethod
+    def _dp(sub: dict[int, tuple[float, list[int]]], full: int) -> tuple[float, dict[int, int]]:
+        from env.baselines import _best_partition
+
+        if full == 0:
+            return 0.0, {0: 0}
+        return _best_partition(sub, full)
+
+    def _fill_open(self, schedule: int, fixed: list[tuple[str, int]], new: list[str], free: int) -> tuple[float, list[int]]:
+        """Best actions for ``new`` jobs joining a group whose first members (and actions) are ``fixed``."""
+        key = (schedule, tuple(fixed), tuple(new), free)
+        hit = self._open.get(key)
+        if hit is not None:
+            return hit
+        g, ev = self.grid, self.ev
+        w_full, b_full, s0 = max(g.ways), max(g.bw), g.splits[0]
+        k = len(new)
+        if k == 0:
+            res = (ev.makespan(schedule, fixed), [])
+            self._open[key] = res
+            return res
+        scored = []
+        for combo in itertools.product(g.cores, repeat=k):
+            if sum(self._cores[c] for c in combo) > free:
+                continue
+            acts = [g.action(c, w_full, b_full, s0) for c in combo]
+            scored.append((ev.makespan(schedule, fixed + list(zip(new, acts))), combo))
+        if not scored:
+            self._open[key] = (_INF, [])
+            return self._open[key]
+        scored.sort(key=lambda x: x[0])
+        best_t, best_acts = _INF, []
+        for t0, combo in scored[:2]:
+            cur = [[c, w_full, b_full, s0] for c in combo]
+            cur_t = t0
+            for _ in range(self.rounds):
+                improved = False
+                for i in range(k):
+                    for dim, options in ((1, g.ways), (2, g.bw), (3, g.splits), (0, g.cores)):
+                        for opt in options:
+                            if opt == cur[i][dim]:
+                                continue
+                            trial = [list(x) for x in cur]
+                            trial[i][dim] = opt
+                            if dim == 0 and sum(self._cores[x[0]] for x in trial) > free:
+                                continue
+                            t = ev.makespan(schedule, fixed + list(zip(new, [g.action(*x) for x in trial])))
+                            if t < cur_t - 1e-9:
+                                cur, cur_t, improved = trial, t, True
+                if not improved:
+                    break
+            if cur_t < best_t:
+                best_t, best_acts = cur_t, [g.action(*x) for x in cur]
+        self._open[key] = (best_t, best_acts)
+        return self._open[key]
+
+    def _job_action(self, ep: Any, names: tuple[str, ...]) -> int:
+        schedule = int(ep.schedule_index)
+        cmax = ep.max_concurrency
+        act_of = _placed_actions(ep)
+        queue = list(ep.queue)  # current first
+        cur = queue[0]
+        rem_mask = sum(1 << s for s in queue)
+        sub = self._sub_for(schedule, names, cmax)
+        if not ep.open_slots:
+            _, choice = self._dp(sub, rem_mask)
+            # the optimal partition's group holding the current job: open it now
+            m = rem_mask
+            while m:
+                grp = choice[m]
+                if grp >> cur & 1:
+                    slots = [i for i in range(len(names)) if grp >> i & 1]
+                    return sub[grp][1][slots.index(cur)]
+                m ^= grp
+            return SKIP  # not reached
+        fixed = [(names[s], act_of[s]) for s in ep.open_slots]
+        free = ep.free_cpus()
+        room = cmax - len(ep.open_slots)
+        best = (_INF, SKIP)
+        best_join = (_INF, SKIP)
+        for k in range(0, min(room, len(queue)) + 1):
+            for S in itertools.combinations(queue, k):  # queue order: the order they would be placed
+                t_open, acts = self._fill_open(schedule, fixed, [names[s] for s in S], free)
+                if t_open == _INF:
+                    continue
+                rest = rem_mask & ~sum(1 << s for s in S)
+                t_rest, _ = self._dp(sub, rest)
+                t = t_open + t_rest
+                if t < best[0] - 1e-9:
+                    a = acts[S.index(cur)] if cur in S else SKIP
+                    best = (t, a, S)
+                if cur in S and t < best_join[0] - 1e-9:
+                    best_join = (t, acts[S.index(cur)], S)
+        if self.join_tolerance > 0 and best_join[0] <= best[0] * (1.0 + self.join_tolerance):
+            best = best_join  # near-optimal and simpler to imitate: take the current job now
+        self.last_join = best[2] if len(best) > 2 else None  # the jobs the expert would still add (diagnostics)
+        return best[1]
+
+
+def _placed_actions(ep: Any) -> dict[int, int]:
+    """slot -> the job-level action it was placed with (replayed from the episode's history)."""
+    queue = list(range(len(ep.jobs)))
+    out: dict[int, int] = {}
+    for a in ep.history[1:]:
+        if a == SKIP:
+            queue.append(queue.pop(0))
+        else:
+            out[queue.pop(0)] = a
+    return out
+
+
+__all__ = ["Expert"]
