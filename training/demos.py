@@ -194,6 +194,8 @@ class DemoAgent(Agent):
     demo_batch: int = 0
     bc_batch: int = 0
     _bc: tuple | None = None
+    _clone_only: bool = False
+    clone_only_warm_start: bool = False
 
     def attach_demos(self, demos: ReplayBuffer, labels: LabelBuffer, *, bc_weight: float, demo_batch: int,
                      bc_batch: int) -> None:
@@ -220,14 +222,20 @@ class DemoAgent(Agent):
             self._bc = None
 
     def pretrain_update(self, batch_size: int) -> dict[str, float]:
-        """One update on demonstrations alone (the warm start), with the cloning term on a batch of labels."""
+        """One update on demonstrations alone (the warm start): the critics learn the demonstrations' values
+        (TD, as always); the actor gets its SAC loss plus the cloning term, or with ``clone_only_warm_start``
+        (``--warm-start-actor bc``) the cloning term only. The critics have seen nothing but the expert's actions
+        yet, so their values of the other actions are extrapolations that the policy-improvement term would
+        chase (the offline-RL overestimation problem); the full SAC actor loss starts with the agent's own data."""
         assert self.demos is not None
         batch = self.demos.sample(batch_size, self.rng)
         self._sample_bc()
+        self._clone_only = self.clone_only_warm_start
         try:
             return super().update(batch)
         finally:
             self._bc = None
+            self._clone_only = False
 
     def losses(self, batch: Batch) -> dict[str, torch.Tensor]:
         L = super().losses(batch)
@@ -235,7 +243,7 @@ class DemoAgent(Agent):
             obs, mask, action = self._bc
             _, logp = masked_policy(self.actor(torch.as_tensor(obs)), torch.as_tensor(mask).bool())
             bc = -logp.gather(1, torch.as_tensor(action).long()[:, None]).mean()
-            L["actor_loss"] = L["actor_loss"] + self.bc_weight * bc
+            L["actor_loss"] = (0.0 if self._clone_only else L["actor_loss"]) + self.bc_weight * bc
             L["bc_loss"] = bc
         return L
 

@@ -80,6 +80,7 @@ class TrainConfig:
     dagger: bool = False  # sim: label every state the agent visits with the expert's action (DAgger) for the cloning term
     bc_batch: int = 128  # labels (demonstrations' and DAgger's) in the cloning term of each update
     obs_layout: str = "queue-v2"  # env.episode.OBS_LAYOUTS
+    warm_start_actor: str = "sac+bc"  # the actor's loss in the warm start: SAC's plus cloning, or cloning only ("bc")
     sac: dict[str, Any] = field(default_factory=dict)  # SACConfig overrides
 
     def __post_init__(self) -> None:
@@ -89,6 +90,8 @@ class TrainConfig:
             raise InputError(f"--reward {self.reward!r}: choose group or paper")
         if not self.cmax or any(c < 1 for c in self.cmax):
             raise InputError("--cmax takes values of at least 1")
+        if self.warm_start_actor not in ("sac+bc", "bc"):
+            raise InputError(f"--warm-start-actor {self.warm_start_actor!r}: choose sac+bc or bc")
         if self.dagger and not self.demos:
             raise InputError("--dagger labels states for the cloning term: it needs --demos")
         if self.demos and self.backend != "sim":
@@ -512,6 +515,7 @@ def _with_demos(agent: Any, cfg: TrainConfig, setup: Any, run_dir: Path, st: dic
         demos, labels = load_demos(path, extra_labels=extra)
         bar.say(f"demonstrations: {len(demos)} transitions, {len(labels)} labelled states in {time.monotonic() - t0:.0f} s")
     agent.attach_demos(demos, labels, bc_weight=cfg.bc_weight, demo_batch=cfg.demo_batch, bc_batch=cfg.bc_batch)
+    agent.clone_only_warm_start = cfg.warm_start_actor == "bc"
     if not st.get("pretrained") and cfg.pretrain_updates:
         figs: dict[str, float] = {}
         for i in range(cfg.pretrain_updates):

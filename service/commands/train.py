@@ -47,6 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--expert-grid", choices=("cores", "teacher"), default="cores", help="sim: the expert search's grid (default cores)")
     p.add_argument("--dagger", action="store_true", help="sim: label the states the agent visits with the expert's action (DAgger; needs --demos)")
     p.add_argument("--bc-batch", type=int, default=128, help="labelled states in the cloning term of each update (default 128)")
+    p.add_argument("--warm-start-actor", choices=("sac+bc", "bc"), default="sac+bc", help="sim: the actor's loss in the warm start (default sac+bc; bc: cloning only)")
     p.add_argument("--n-validation", type=int, default=24, help="sim: validation windows (seeded, whole catalogue; the best validation mean is exported; default 24)")
     p.add_argument("--obs-layout", choices=("queue-v2", "slots-v1"), default="queue-v2", help="observation layout (default queue-v2)")
     p.add_argument("--no-eval", action="store_true", help="skip the final evaluation table")
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         eval_every=args.eval_every or (10 if real else 2_000), checkpoint_every=10 if real else 10_000, sac=sac,
         demos=args.demos, pretrain_updates=args.pretrain_updates if args.pretrain_updates is not None else (2_000 if args.demos else 0),
         bc_weight=args.bc_weight, demo_batch=args.demo_batch, demo_noise=args.demo_noise, expert_grid=args.expert_grid,
-        dagger=args.dagger, bc_batch=args.bc_batch, obs_layout=args.obs_layout, n_validation=args.n_validation,
+        dagger=args.dagger, bc_batch=args.bc_batch, obs_layout=args.obs_layout, n_validation=args.n_validation, warm_start_actor=args.warm_start_actor,
     )
     tag = node.replace(":", "-")
     run_dir = Path(args.run_dir or f"runs/train-{args.backend}-{tag}-s{args.seed}")
