@@ -1,0 +1,67 @@
+"""The search as an expert from any state (training.expert) and DAgger labels in training (simulated)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from env.baselines import search
+from env.episode import plan_window
+from env.jobinfo import sim_provider
+from env.models import Window, WindowJob
+from env.nodes import load_node
+from training.demos import expert_grid
+from training.expert import Expert
+from training.train import TrainConfig, train
+
+NODE = load_node("sim:reference")
+
+
+def _window(names, cmax=4) -> Window:
+    return Window(jobs=[WindowJob(id=f"{n}-{i}", profile=n) for i, n in enumerate(names)], max_concurrency=cmax)
+
+
+def test_expert_plays_as_well_as_the_search_on_its_grid() -> None:
+    prov = sim_provider(NODE)
+    names = ["EP", "MG", "fft", "lu_cb"]
+    grid = expert_grid("cores")
+    best = search(NODE, names, 4, grid)
+    ex = Expert(NODE, grid)
+    res = plan_window(_window(names), NODE, prov, lambda o, m, ep: ex.action(ep), policy="expert", window_size=4)
+    from env.backend import SimBackend
+
+    total = sum(SimBackend(NODE).evaluate(res.plan, seed=0))
+    assert total <= best.predicted_total_s * 1.01
+
+
+def test_expert_recovers_from_a_wrong_step() -> None:
+    """After a deliberately poor first placement the expert still returns valid actions to the end."""
+    prov = sim_provider(NODE)
+    ex = Expert(NODE, expert_grid("cores"))
+    first = []
+
+    def chooser(obs, mask, ep):
+        if ep.schedule_index is not None and not first:
+            first.append(1)
+            return int(np.flatnonzero(mask[:256])[0])  # a valid but arbitrary job-level action
+        a = ex.action(ep)
+        assert mask[a]
+        return a
+
+    res = plan_window(_window(["EP", "MG", "fft", "CG", "SP"]), NODE, prov, chooser, policy="expert", window_size=6)
+    assert sum(len(g.jobs) for g in res.plan.groups) == 5
+
+
+def test_dagger_labels_the_agents_states(tmp_path: Path) -> None:
+    cfg = TrainConfig(steps=60, seed=3, window_size=2, cmax=(2,), jobs=("EP", "MG"), eval_every=60, n_validation=2,
+                      checkpoint_every=60, demos=3, pretrain_updates=20, dagger=True, demo_noise=0.2,
+                      sac=dict(hidden_sizes=[32, 32], learning_starts=20, batch_size=16))
+    res = train(cfg, tmp_path / "run", tmp_path / "m.npz", progress=False, final_eval=False)
+    import torch
+
+    ck = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)
+    with np.load(tmp_path / "run" / "demos.npz") as z:
+        n_demo_labels = z["label_obs"].shape[0]
+    assert ck["labels"]["size"] > n_demo_labels  # the agent's own states were labelled
+    assert res.model_path.exists()
