@@ -76,20 +76,27 @@ def preflight(plan: Plan, node: NodeSpec) -> None:
         raise InputError("the plan enforces cache/bandwidth through resctrl, but this node has no resctrl mounted")
 
 
-def runs_command(pid: int, command: list[str]) -> bool:
+def runs_command(pid: int, command: list[str], launch: list[str] | None = None) -> bool:
     """Has ``pid`` exec'd the job's own program? Its cmdline then ends with the command's argv (for a
     script the kernel puts the interpreter first and keeps the script path and its arguments). Before
-    that the pid is a wrapper (numactl, ...) or, between fork and exec, a copy of this process."""
+    that the pid is a copy of this process (between fork and exec) or a wrapper of ``launch`` (numactl, ...),
+    whose cmdline is a longer tail of the launch argv: that is not the job yet."""
     try:
         cmdline = [a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]]
     except OSError:
         return False
-    return len(cmdline) >= len(command) > 0 and cmdline[len(cmdline) - len(command):] == command
+    n = len(command)
+    if not (len(cmdline) >= n > 0 and cmdline[len(cmdline) - n:] == command):
+        return False
+    if len(cmdline) == n:
+        return True
+    wrappers = launch or []
+    return not (len(cmdline) <= len(wrappers) and wrappers[len(wrappers) - len(cmdline):] == cmdline)
 
 
-def allowed_cpus(pid: int, command: list[str]) -> list[int] | None:
+def allowed_cpus(pid: int, command: list[str], launch: list[str] | None = None) -> list[int] | None:
     """Union of the allowed CPUs of a process's threads, once it runs the job's own program."""
-    if not runs_command(pid, command):
+    if not runs_command(pid, command, launch):
         return None
     try:
         cpus: set[int] = set()
@@ -246,7 +253,7 @@ class Executor:
                 now = time.monotonic()
                 for r in running:
                     if r.cpus is None and not r.done and now >= next_sample[r.job.id]:
-                        r.cpus = allowed_cpus(r.proc.pid, r.job.command)
+                        r.cpus = allowed_cpus(r.proc.pid, r.job.command, r.job.launch)
                         next_sample[r.job.id] = now + 0.02
                         if r.cpus is not None:
                             journal.write("job_cpus", group=index, job=r.job.id, cpus=r.cpus)

@@ -136,7 +136,7 @@ def test_a_real_launch_argv_runs_on_its_cpus() -> None:
         allowed = None
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
-            if runs_command(proc.pid, pj.command):  # numactl has bound itself and exec'd the job
+            if runs_command(proc.pid, pj.command, pj.launch):  # numactl has bound itself and exec'd the job
                 status = Path(f"/proc/{proc.pid}/status").read_text()
                 allowed = next(l.split(":")[1].strip() for l in status.splitlines() if l.startswith("Cpus_allowed_list"))
                 break
