@@ -177,7 +177,25 @@ class Batch:
     terminated: np.ndarray  # (B,) float32: 1.0 when next_obs is terminal (no bootstrap); truncation is 0
 
 
-class ReplayBuffer:
+class RingCheckpoint:
+    """Checkpointing for a ring buffer of numpy arrays named in ``FIELDS`` with ``pos`` and ``size``
+    (the replay buffer here, the expert-label buffer of training/demos.py)."""
+
+    FIELDS: tuple[str, ...] = ()
+    pos: int
+    size: int
+
+    def state_dict(self) -> dict[str, Any]:
+        # Only the filled part: a checkpoint of a young buffer stays small.
+        return {"pos": self.pos, "size": self.size, **{f: torch.from_numpy(getattr(self, f)[: self.size].copy()) for f in self.FIELDS}}
+
+    def load_state_dict(self, d: dict[str, Any]) -> None:
+        self.pos, self.size = int(d["pos"]), int(d["size"])
+        for f in self.FIELDS:
+            getattr(self, f)[: self.size] = d[f].numpy()
+
+
+class ReplayBuffer(RingCheckpoint):
     """A ring buffer of transitions in preallocated numpy arrays."""
 
     FIELDS = ("obs", "mask", "action", "reward", "next_obs", "next_mask", "terminated")
@@ -228,14 +246,6 @@ class ReplayBuffer:
         idx = rng.integers(0, self.size, size=batch_size)
         return Batch(**{f: getattr(self, f)[idx] for f in self.FIELDS})
 
-    def state_dict(self) -> dict[str, Any]:
-        # Only the filled part: a checkpoint of a young buffer stays small.
-        return {"pos": self.pos, "size": self.size, **{f: torch.from_numpy(getattr(self, f)[: self.size].copy()) for f in self.FIELDS}}
-
-    def load_state_dict(self, d: dict[str, Any]) -> None:
-        self.pos, self.size = int(d["pos"]), int(d["size"])
-        for f in self.FIELDS:
-            getattr(self, f)[: self.size] = d[f].numpy()
 
 
 # --------------------------------------------------------------------------------------------- agent

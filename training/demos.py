@@ -33,7 +33,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from agent.sac import Agent, Batch, ReplayBuffer, masked_policy
+from agent.sac import Agent, Batch, ReplayBuffer, RingCheckpoint, masked_policy
 
 #: The teacher's grid: the schedule actions that matter on the sim, ways {4, 8, 22}/22, bandwidth {60, 100} %,
 #: balanced split. On the standard evaluation windows it plans within 0.1 % of the full grid at ~1/4 the cost.
@@ -67,7 +67,7 @@ def expert_grid(name: str) -> Any:
     raise ValueError(f"unknown expert grid {name!r}: choose cores or teacher")
 
 
-class LabelBuffer:
+class LabelBuffer(RingCheckpoint):
     """(observation, mask, expert action) triples: the behaviour-cloning data (demonstrations and DAgger labels)."""
 
     FIELDS = ("obs", "mask", "action")
@@ -96,13 +96,6 @@ class LabelBuffer:
         idx = rng.integers(0, self.size, size=n)
         return self.obs[idx], self.mask[idx], self.action[idx]
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"pos": self.pos, "size": self.size, **{f: torch.from_numpy(getattr(self, f)[: self.size].copy()) for f in self.FIELDS}}
-
-    def load_state_dict(self, d: dict[str, Any]) -> None:
-        self.pos, self.size = int(d["pos"]), int(d["size"])
-        for f in self.FIELDS:
-            getattr(self, f)[: self.size] = d[f].numpy()
 
 
 def make_demos(setup: Any, cfg: Any, n: int, seed: int, *, on_progress: Callable[[int], None] | None = None
