@@ -1,7 +1,7 @@
 """What a training run trains on: the node, the backend, the job information and the windows.
 
 * ``--backend sim``: the simulated node, its catalogue, the training jobs (default: the paper's 12;
-  ``TRAIN_JOBS``), the feature pipeline fitted on them (``env.jobinfo.sim_provider``). Validation windows are
+  ``TRAIN_JOBS``; ``--synthetic-jobs N`` adds N generated ones), the feature pipeline fitted on them (``env.jobinfo.sim_provider``). Validation windows are
   drawn, seeded, from the whole catalogue (held-out jobs included) and differ from ``training/eval_windows.json``.
 * ``--backend real``: this node (``local``), the jobs of a window document (default ``examples/window.json``),
   their profiles on this node (profiled first when missing), a pipeline fitted on those profiles, and
@@ -68,10 +68,14 @@ def _windows(names: Sequence[Sequence[str]], cmaxes: Sequence[int], commands: di
 
 
 def sim_setup(node: NodeSpec, *, window_size: int, cmaxes: Sequence[int], jobs: Sequence[str] | None,
-              n_validation: int, reward: Any, obs_layout: str = "slots-v1") -> Setup:
+              n_validation: int, reward: Any, obs_layout: str = "slots-v1", synthetic: tuple[int, int] = (0, 0)) -> Setup:
+    """``synthetic`` = (n, seed): n generated jobs (``env.sim.synthetic``) join the training jobs; the feature
+    pipeline stays fitted on the paper's 12, so a model scales features as the planner does."""
     from env.sim.catalogue import ALL_JOBS, HELD_OUT_JOBS, TRAIN_JOBS
+    from env.sim.synthetic import synthetic_names
 
     train = list(jobs) if jobs else list(TRAIN_JOBS)
+    train += synthetic_names(*synthetic) if synthetic[0] else []
     provider = sim_provider(node, tuple(TRAIN_JOBS))  # the planner's provider (service.planning): same scaling
     for n in train:
         if provider.get(n) is None:
@@ -79,7 +83,7 @@ def sim_setup(node: NodeSpec, *, window_size: int, cmaxes: Sequence[int], jobs: 
     backend = SimBackend(node)
     rng = random.Random(VALIDATION_SEED + window_size)
     names: list[list[str]] = []
-    pool = list(ALL_JOBS) if not jobs else train
+    pool = list(ALL_JOBS) if not jobs else list(jobs)
     while len(names) < n_validation:
         w = rng.sample(pool, min(window_size, len(pool)))
         if jobs or any(n in HELD_OUT_JOBS for n in w):

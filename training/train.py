@@ -62,6 +62,7 @@ class TrainConfig:
     window_size: int = 6
     cmax: tuple[int, ...] = (4,)  # Cmax of the training episodes, cycled; the model's limit is the largest
     jobs: tuple[str, ...] | None = None  # sim: training job names (default: the paper's 12)
+    synthetic_jobs: int = 0  # sim: generated jobs (env.sim.synthetic, seeded by --seed) added to the training jobs
     window_file: str | None = None  # real: the window whose jobs are trained on (default examples/window.json)
     reward: str = "group"  # "group" (redistributed final reward) | "paper" (the env's rw_i / rw_f)
     reward_scale: float = 1.0  # group reward (larger scales saturate the softmax early: see the README): scale · (solo_g − makespan_g) / solo_total
@@ -96,6 +97,10 @@ class TrainConfig:
             raise InputError("--dagger labels states for the cloning term: it needs --demos")
         if self.demos and self.backend != "sim":
             raise InputError("demonstrations come from the search on the simulated node: --demos is for --backend sim")
+        if self.synthetic_jobs and self.backend != "sim":
+            raise InputError("generated jobs exist on the simulated node: --synthetic-jobs is for --backend sim")
+        if self.synthetic_jobs < 0:
+            raise InputError("--synthetic-jobs must be 0 or more")
         if self.window_size < 1 or self.steps < 1:
             raise InputError("--window-size and --steps must be at least 1")
         self.cmax = tuple(int(c) for c in self.cmax)
@@ -492,7 +497,8 @@ def train(cfg: TrainConfig, run_dir: str | os.PathLike[str], out: str | os.PathL
             evaluation = final_evaluation(model_path, setup, cfg, run_dir, windows_file=eval_windows, say=_say)
             figures["evaluation"] = evaluation["summary"]
             meta = export(model_path, best_layers, cfg, setup, sac_cfg, figures, command)
-        shutil.copyfile(model_path, run_dir / "model.npz")
+        if model_path.resolve() != (run_dir / "model.npz").resolve():  # --out may be RUN_DIR/model.npz itself
+            shutil.copyfile(model_path, run_dir / "model.npz")
         figures["model_id"] = meta.model_id
     (run_dir / "figures.json").write_text(json.dumps(figures, indent=1, default=float))
     return TrainResult(model_path, run_dir, figures, evaluation)
@@ -546,7 +552,8 @@ def make_setup(cfg: TrainConfig, run_dir: Path, reward: RewardConfig, say: Calla
         if not node.name.startswith("sim:"):
             raise InputError(f"--backend sim trains for a simulated node (sim:NAME), not {cfg.node!r}")
         return sim_setup(node, window_size=cfg.window_size, cmaxes=cfg.cmax, jobs=cfg.jobs,
-                         n_validation=cfg.n_validation, reward=reward, obs_layout=cfg.obs_layout)
+                         n_validation=cfg.n_validation, reward=reward, obs_layout=cfg.obs_layout,
+                         synthetic=(cfg.synthetic_jobs, cfg.seed))
     if cfg.node not in ("local", "sim:reference"):  # sim:reference is only the parser's default
         raise InputError(f"--backend real trains for this node ('local'), not {cfg.node!r}")
     return real_setup(cfg.window_file, run_dir, window_size=cfg.window_size, cmaxes=cfg.cmax, reward=reward, say=say,
@@ -558,13 +565,15 @@ def export(path: Path, layers: list, cfg: TrainConfig, setup: Any, sac_cfg: Any,
     from agent.modelfile import TrainedFor, write_model
     from env.actions import ENCODING_VERSION
     from env.discover import node_id
+    from env.sim.synthetic import is_synthetic
     from profiler.features import FEATURE_SET_ID
     from training.policies import node_shape
 
     path.parent.mkdir(parents=True, exist_ok=True)
     nid = setup.extra.get("node_id") or node_id(setup.node)
     training = {"figures": figures, "config": cfg.to_dict(), "sac": sac_cfg.to_dict(), "command": command,
-                "jobs": list(setup.jobs), "reward": {"kind": cfg.reward, "scale": cfg.reward_scale,
+                "jobs": [j for j in setup.jobs if not is_synthetic(j)],
+                "synthetic_jobs": {"n": cfg.synthetic_jobs, "seed": cfg.seed} if cfg.synthetic_jobs else None, "reward": {"kind": cfg.reward, "scale": cfg.reward_scale,
                                                       "intermediate_weight": cfg.intermediate_weight}}
     return write_model(path, layers, action_encoding=ENCODING_VERSION, window_size=cfg.window_size,
                        max_concurrency=max(cfg.cmax),

@@ -137,8 +137,27 @@ ENTRIES: tuple[CatalogueEntry, ...] = (
        1100, 0.96, 0.10, 300, 0.05, 0.02, 5000, 2000, 12, 10, 1.8, 1.5, 0.8, 0.2, 30),
 )
 
-BY_NAME: dict[str, CatalogueEntry] = {e.params.name: e for e in ENTRIES}
+class _Entries(dict):
+    """The catalogue by name; a generated job's name (``env.sim.synthetic``) resolves too, on first use."""
+
+    def __missing__(self, name: str) -> CatalogueEntry:
+        from env.sim.synthetic import synthetic_entry
+
+        e = synthetic_entry(name) if isinstance(name, str) else None
+        if e is None:
+            raise KeyError(name)
+        return e
+
+
+BY_NAME: dict[str, CatalogueEntry] = _Entries((e.params.name, e) for e in ENTRIES)
 ALL_JOBS: tuple[str, ...] = tuple(e.params.name for e in ENTRIES)
+
+
+def is_known(name: str) -> bool:
+    """A catalogue program or a generated job."""
+    from env.sim.synthetic import is_synthetic
+
+    return name in BY_NAME or is_synthetic(name)
 
 
 @dataclass(frozen=True)
@@ -197,7 +216,27 @@ def catalogue(node: NodeSpec, sp: SimParams = DEFAULT_PARAMS) -> dict[str, Catal
     return cat
 
 
+class _Jobs(dict):
+    """Catalogue jobs on one node; a generated job is computed (and kept) on first use. Iterate ``ALL_JOBS``
+    to list the catalogue: iterating this also lists the generated jobs used so far in this process."""
+
+    def __init__(self, node: NodeSpec, sp: SimParams) -> None:
+        super().__init__((name, catalogue_job(node, name, sp)) for name in ALL_JOBS)
+        self._node, self._sp = node, sp
+
+    def __missing__(self, name: str) -> CatalogueJob:
+        if not isinstance(name, str) or not is_known(name):
+            raise KeyError(name)
+        job = self[name] = catalogue_job(self._node, name, self._sp)
+        return job
+
+    def get(self, name, default=None):  # type: ignore[override]
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+
 @lru_cache(maxsize=16)
 def _catalogue_cached(node_json: str, sp: SimParams) -> dict[str, CatalogueJob]:
-    node = NodeSpec.model_validate_json(node_json)
-    return {name: catalogue_job(node, name, sp) for name in ALL_JOBS}
+    return _Jobs(NodeSpec.model_validate_json(node_json), sp)

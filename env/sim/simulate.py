@@ -15,7 +15,7 @@ from env.errors import InputError
 from env.models import Plan, RunGroup, RunJob, RunReport
 from env.nodespec import NodeSpec
 from env.plan import check_plan_for_node
-from env.sim.catalogue import ALL_JOBS, BY_NAME, catalogue
+from env.sim.catalogue import ALL_JOBS, BY_NAME, catalogue, is_known
 from env.sim.model import Geometry, SimJob, geometry, run_group
 from env.sim.params import DEFAULT_PARAMS, SimParams
 
@@ -77,7 +77,7 @@ def _sim_job(g: Geometry, node: NodeSpec, profile: str, cpus: list[int], memory:
 def simulate_plan(plan: Plan, node: NodeSpec, seed: int | None = None, params: SimParams = DEFAULT_PARAMS) -> SimResult:
     """Run ``plan`` on the simulated ``node``. Deterministic; with ``params.noise_sd > 0`` the noise comes from ``seed``."""
     check_plan_for_node(plan, node)
-    unknown = sorted({j.profile for g in plan.groups for j in g.jobs if j.profile not in BY_NAME})
+    unknown = sorted({j.profile for g in plan.groups for j in g.jobs if not is_known(j.profile)})
     if unknown:
         raise InputError(unknown_job_message(unknown, node.name))
     g = geometry(node, params)

@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def catalogue_document(node_name: str) -> dict[str, Any]:
     from env.jobinfo import sim_provider
-    from env.sim.catalogue import HELD_OUT_JOBS, TRAIN_JOBS, catalogue
+    from env.sim.catalogue import ALL_JOBS, HELD_OUT_JOBS, TRAIN_JOBS, catalogue
     from profiler.features import FEATURE_NAMES
 
     node = load_node(node_name)
@@ -34,7 +34,9 @@ def catalogue_document(node_name: str) -> dict[str, Any]:
         raise InputError(f"{node_name!r} is not a simulated node: the catalogue exists for sim:NAME nodes")
     prov = sim_provider(node)
     jobs = []
-    for name, job in catalogue(node).items():
+    cat = catalogue(node)
+    for name in ALL_JOBS:
+        job = cat[name]
         info = prov.get(name)
         assert info is not None and info.profile is not None
         jobs.append({

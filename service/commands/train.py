@@ -27,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--window-size", type=int, default=6, help="W, jobs per window (default 6)")
     p.add_argument("--cmax", default="4", help="Cmax of the training windows, comma-separated, cycled (default 4)")
     p.add_argument("--jobs", default=None, help="sim: training jobs, comma-separated (default: the paper's 12)")
+    p.add_argument("--synthetic-jobs", type=int, default=0, metavar="N", help="sim: add N generated jobs (env/sim/synthetic.py, seeded by --seed) to the training jobs (default 0)")
     p.add_argument("--window", default=None, metavar="WINDOW.json", help="real: the window whose jobs are trained on (default examples/window.json)")
     p.add_argument("--reward", choices=("group", "paper"), default="group", help="group: final reward redistributed to the groups (default); paper: rw_i and rw_f")
     p.add_argument("--reward-scale", type=float, default=1.0, help="group reward: scale · (solo_g − makespan_g) / solo_total (default 1)")
@@ -90,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
         backend=args.backend, node=node, steps=args.steps or (60 if real else 30_000), seed=args.seed,
         window_size=args.window_size, cmax=_ints(args.cmax, "--cmax"),
         jobs=tuple(j.strip() for j in args.jobs.split(",") if j.strip()) if args.jobs else None,
+        synthetic_jobs=args.synthetic_jobs,
         window_file=args.window, reward=args.reward, reward_scale=args.reward_scale, intermediate_weight=args.intermediate_weight,
         eval_every=args.eval_every or (10 if real else 2_000), checkpoint_every=10 if real else 10_000, sac=sac,
         demos=args.demos, pretrain_updates=args.pretrain_updates if args.pretrain_updates is not None else (2_000 if args.demos else 0),
