@@ -9,6 +9,7 @@ finish (up to --grace seconds), exit status 0.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import ipaddress
 import json
 import os
@@ -55,6 +56,20 @@ def check_bind(host: str, token: str | None) -> None:
                          "set COSCHED_TOKEN (clients then send 'Authorization: Bearer <token>')")
 
 
+def server_backends() -> dict[str, str]:
+    """uvicorn's HTTP parser and event loop: the C ones (httptools, uvloop; pinned dependencies, much less CPU
+    a request) when installed, else the pure-Python h11 and asyncio, which serve the same answers, slower."""
+    def have(module: str) -> bool:
+        return importlib.util.find_spec(module) is not None
+
+    return {"http": "httptools" if have("httptools") else "h11", "loop": "uvloop" if have("uvloop") else "asyncio"}
+
+
+def _log_line(msg: str, **fields: object) -> None:
+    """A JSON log line on stderr outside uvicorn's logging (before it configures it, after it is gone)."""
+    sys.stderr.write(json.dumps({"ts": round(time.time(), 3), "level": "info", "logger": "cosched.serve", "msg": msg, **fields}) + "\n")
+
+
 def run(args: argparse.Namespace) -> int:
     token = os.environ.get("COSCHED_TOKEN") or None
     check_bind(args.host, token)
@@ -77,8 +92,10 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, note)
     signal.signal(signal.SIGINT, note)
 
+    backends = server_backends()
     common = dict(host=args.host, port=args.port, log_config=logging_config, access_log=False, server_header=False,
-                  timeout_graceful_shutdown=args.grace, proxy_headers=False)
+                  timeout_graceful_shutdown=args.grace, proxy_headers=False, **backends)
+    _log_line("starting", workers=args.workers, **backends)
     if args.workers == 1:
         uvicorn.run(app, **common)  # type: ignore[arg-type]
     else:
@@ -86,6 +103,5 @@ def run(args: argparse.Namespace) -> int:
         if args.model:
             os.environ[service_app.ENV_MODEL] = args.model
         uvicorn.run("service.app:app_from_env", factory=True, workers=args.workers, **common)  # type: ignore[arg-type]
-    why = stopped_by[0] if stopped_by else "server exit"
-    sys.stderr.write(json.dumps({"ts": round(time.time(), 3), "level": "info", "logger": "cosched.serve", "msg": "stopped", "by": why}) + "\n")
+    _log_line("stopped", by=stopped_by[0] if stopped_by else "server exit")
     return 0

@@ -16,7 +16,7 @@ import pytest
 from svc_support import SIM_NODE, TOKEN, Server
 
 from env.errors import InputError
-from service.commands.serve import check_bind, is_loopback
+from service.commands.serve import check_bind, is_loopback, server_backends
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -139,6 +139,30 @@ def test_serve_logs_json_and_stops_gracefully(tmp_path: Path, sig: signal.Signal
     assert {"method": "GET", "path": "/node", "status": 401} in [{k: a[k] for k in ("method", "path", "status")} for a in access]
     assert any(a["path"] == "/schedule" and a["status"] == 422 and a["duration_ms"] >= 0 for a in access)
     assert records[-1]["msg"] == "stopped" and records[-1]["by"] == sig.name
+
+
+def test_serve_uses_the_c_parser_and_loop_when_installed(tmp_path: Path) -> None:
+    import importlib.util
+
+    proc, url = start_serve(tmp_path)
+    try:
+        assert httpx.post(f"{url}/schedule", json={"jobs": [{"id": "MG"}]}, timeout=10).status_code == 200
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    starting = [r for r in map(json.loads, err.splitlines()) if r["msg"] == "starting"]
+    assert len(starting) == 1 and starting[0]["workers"] == 1
+    want_http = "httptools" if importlib.util.find_spec("httptools") else "h11"
+    want_loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+    assert (starting[0]["http"], starting[0]["loop"]) == (want_http, want_loop)
+
+
+def test_serve_falls_back_to_pure_python_backends(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("httptools", "uvloop") else real(name, *a))
+    assert server_backends() == {"http": "h11", "loop": "asyncio"}
 
 
 def test_serve_with_two_workers(tmp_path: Path) -> None:
