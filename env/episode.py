@@ -98,17 +98,28 @@ def layout_for_size(size: int, window_size: int, n_features: int) -> str | None:
     return None
 
 
-def rw_intermediate(info: JobInfo, window: Sequence[JobInfo], alloc: Allocation, node: NodeSpec) -> float:
-    def ratio(value: float | None, values: list[float | None]) -> float:
+def window_means(window: Sequence[JobInfo]) -> tuple[float | None, float | None, float | None]:
+    """The window's mean scale factor, solo time and L3 miss rate over the jobs that have them (None: none has)."""
+    def mean(values: list[float | None]) -> float | None:
         known = [v for v in values if v is not None]
-        if value is None or not known:
+        return sum(known) / len(known) if known else None
+
+    return (mean([j.scale_factor for j in window]), mean([j.solo_s for j in window]),
+            mean([j.l3_misses_per_s for j in window]))
+
+
+def rw_intermediate(info: JobInfo, window: Sequence[JobInfo], alloc: Allocation, node: NodeSpec,
+                    means: tuple[float | None, float | None, float | None] | None = None) -> float:
+    """``means``: ``window_means(window)``, when the caller has it (an episode computes it once, not per step)."""
+    def ratio(value: float | None, mean: float | None) -> float:
+        if value is None or mean is None:
             return 1.0
-        mean = sum(known) / len(known)
         return value / mean if mean > 0 else 1.0
 
-    sf = ratio(info.scale_factor, [j.scale_factor for j in window])
-    dur = ratio(info.solo_s, [j.solo_s for j in window])
-    l3 = ratio(info.l3_misses_per_s, [j.l3_misses_per_s for j in window])
+    sf_mean, dur_mean, l3_mean = means if means is not None else window_means(window)
+    sf = ratio(info.scale_factor, sf_mean)
+    dur = ratio(info.solo_s, dur_mean)
+    l3 = ratio(info.l3_misses_per_s, l3_mean)
     core_r = len(alloc.cpus) / len(node.cpus)
     cache_r = sum(w for w, _ in alloc.l3.values()) / node.total_ways
     bw_r = sum(alloc.mem_bw_percent.values()) / (100.0 * len(node.numa))
@@ -157,6 +168,11 @@ class Episode:
         self.done = False
         self.history: list[int] = []
         self._min_cores = core_count(node, _MIN_CORES)
+        # Constant for the episode, so computed once (the planner's hot path builds an observation every step):
+        # the feature rows (float32, as each observation had them) and the window's means for rw_intermediate.
+        self._feature_rows: np.ndarray | None = None  # on the first observation
+        self._window_means = window_means(self.infos)
+        self._alloc_fracs: dict[int, tuple[Allocation, tuple[float, float, float]]] = {}
 
     # -- state --------------------------------------------------------------------------------------
 
@@ -198,7 +214,7 @@ class Episode:
 
     def _observation_queue(self) -> np.ndarray:
         f, k, W = self.n_features, N_STATUS, self.window_size
-        base = self._observation_slots()
+        base = self._observation_slots()  # clipped already
         per = base[: W * (f + k)].reshape(W, f + k)
         order = list(self.queue) + list(self.open_slots)
         placed = set(order)
@@ -212,9 +228,11 @@ class Episode:
         agg = out[W * (f + k) + n_tail:]
         if self.open_slots:
             agg[:f] = per[self.open_slots, :f].sum(axis=0)
+            # Only this sum can leave [-OBS_CLIP, OBS_CLIP]: the rows, the node values and the mean below come
+            # from the clipped base, and clipping an in-range value leaves it as it is.
+            np.clip(agg[:f], -OBS_CLIP, OBS_CLIP, out=agg[:f])
         if self.queue:
             agg[f:] = per[self.queue, :f].mean(axis=0)
-        np.clip(out, -OBS_CLIP, OBS_CLIP, out=out)
         return out
 
     def _observation_slots(self) -> np.ndarray:
@@ -223,37 +241,46 @@ class Episode:
         per = obs[: W * (f + k)].reshape(W, f + k)
         per[:, f] = 1.0  # empty, until filled below
         node = self.node
+        n = len(self.infos)
         cur = self.current
         pos = {s: i for i, s in enumerate(self.queue)}
-        for s, info in enumerate(self.infos):
-            row = per[s]
-            row[:f] = info.features[:f]
-            row[f] = 0.0
-            row[f + 1] = 1.0 if s == cur else 0.0
+        open_group = self.open_group_index
+        # The status values of every filled slot as Python floats, written in one assignment (cast to float32
+        # as element-wise writes would be): numpy's per-element writes were most of this function's time.
+        status = []
+        for s in range(n):
             g = self.group_of[s]
-            row[f + 2] = 1.0 if g == self.open_group_index and g >= 0 else 0.0
-            row[f + 3] = 1.0 if 0 <= g < self.open_group_index else 0.0
             a = self.alloc[s]
-            if a is not None:
-                row[f + 4] = len(a.cpus) / len(node.cpus)
-                row[f + 5] = sum(w for w, _ in a.l3.values()) / node.total_ways
-                row[f + 6] = sum(a.mem_bw_percent.values()) / (100.0 * len(node.numa))
-            row[f + 7] = self.skips[s] / W
-            row[f + 8] = (pos[s] + 1) / W if s in pos else 0.0
-        tail = obs[W * (f + k):]
-        tail[0] = self.free_cpus() / len(node.cpus)
+            fracs = self._fractions_of(s, a) if a is not None else (0.0, 0.0, 0.0)
+            status.append((0.0, 1.0 if s == cur else 0.0, 1.0 if g == open_group and g >= 0 else 0.0,
+                           1.0 if 0 <= g < open_group else 0.0, *fracs, self.skips[s] / W,
+                           (pos[s] + 1) / W if s in pos else 0.0))
+        if n:
+            if self._feature_rows is None:
+                self._feature_rows = np.zeros((n, f), dtype=np.float32)
+                for s, info in enumerate(self.infos):
+                    self._feature_rows[s] = info.features[:f]
+            per[:n, :f] = self._feature_rows
+            per[:n, f:] = status
         used_ways = sum(bin(m).count("1") for m in self._open_masks().values())
-        tail[1] = 1.0 - used_ways / node.total_ways
         used_bw = sum(sum(self.alloc[s].mem_bw_percent.values()) for s in self.open_slots) / (100.0 * len(node.numa))  # type: ignore[union-attr]
-        tail[2] = 1.0 - used_bw
-        tail[3] = len(self.open_slots) / self.max_concurrency
-        tail[4] = 1.0 if self.schedule_index is None else 0.0
+        sched = [0.0] * 6
         if self.schedule_index is not None:
-            tail[5 + self.schedule_index] = 1.0
-        tail[11] = self.groups_closed / W
-        tail[12] = len(self.queue) / W
+            sched[self.schedule_index] = 1.0
+        obs[W * (f + k):] = (self.free_cpus() / len(node.cpus), 1.0 - used_ways / node.total_ways, 1.0 - used_bw,
+                             len(self.open_slots) / self.max_concurrency, 1.0 if self.schedule_index is None else 0.0,
+                             *sched, self.groups_closed / W, len(self.queue) / W)
         np.clip(obs, -OBS_CLIP, OBS_CLIP, out=obs)
         return obs
+
+    def _fractions_of(self, slot: int, a: Allocation) -> tuple[float, float, float]:
+        """The slot's share of the node's CPUs, ways and bandwidth (cached per allocation object)."""
+        hit = self._alloc_fracs.get(slot)
+        if hit is None or hit[0] is not a:
+            node = self.node
+            hit = self._alloc_fracs[slot] = (a, (len(a.cpus) / len(node.cpus), sum(w for w, _ in a.l3.values()) / node.total_ways,
+                                                 sum(a.mem_bw_percent.values()) / (100.0 * len(node.numa))))
+        return hit[1]
 
     def _open_masks(self) -> dict[int, int]:
         union: dict[int, int] = {}
@@ -291,7 +318,8 @@ class Episode:
         self.open_slots.append(slot)
         self.queue.pop(0)
         self.skipped.clear()
-        reward = self.reward.intermediate_weight * rw_intermediate(self.infos[slot], self.infos, alloc, self.node)
+        reward = self.reward.intermediate_weight * rw_intermediate(self.infos[slot], self.infos, alloc, self.node,
+                                                                   self._window_means)
         if not self.queue:
             self._close_group()
             self.done = True
