@@ -79,6 +79,12 @@ def test_resume_without_checkpoint_and_overwrite_are_refused(tmp_path: Path) -> 
         train(tiny_cfg(), tmp_path / "none", None, resume=True, progress=False)
 
 
+def test_out_may_be_the_run_directorys_own_model_file(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    res = train(tiny_cfg(steps=60, eval_every=60), run, run / "model.npz", progress=False, final_eval=False)
+    assert res.model_path == run / "model.npz" and load_model(run / "model.npz").meta.window_size == 2
+
+
 def _window(names, cmax=2) -> Window:
     return Window(jobs=[WindowJob(id=f"{n}-{i}", profile=n) for i, n in enumerate(names)], max_concurrency=cmax)
 
