@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from typing import Callable, Protocol, Sequence
 
 import numpy as np
@@ -193,85 +194,81 @@ class Episode:
         return True
 
     def action_mask(self) -> np.ndarray:
-        mask = np.zeros(actions.N_ACTIONS, dtype=np.int8)
         if self.done:
-            return mask
+            return np.zeros(actions.N_ACTIONS, dtype=np.int8)
         if self.schedule_index is None:
-            mask[: actions.N_SCHEDULE] = 1
-            return mask
-        if len(self.open_slots) < self.max_concurrency:
-            need = _CORES_NEEDED[len(self.node.cpus)]
-            mask[actions.FIRST_JOB: SKIP] = need <= self.free_cpus()
-        if self.skip_allowed():
-            mask[SKIP] = 1
-        return mask
+            return _SCHEDULE_MASK.copy()
+        free = self.free_cpus() if len(self.open_slots) < self.max_concurrency else -1
+        return _job_mask(len(self.node.cpus), free, self.skip_allowed()).copy()
 
     def observation(self) -> np.ndarray:
         """The state vector in this episode's layout (``obs_layout``)."""
-        if self.obs_layout == "queue-v2":
-            return self._observation_queue()
-        return self._observation_slots()
-
-    def _observation_queue(self) -> np.ndarray:
         f, k, W = self.n_features, N_STATUS, self.window_size
-        base = self._observation_slots()  # clipped already
-        per = base[: W * (f + k)].reshape(W, f + k)
+        feats, status, node_values = self._parts()
+        n = len(status)
+        obs = np.zeros(obs_size(W, f, self.obs_layout), dtype=np.float32)
+        rows = obs[: W * (f + k)].reshape(W, f + k)
+        rows[:, f] = 1.0  # empty, until filled below
+        tail = W * (f + k)
+        obs[tail: tail + len(NODE_VALUES)] = node_values
+        if self.obs_layout == "slots-v1":
+            if n:
+                rows[:n, :f] = feats
+                rows[:n, f:] = status
+            return _clip(obs)
+        # queue-v2: the current job first, then the rest of the queue, the open group's members in placement
+        # order, earlier groups' members (by group, then slot); every slot once, so the first n rows.
         order = list(self.queue) + list(self.open_slots)
         placed = set(order)
-        order += sorted((s for s in range(len(self.infos)) if s not in placed), key=lambda s: (self.group_of[s], s))
-        out = np.zeros(obs_size(W, f, "queue-v2"), dtype=np.float32)
-        rows = out[: W * (f + k)].reshape(W, f + k)
-        rows[:, f] = 1.0  # empty, until filled
-        rows[: len(order)] = per[order]
-        n_tail = len(NODE_VALUES)
-        out[W * (f + k): W * (f + k) + n_tail] = base[W * (f + k):]
-        agg = out[W * (f + k) + n_tail:]
-        if self.open_slots:
-            agg[:f] = per[self.open_slots, :f].sum(axis=0)
-            # Only this sum can leave [-OBS_CLIP, OBS_CLIP]: the rows, the node values and the mean below come
-            # from the clipped base, and clipping an in-range value leaves it as it is.
-            np.clip(agg[:f], -OBS_CLIP, OBS_CLIP, out=agg[:f])
-        if self.queue:
-            agg[f:] = per[self.queue, :f].mean(axis=0)
-        return out
+        order += sorted((s for s in range(n) if s not in placed), key=lambda s: (self.group_of[s], s))
+        if n:
+            rows[:n, :f] = feats[order]
+            rows[:n, f:] = [status[s] for s in order]
+        # The open group's feature sum and the queue's feature mean, over their rows just written (the queue's
+        # first, then the open group's): the same values in the same order as indexing the feature rows again.
+        agg = obs[tail + len(NODE_VALUES):]
+        q, o = len(self.queue), len(self.open_slots)
+        if o:
+            np.add.reduce(rows[q: q + o, :f], axis=0, out=agg[:f])  # clipped with the rest, below
+        if q:
+            # ndarray.mean(axis=0) as numpy computes it (a float32 sum, divided by the count in place), without
+            # its per-call overhead: bit for bit the same values
+            np.add.reduce(rows[:q, :f], axis=0, out=agg[f:])
+            np.true_divide(agg[f:], np.intp(q), out=agg[f:], casting="unsafe")
+        return _clip(obs)
 
-    def _observation_slots(self) -> np.ndarray:
-        f, k, W = self.n_features, N_STATUS, self.window_size
-        obs = np.zeros(obs_size(W, f), dtype=np.float32)
-        per = obs[: W * (f + k)].reshape(W, f + k)
-        per[:, f] = 1.0  # empty, until filled below
+    def _parts(self) -> tuple[np.ndarray, list[tuple[float, ...]], tuple[float, ...]]:
+        """The pieces of an observation: the slots' feature rows (float32, clipped once an episode: the
+        queue-v2 sums and means are of clipped rows), their status values and the node values (unclipped)."""
+        f, W = self.n_features, self.window_size
         node = self.node
-        n = len(self.infos)
+        if self._feature_rows is None:
+            rows = np.zeros((len(self.infos), f), dtype=np.float32)
+            for s, info in enumerate(self.infos):
+                rows[s] = info.features[:f]
+            self._feature_rows = np.clip(rows, -OBS_CLIP, OBS_CLIP, out=rows)
         cur = self.current
         pos = {s: i for i, s in enumerate(self.queue)}
         open_group = self.open_group_index
-        # The status values of every filled slot as Python floats, written in one assignment (cast to float32
-        # as element-wise writes would be): numpy's per-element writes were most of this function's time.
+        # Python floats, cast to float32 in one assignment by the caller (numpy's per-element writes were most
+        # of the time).
         status = []
-        for s in range(n):
+        for s in range(len(self.infos)):
             g = self.group_of[s]
             a = self.alloc[s]
             fracs = self._fractions_of(s, a) if a is not None else (0.0, 0.0, 0.0)
             status.append((0.0, 1.0 if s == cur else 0.0, 1.0 if g == open_group and g >= 0 else 0.0,
                            1.0 if 0 <= g < open_group else 0.0, *fracs, self.skips[s] / W,
                            (pos[s] + 1) / W if s in pos else 0.0))
-        if n:
-            if self._feature_rows is None:
-                self._feature_rows = np.zeros((n, f), dtype=np.float32)
-                for s, info in enumerate(self.infos):
-                    self._feature_rows[s] = info.features[:f]
-            per[:n, :f] = self._feature_rows
-            per[:n, f:] = status
         used_ways = sum(bin(m).count("1") for m in self._open_masks().values())
         used_bw = sum(sum(self.alloc[s].mem_bw_percent.values()) for s in self.open_slots) / (100.0 * len(node.numa))  # type: ignore[union-attr]
         sched = [0.0] * 6
         if self.schedule_index is not None:
             sched[self.schedule_index] = 1.0
-        obs[W * (f + k):] = (self.free_cpus() / len(node.cpus), 1.0 - used_ways / node.total_ways, 1.0 - used_bw,
-                             len(self.open_slots) / self.max_concurrency, 1.0 if self.schedule_index is None else 0.0,
-                             *sched, self.groups_closed / W, len(self.queue) / W)
-        np.clip(obs, -OBS_CLIP, OBS_CLIP, out=obs)
-        return obs
+        values = (self.free_cpus() / len(node.cpus), 1.0 - used_ways / node.total_ways, 1.0 - used_bw,
+                  len(self.open_slots) / self.max_concurrency, 1.0 if self.schedule_index is None else 0.0,
+                  *sched, self.groups_closed / W, len(self.queue) / W)
+        return self._feature_rows, status, values
 
     def _fractions_of(self, slot: int, a: Allocation) -> tuple[float, float, float]:
         """The slot's share of the node's CPUs, ways and bandwidth (cached per allocation object)."""
@@ -297,6 +294,10 @@ class Episode:
             raise ValueError("the episode is over")
         if not self.action_mask()[action]:
             raise ValueError(f"action {action} ({actions.describe(action)}) is masked in this state")
+        return self._apply(action)
+
+    def _apply(self, action: int) -> float:
+        """``step`` for an action the caller has checked against this state's mask (run_episode has the mask)."""
         self.steps += 1
         self.history.append(action)
         if self.schedule_index is None:
@@ -358,6 +359,29 @@ def _core_count_of(n_cpus: int, fraction: Fraction) -> int:
 
 _CORES_NEEDED = _CoresNeeded()
 
+def _clip(obs: np.ndarray) -> np.ndarray:
+    """np.clip(obs, -OBS_CLIP, OBS_CLIP, out=obs) (the same values, NaN included) as two ufunc calls: np.clip's
+    Python wrappers cost more than the clipping of a few hundred values, once a step."""
+    np.minimum(obs, OBS_CLIP, out=obs)
+    np.maximum(obs, -OBS_CLIP, out=obs)
+    return obs
+
+
+_SCHEDULE_MASK = np.zeros(actions.N_ACTIONS, dtype=np.int8)
+_SCHEDULE_MASK[: actions.N_SCHEDULE] = 1
+
+
+@lru_cache(maxsize=1024)
+def _job_mask(n_cpus: int, free_cpus: int, skip: bool) -> np.ndarray:
+    """The mask after step 0 (copied by action_mask, never handed out): the job-level actions whose CPUs fit
+    in ``free_cpus`` (-1: the open group is full), and skip."""
+    mask = np.zeros(actions.N_ACTIONS, dtype=np.int8)
+    if free_cpus >= 0:
+        mask[actions.FIRST_JOB: SKIP] = _CORES_NEEDED[n_cpus] <= free_cpus
+    mask[SKIP] = int(skip)
+    mask.flags.writeable = False
+    return mask
+
 
 # -- choosers and planning a whole window ----------------------------------------------------------
 
@@ -372,7 +396,7 @@ def run_episode(episode: Episode, chooser: Chooser) -> Episode:
         a = int(chooser(episode.observation(), mask, episode))
         if not 0 <= a < actions.N_ACTIONS or not mask[a]:
             raise ValueError(f"the chooser picked {a}, which is masked in this state")
-        episode.step(a)
+        episode._apply(a)  # checked just above against this very state's mask
     return episode
 
 

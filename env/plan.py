@@ -14,7 +14,7 @@ from env.actions import JobAction, ScheduleAction
 from env.allocate import Allocation, GroupState, allocate, core_count, mba_hardware_value
 from env.errors import InputError
 from env.launch import RdtTool, enforcement, launch_argv
-from env.models import Excluded, L3Alloc, ModelRef, NodeRef, Plan, PlanGroup, PlanJob, SchedulePolicy, WindowJob
+from env.models import Excluded, ModelRef, Plan, WindowJob
 from env.nodespec import NodeSpec
 from env.resctrl import group_path
 
@@ -49,19 +49,19 @@ class PlanBuilder:
         """Would this job-level action fit in the open group now? (Used for action masks.)"""
         if len(self.open_group) >= self.max_concurrency:
             return False
-        a = actions.decode(action_index)
+        a = _decode(action_index)
         if not isinstance(a, JobAction):
             return False
         return core_count(self.node, a.cores) <= len(self.state.free_cpus(self.node))
 
     def place(self, job: WindowJob, action_index: int) -> Allocation | None:
         """Allocate ``job`` into the open group; None when it does not fit (nothing changes then)."""
-        a = actions.decode(action_index)
+        a = _decode(action_index)
         if not isinstance(a, JobAction):
             raise ValueError(f"action {action_index} is not a job-level action")
         if len(self.open_group) >= self.max_concurrency:
             return None
-        alloc = allocate(self.node, self.schedule.affinity, self.schedule.memory, a, self.state)
+        alloc = _allocate_memoised(self.node, self.schedule, action_index, a, self.state)
         if alloc is not None:
             self.open_group.append(_Placed(job, action_index, alloc))
         return alloc
@@ -99,13 +99,13 @@ class PlanBuilder:
         predictions_source: str | None = None,
     ) -> Plan:
         enf = enforcement(self.node, self.rdt_tool)
+        hw_differs = self.node.mba is not None and self.node.mba.units != "percent"
         groups = [g for g in self.groups if g]
         plan_groups = []
         for gi, group in enumerate(groups):
             jobs = []
             for p in group:
                 mb_hw = {d: v for d, pct in p.alloc.mem_bw_percent.items() if (v := mba_hardware_value(self.node, d, pct)) is not None}
-                hw_differs = self.node.mba is not None and self.node.mba.units != "percent"
                 argv = launch_argv(
                     self.node,
                     p.job.command or [],
@@ -115,38 +115,79 @@ class PlanBuilder:
                     mb_hw=mb_hw,
                     pin_runtime=self.pin_runtime,
                 )
-                jobs.append(
-                    PlanJob(
-                        id=p.job.id,
-                        profile=p.job.profile_name,
-                        command=p.job.command or [],
-                        env=p.job.env,
-                        cpus=list(p.alloc.cpus),
-                        numa_nodes=list(p.alloc.numa_nodes),
-                        memory=p.alloc.memory,
-                        l3={str(d): L3Alloc(ways=w, mask=f"{m:#05x}") for d, (w, m) in p.alloc.l3.items()},
-                        mem_bw_percent={str(d): v for d, v in p.alloc.mem_bw_percent.items()},
-                        mem_bw_hw={str(d): v for d, v in mb_hw.items()} if hw_differs else None,
-                        action=p.action,
-                        launch=argv,
-                    )
-                )
+                # Plain data, validated below with the whole plan in one call (the same checks as a PlanJob(...)
+                # per job, without a Python-level model construction per job and per L3 domain).
+                jobs.append({
+                    "id": p.job.id,
+                    "profile": p.job.profile_name,
+                    "command": p.job.command or [],
+                    "env": p.job.env,
+                    "cpus": p.alloc.cpus,
+                    "numa_nodes": p.alloc.numa_nodes,
+                    "memory": p.alloc.memory,
+                    "l3": {str(d): {"ways": w, "mask": f"{m:#05x}"} for d, (w, m) in p.alloc.l3.items()},
+                    "mem_bw_percent": {str(d): v for d, v in p.alloc.mem_bw_percent.items()},
+                    "mem_bw_hw": {str(d): v for d, v in mb_hw.items()} if hw_differs else None,
+                    "action": p.action,
+                    "launch": argv,
+                })
             makespan = predicted_makespans[gi] if predicted_makespans and gi < len(predicted_makespans) else None
-            plan_groups.append(PlanGroup(index=gi, jobs=jobs, predicted_makespan_s=makespan))
-        return Plan(
-            node=NodeRef(**self.node.summary()),  # type: ignore[arg-type]
-            policy=policy,
-            model=model,
-            window_size=self.window_size,
-            max_concurrency=self.max_concurrency,
-            schedule_policy=SchedulePolicy(affinity=self.schedule.affinity, memory=self.schedule.memory),
-            groups=plan_groups,
-            excluded=self.excluded,
-            enforcement=enf,
-            pin_runtime=self.pin_runtime is not None,
-            predicted_throughput_vs_timeshare=predicted_throughput,
-            predictions_source=predictions_source,
-        )
+            plan_groups.append({"index": gi, "jobs": jobs, "predicted_makespan_s": makespan})
+        return Plan.model_validate({
+            "node": self.node.summary(),
+            "policy": policy,
+            "model": model,
+            "window_size": self.window_size,
+            "max_concurrency": self.max_concurrency,
+            "schedule_policy": {"affinity": self.schedule.affinity, "memory": self.schedule.memory},
+            "groups": plan_groups,
+            "excluded": self.excluded,
+            "enforcement": enf,
+            "pin_runtime": self.pin_runtime is not None,
+            "predicted_throughput_vs_timeshare": predicted_throughput,
+            "predictions_source": predictions_source,
+        })
+
+
+_DECODED = tuple(actions.decode(i) for i in range(actions.N_ACTIONS))
+
+
+def _decode(index: int) -> actions.Action:
+    """actions.decode, from a table for the 257 valid indices (the planner decodes at every placement)."""
+    return _DECODED[index] if 0 <= index < actions.N_ACTIONS else actions.decode(index)  # the latter raises
+
+
+#: id(node) -> (node, memo). Memo: (affinity, memory, action, CPUs taken, mask cursors) -> (allocation, cursors
+#: after). ``allocate`` is a pure function of exactly these, and a service plans the same few group states over
+#: and over. The node is kept alive with its memo (its id is not reused meanwhile); node specs are not mutated
+#: (env.nodes.load_node). Allocations are frozen and never modified, so one object may serve many plans.
+_ALLOC_MEMO: dict[int, tuple[NodeSpec, dict[tuple, tuple[Allocation | None, tuple[tuple[int, int], ...]]]]] = {}
+_ALLOC_MEMO_SIZE = 4096  # entries a node (a few MB at most); cleared when full
+
+
+def _allocate_memoised(node: NodeSpec, schedule: ScheduleAction, action_index: int, action: JobAction,
+                       state: GroupState) -> Allocation | None:
+    """``allocate(node, schedule.affinity, schedule.memory, action, state)``, memoised (see _ALLOC_MEMO)."""
+    entry = _ALLOC_MEMO.get(id(node))
+    if entry is None or entry[0] is not node:
+        if len(_ALLOC_MEMO) > 8:
+            _ALLOC_MEMO.clear()
+        entry = _ALLOC_MEMO[id(node)] = (node, {})
+    memo = entry[1]
+    key = (schedule.affinity, schedule.memory, action_index, frozenset(state.taken_cpus),
+           tuple(sorted(state.mask_cursor.items())))
+    hit = memo.get(key)
+    if hit is None:
+        scratch = GroupState(set(state.taken_cpus), dict(state.mask_cursor))
+        alloc = allocate(node, schedule.affinity, schedule.memory, action, scratch)
+        if len(memo) >= _ALLOC_MEMO_SIZE:
+            memo.clear()
+        hit = memo[key] = (alloc, tuple(scratch.mask_cursor.items()))
+    alloc, cursors = hit
+    if alloc is not None:  # what allocate does to the state: the CPUs taken, the cursors moved
+        state.taken_cpus.update(alloc.cpus)
+        state.mask_cursor.update(cursors)
+    return alloc
 
 
 def check_plan_for_node(plan: Plan, node: NodeSpec) -> None:

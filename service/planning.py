@@ -29,23 +29,25 @@ def provider_for(node: NodeSpec, pipeline: "FeaturePipeline | None" = None) -> J
     return local_provider(node, pipeline)
 
 
-_SIM_WITH: dict[tuple[str, int], tuple[object, JobInfoProvider]] = {}
+_SIM_WITH: dict[tuple[int, int], tuple[NodeSpec, object, JobInfoProvider]] = {}
 
 
 def _sim_with_pipeline(node: NodeSpec, pipeline: "FeaturePipeline") -> JobInfoProvider:
     """The simulated catalogue scaled by a model's own pipeline (as in its training; no refit, so no
-    scikit-learn on the serving path). Cached per pipeline object, which is kept alive with its provider."""
+    scikit-learn on the serving path). Cached per node object and pipeline object (load_node hands out one
+    object a spec, and pipelines live as long as their model): both are kept alive with their provider, so
+    their ids are not reused while the entry stands, and no node is serialised per plan for a key."""
     from env.jobinfo import ProfileProvider
 
-    key = (node.model_dump_json(), id(pipeline))
+    key = (id(node), id(pipeline))
     hit = _SIM_WITH.get(key)
-    if hit is None or hit[0] is not pipeline:
-        if len(_SIM_WITH) > 16:  # bounded: pipelines normally live as long as their model
+    if hit is None or hit[0] is not node or hit[1] is not pipeline:
+        if len(_SIM_WITH) > 16:  # bounded: nodes and pipelines normally live as long as the process
             _SIM_WITH.clear()
-        profiles = _sim_profiles(key[0])
-        hit = (pipeline, ProfileProvider(profiles.get, pipeline, what=f"job in the simulated catalogue of {node.name}"))
+        profiles = _sim_profiles(node.model_dump_json())
+        hit = (node, pipeline, ProfileProvider(profiles.get, pipeline, what=f"job in the simulated catalogue of {node.name}"))
         _SIM_WITH[key] = hit
-    return hit[1]
+    return hit[2]
 
 
 @lru_cache(maxsize=8)

@@ -118,11 +118,20 @@ class ActorChooser:
         self.fifo = fifo
 
     def __call__(self, obs: np.ndarray, mask: np.ndarray, episode: Episode | None = None) -> int:
+        logits = forward_logits(self.layers, obs)
+        # The argmax over the valid actions only (a few hundred at most, often 6): the first maximal valid index,
+        # as np.argmax(np.where(mask, logits, -inf)) picks it, without a bool copy and a 257-wide where per step.
+        valid = np.asarray(mask).ravel().nonzero()[0]  # np.flatnonzero, without its wrappers
+        if self.fifo and valid.size > 1 and valid[-1] == actions.SKIP:
+            valid = valid[:-1]  # skip is closed to fifo while any other action is open
+        if valid.size:
+            best = int(valid[logits[valid].argmax()])
+            if logits[best] != -np.inf:
+                return best
+        # Degenerate (no valid action, or every valid logit -inf): the full masked argmax, for the same answer.
         m = np.asarray(mask).astype(np.bool_)
         if self.fifo and m[actions.SKIP] and m[: actions.SKIP].any():
-            m = m.copy()
             m[actions.SKIP] = False
-        logits = forward_logits(self.layers, obs)
         return int(np.argmax(np.where(m, logits, -np.inf)))
 
 
@@ -137,9 +146,23 @@ class AgentPolicy:
         self._loaded: dict[str, LoadedModel] = {}
         self._pipelines: dict[str, Any] = {}
         self._choosers: dict[int, ActorChooser] = {}  # keyed by the loaded model held in _loaded
+        self._node_keys: dict[int, tuple[NodeSpec, str]] = {}  # id(node) -> (node, its JSON): see _node_key
+
+    def _node_key(self, node: NodeSpec) -> str:
+        """The node's JSON, the key of the caches below, serialised once per node object (every plan asks;
+        load_node hands out one cached object a spec, which nobody mutates). The object is kept alive with its
+        entry so its id is not reused while the entry stands."""
+        hit = self._node_keys.get(id(node))
+        if hit is not None and hit[0] is node:
+            return hit[1]
+        if len(self._node_keys) > 16:
+            self._node_keys.clear()
+        key = node.model_dump_json()
+        self._node_keys[id(node)] = (node, key)
+        return key
 
     def model_for(self, node: NodeSpec) -> LoadedModel:
-        key = node.model_dump_json()
+        key = self._node_key(node)
         if key not in self._loaded:
             self._loaded[key] = load_for_node(self.model_arg, node)
         return self._loaded[key]
@@ -148,7 +171,7 @@ class AgentPolicy:
         """The model's fitted feature pipeline (profiler.features.FeaturePipeline), or None when it has none."""
         from profiler.features import FeaturePipeline
 
-        key = node.model_dump_json()
+        key = self._node_key(node)
         if key not in self._pipelines:  # one object per model and node: planners cache providers on it
             doc = self.model_for(node).meta.feature_pipeline
             self._pipelines[key] = FeaturePipeline.from_dict(doc) if doc else None
