@@ -133,7 +133,7 @@ def _window_jobs(names: Sequence[str]) -> list[WindowJob]:
     for n in names:
         k = seen.get(n, 0)
         seen[n] = k + 1
-        out.append(WindowJob(id=n if k == 0 else f"{n}#{k}", profile=n))
+        out.append(WindowJob(id=n if k == 0 else f"{n}:{k}", profile=n))
     return out
 
 

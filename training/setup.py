@@ -69,15 +69,18 @@ def _windows(names: Sequence[Sequence[str]], cmaxes: Sequence[int], commands: di
 
 def sim_setup(node: NodeSpec, *, window_size: int, cmaxes: Sequence[int], jobs: Sequence[str] | None,
               n_validation: int, reward: Any, obs_layout: str = "slots-v1", synthetic: tuple[int, int] = (0, 0)) -> Setup:
-    """``synthetic`` = (n, seed): n generated jobs (``env.sim.synthetic``) join the training jobs; the feature
-    pipeline stays fitted on the paper's 12, so a model scales features as the planner does."""
+    """``synthetic`` = (n, seed): n generated jobs (``env.sim.synthetic``) join the training jobs, which are
+    listed often enough to keep about half of a window's slots (windows are drawn from ``Setup.jobs``): queues
+    hold known programs *and* new ones, so training windows do too. The feature pipeline stays fitted on the
+    paper's 12, so a model scales features as the planner does."""
     from env.sim.catalogue import ALL_JOBS, HELD_OUT_JOBS, TRAIN_JOBS
     from env.sim.synthetic import synthetic_names
 
     train = list(jobs) if jobs else list(TRAIN_JOBS)
-    train += synthetic_names(*synthetic) if synthetic[0] else []
+    if synthetic[0]:
+        train = train * max(1, round(synthetic[0] / len(train))) + synthetic_names(*synthetic)
     provider = sim_provider(node, tuple(TRAIN_JOBS))  # the planner's provider (service.planning): same scaling
-    for n in train:
+    for n in dict.fromkeys(train):
         if provider.get(n) is None:
             raise InputError(provider.missing_reason(n))
     backend = SimBackend(node)

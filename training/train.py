@@ -572,7 +572,7 @@ def export(path: Path, layers: list, cfg: TrainConfig, setup: Any, sac_cfg: Any,
     path.parent.mkdir(parents=True, exist_ok=True)
     nid = setup.extra.get("node_id") or node_id(setup.node)
     training = {"figures": figures, "config": cfg.to_dict(), "sac": sac_cfg.to_dict(), "command": command,
-                "jobs": [j for j in setup.jobs if not is_synthetic(j)],
+                "jobs": [j for j in dict.fromkeys(setup.jobs) if not is_synthetic(j)],
                 "synthetic_jobs": {"n": cfg.synthetic_jobs, "seed": cfg.seed} if cfg.synthetic_jobs else None, "reward": {"kind": cfg.reward, "scale": cfg.reward_scale,
                                                       "intermediate_weight": cfg.intermediate_weight}}
     return write_model(path, layers, action_encoding=ENCODING_VERSION, window_size=cfg.window_size,

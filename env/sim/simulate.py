@@ -117,7 +117,7 @@ def plan_from_actions(node: NodeSpec, schedule_action: int, groups: list[list[tu
                       max_concurrency: int = 4, policy: str = "handmade") -> Plan:
     """A plan from explicit choices: a schedule-level action and, per group, (catalogue job, job-level action).
 
-    Job ids are the names (``name#k`` from the second use of a name on). For tests, benchmarks and anyone who
+    Job ids are the names (``name:k`` from the second use of a name on). For tests, benchmarks and anyone who
     wants to check the model plan by plan; planners go through ``env.episode``.
     """
     from env import actions
@@ -134,7 +134,7 @@ def plan_from_actions(node: NodeSpec, schedule_action: int, groups: list[list[tu
         for name, a in grp:
             k = seen.get(name, 0)
             seen[name] = k + 1
-            job = WindowJob(id=name if k == 0 else f"{name}#{k}", profile=name)
+            job = WindowJob(id=name if k == 0 else f"{name}:{k}", profile=name)
             if b.place(job, a) is None:
                 raise InputError(f"{actions.describe(a)} for {name} does not fit in group {len(b.groups) - 1}")
         b.close_group()

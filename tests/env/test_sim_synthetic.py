@@ -80,8 +80,24 @@ def test_training_mixes_generated_jobs_in_on_the_sim_only(tmp_path) -> None:
     setup = sim_setup(NODE, window_size=6, cmaxes=(4,), jobs=None, n_validation=4, reward=RewardConfig(),
                       synthetic=(5, 11))
     assert setup.jobs[-5:] == synthetic_names(5, 11) and not set(setup.jobs) & set(HELD_OUT_JOBS)
+    many = sim_setup(NODE, window_size=6, cmaxes=(4,), jobs=None, n_validation=4, reward=RewardConfig(),
+                     synthetic=(120, 11))
+    share = sum(not is_synthetic(j) for j in many.jobs) / len(many.jobs)
+    assert 0.4 < share < 0.6  # the paper's programs keep about half the slots of a training window
     # the pipeline is the planner's (fitted on the paper's 12), so a model scales features as the service does
     assert setup.pipeline.to_dict() == sim_provider(NODE).pipeline.to_dict()
     assert all(not is_synthetic(j.profile_name) for w in setup.validation for j in w.jobs)
     with pytest.raises(InputError, match="--synthetic-jobs is for --backend sim"):
         TrainConfig(backend="real", node="local", synthetic_jobs=3)
+
+
+def test_a_training_window_may_hold_a_job_twice() -> None:
+    """Training pools list the paper's programs many times, so a window can hold one twice: the ids differ."""
+    from env.gym_env import CoScheduleEnv
+
+    env = CoScheduleEnv(NODE, ["FT", "EP"], window_size=4, max_concurrency=2)
+    env.reset(seed=0, options={"jobs": ["FT", "FT", "EP", "FT"]})
+    ids = [j.id for j in env.episode.jobs]
+    assert len(set(ids)) == 4 and [j.profile for j in env.episode.jobs] == ["FT", "FT", "EP", "FT"]
+    plan = plan_from_actions(NODE, 0, [[("EP", 6), ("EP", 6)]])
+    assert len({j.id for g in plan.groups for j in g.jobs}) == 2
