@@ -6,14 +6,18 @@ the route (FastAPI's JSON parsing and validation), so the same body sent both wa
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 from svc_support import SIM_NODE, Server, running
 from test_bad_bodies import CASES
 
-from service.app import create_app
+from env.models import Window, WindowJob
+from service.app import INLINE_PLAN_JOBS, ScheduleFastPath, create_app
 
 FAST = {"content-type": "application/json"}
 ROUTED = {"content-type": "application/json; charset=utf-8"}
@@ -68,3 +72,81 @@ def test_the_fast_path_is_taken_only_for_json(cosched_home: Path, planning: None
         assert s.client.post("/schedule", content=b'{"jobs": [{"id": "MG"}]}', headers=ROUTED).content == r.content
         assert s.client.post("/schedule", content=b'{"jobs": [{"id": "a b"}]}', headers=FAST).status_code == 422
         assert len(calls) == 1
+
+
+def _run_on(loop_kind: str, main: "Callable[[], Awaitable[None]]") -> None:
+    if loop_kind == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(main())
+    else:
+        asyncio.run(main())
+
+
+@pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
+def test_inline_plans_take_turns_in_arrival_order(loop_kind: str) -> None:
+    """Small windows are planned on the event loop one per turn of the loop, first come first served: I/O is
+    polled between two plans (new connections are accepted while the service is saturated), and no request
+    overtakes another. Each loop gets its own queue (an app may serve from several loops, as the tests do)."""
+    ticks = 0
+    order: list[tuple[str, int]] = []
+
+    def plan(window: Window) -> bytes:
+        order.append((window.jobs[0].id, ticks))
+        return window.jobs[0].id.encode()
+
+    fast = ScheduleFastPath(plan, threading.Lock())
+    windows = [Window(jobs=[WindowJob(id=f"w{i}")]) for i in range(8)]
+
+    async def main() -> None:
+        nonlocal ticks
+        stop = False
+
+        async def ticker() -> None:  # one step each turn of the loop
+            nonlocal ticks
+            while not stop:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        beat = asyncio.create_task(ticker())
+        answers = await asyncio.gather(*(fast._planned(w) for w in windows))
+        stop = True
+        await beat
+        assert answers == [w.jobs[0].id.encode() for w in windows]
+
+    for _ in range(2):  # a second loop: a fresh queue, no "bound to a different event loop" error
+        order.clear()
+        _run_on(loop_kind, main)
+        assert [name for name, _ in order] == [w.jobs[0].id for w in windows]
+        seen = [t for _, t in order]
+        assert all(b > a for a, b in zip(seen, seen[1:])), seen  # the loop turned between two plans
+
+
+def test_large_windows_and_a_busy_planner_go_to_a_thread() -> None:
+    """Over INLINE_PLAN_JOBS jobs, or while the planner lock is held (warm-up, a routed request): a worker thread."""
+    threads: list[str] = []
+
+    def plan(window: Window) -> bytes:
+        threads.append(threading.current_thread().name)
+        return b"ok"
+
+    lock = threading.Lock()
+    fast = ScheduleFastPath(plan, lock)
+    big = Window(jobs=[WindowJob(id=f"j{i}") for i in range(INLINE_PLAN_JOBS + 1)])
+    small = Window(jobs=[WindowJob(id="MG")])
+
+    async def main() -> None:
+        assert await fast._planned(small) == b"ok"
+        assert await fast._planned(big) == b"ok"
+        lock.acquire()
+        try:
+            pending = asyncio.ensure_future(fast._planned(small))
+            await asyncio.sleep(0.05)
+            assert not pending.done()  # waits for the lock, in a thread, without blocking the loop
+        finally:
+            lock.release()
+        assert await pending == b"ok"
+
+    asyncio.run(main())
+    main_thread = threading.main_thread().name
+    assert threads[0] == main_thread and threads[1] != main_thread and threads[2] != main_thread
