@@ -171,7 +171,8 @@ class Episode:
         self._min_cores = core_count(node, _MIN_CORES)
         # Constant for the episode, so computed once (the planner's hot path builds an observation every step):
         # the feature rows (float32, as each observation had them) and the window's means for rw_intermediate.
-        self._feature_rows: np.ndarray | None = None  # on the first observation
+        self._slot_rows: np.ndarray | None = None  # features and status values a slot; on the first observation
+        self._blank: np.ndarray | None = None  # an empty observation of this layout
         self._window_means = window_means(self.infos)
         self._alloc_fracs: dict[int, tuple[Allocation, tuple[float, float, float]]] = {}
 
@@ -204,26 +205,25 @@ class Episode:
     def observation(self) -> np.ndarray:
         """The state vector in this episode's layout (``obs_layout``)."""
         f, k, W = self.n_features, N_STATUS, self.window_size
-        feats, status, node_values = self._parts()
-        n = len(status)
-        obs = np.zeros(obs_size(W, f, self.obs_layout), dtype=np.float32)
+        slots, node_values = self._parts()
+        n = len(slots)
+        if self._blank is None:  # zeros, every slot marked empty: each observation starts as a copy of it
+            self._blank = np.zeros(obs_size(W, f, self.obs_layout), dtype=np.float32)
+            self._blank[: W * (f + k)].reshape(W, f + k)[:, f] = 1.0
+        obs = self._blank.copy()
         rows = obs[: W * (f + k)].reshape(W, f + k)
-        rows[:, f] = 1.0  # empty, until filled below
         tail = W * (f + k)
         obs[tail: tail + len(NODE_VALUES)] = node_values
         if self.obs_layout == "slots-v1":
-            if n:
-                rows[:n, :f] = feats
-                rows[:n, f:] = status
+            rows[:n] = slots
             return _clip(obs)
         # queue-v2: the current job first, then the rest of the queue, the open group's members in placement
         # order, earlier groups' members (by group, then slot); every slot once, so the first n rows.
-        order = list(self.queue) + list(self.open_slots)
-        placed = set(order)
-        order += sorted((s for s in range(n) if s not in placed), key=lambda s: (self.group_of[s], s))
-        if n:
-            rows[:n, :f] = feats[order]
-            rows[:n, f:] = [status[s] for s in order]
+        order = self.queue + self.open_slots
+        if len(order) < n:
+            placed = set(order)
+            order = order + sorted((s for s in range(n) if s not in placed), key=lambda s: (self.group_of[s], s))
+        np.take(slots, order, axis=0, out=rows[:n])
         # The open group's feature sum and the queue's feature mean, over their rows just written (the queue's
         # first, then the open group's): the same values in the same order as indexing the feature rows again.
         agg = obs[tail + len(NODE_VALUES):]
@@ -237,21 +237,22 @@ class Episode:
             np.true_divide(agg[f:], np.intp(q), out=agg[f:], casting="unsafe")
         return _clip(obs)
 
-    def _parts(self) -> tuple[np.ndarray, list[tuple[float, ...]], tuple[float, ...]]:
-        """The pieces of an observation: the slots' feature rows (float32, clipped once an episode: the
-        queue-v2 sums and means are of clipped rows), their status values and the node values (unclipped)."""
+    def _parts(self) -> tuple[np.ndarray, tuple[float, ...]]:
+        """The pieces of an observation: the slots' rows in slot order (float32: the features, clipped once an
+        episode, as the queue-v2 sums and means are of clipped rows; then the status values) and the node values
+        (unclipped). The rows live in one array an episode, rewritten here: the caller copies them out."""
         f, W = self.n_features, self.window_size
         node = self.node
-        if self._feature_rows is None:
-            rows = np.zeros((len(self.infos), f), dtype=np.float32)
+        if self._slot_rows is None:
+            rows = np.zeros((len(self.infos), f + N_STATUS), dtype=np.float32)
             for s, info in enumerate(self.infos):
-                rows[s] = info.features[:f]
-            self._feature_rows = np.clip(rows, -OBS_CLIP, OBS_CLIP, out=rows)
+                rows[s, :f] = info.features[:f]
+            np.clip(rows[:, :f], -OBS_CLIP, OBS_CLIP, out=rows[:, :f])
+            self._slot_rows = rows
         cur = self.current
         pos = {s: i for i, s in enumerate(self.queue)}
         open_group = self.open_group_index
-        # Python floats, cast to float32 in one assignment by the caller (numpy's per-element writes were most
-        # of the time).
+        # Python floats, cast to float32 in one assignment (numpy's per-element writes were most of the time).
         status = []
         for s in range(len(self.infos)):
             g = self.group_of[s]
@@ -268,7 +269,9 @@ class Episode:
         values = (self.free_cpus() / len(node.cpus), 1.0 - used_ways / node.total_ways, 1.0 - used_bw,
                   len(self.open_slots) / self.max_concurrency, 1.0 if self.schedule_index is None else 0.0,
                   *sched, self.groups_closed / W, len(self.queue) / W)
-        return self._feature_rows, status, values
+        if status:
+            self._slot_rows[:, f:] = status
+        return self._slot_rows, values
 
     def _fractions_of(self, slot: int, a: Allocation) -> tuple[float, float, float]:
         """The slot's share of the node's CPUs, ways and bandwidth (cached per allocation object)."""

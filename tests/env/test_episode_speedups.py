@@ -134,7 +134,10 @@ def test_observations_and_masks_match_fresh_ones(layout: str, scale: float) -> N
             mask[:] = 0  # a caller's copy: writing into it changes no later mask
             valid = [int(a) for a in np.flatnonzero(ep.action_mask())]
             a = SKIP if SKIP in valid and rng.random() < skip_bias else rng.choice(valid)
+            kept = obs.tobytes()
             ep.step(a)
+            ep.observation()
+            assert obs.tobytes() == kept  # an observation handed out shares nothing the episode writes later
         assert np.array_equal(ep.action_mask(), fresh_mask(ep))
 
 
