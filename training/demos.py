@@ -98,33 +98,89 @@ class LabelBuffer(RingCheckpoint):
 
 
 
-def make_demos(setup: Any, cfg: Any, n: int, seed: int, *, on_progress: Callable[[int], None] | None = None
-               ) -> tuple[ReplayBuffer, LabelBuffer]:
+def make_demos(setup: Any, cfg: Any, n: int, seed: int, *, on_progress: Callable[[int], None] | None = None,
+               workers: int = 1) -> tuple[ReplayBuffer, LabelBuffer]:
     """``n`` demonstration episodes on training windows (training jobs only), played by the expert through the
     training envs. With ``cfg.demo_noise`` = ε > 0 a uniformly random valid job-level action replaces the
     expert's with probability ε (DART-style noise injection: the demonstrations then also show how to recover
     from a mistake); every state is still labelled with the expert's action. Returns the transitions (the
-    actions taken, with the training rewards: for the critics) and the labels (for the cloning term)."""
-    from training.train import group_rewards
+    actions taken, with the training rewards: for the critics) and the labels (for the cloning term).
 
-    rng = random.Random(seed)
-    nrng = np.random.default_rng(seed)
-    expert = make_expert(setup, cfg)
-    noise = float(getattr(cfg, "demo_noise", 0.0))
-    envs = {c: setup.make_env(c) for c in cfg.cmax}
-    obs_dim = next(iter(envs.values())).observation_space.shape[0]
+    Episode ``i`` depends only on (``seed``, ``i``), so ``workers`` > 1 processes (the search is the cost of a
+    training run) give the same demonstrations in the same order as one."""
+    obs_dim = setup.make_env(cfg.cmax[0]).observation_space.shape[0]
     buf = ReplayBuffer(max(1, n * (4 * cfg.window_size + 4)), obs_dim, 257)
     labels = LabelBuffer(n * (4 * cfg.window_size + 4), obs_dim)
-    jobs = list(setup.jobs)
-    for i in range(n):
+    chunks = [list(range(i, min(n, i + _DEMO_CHUNK))) for i in range(0, n, _DEMO_CHUNK)]
+    job = _DemoJob(setup, cfg, seed)
+    if workers > 1 and len(chunks) > 1:
+        import multiprocessing
+
+        global _FORKED_JOB
+        _FORKED_JOB = job  # handed to the forked workers by inheritance: the setup's closures do not pickle
+        try:
+            with multiprocessing.get_context("fork").Pool(min(workers, len(chunks))) as pool:
+                results = pool.imap(_play_chunk, chunks)  # in order: the same data whatever the number of workers
+                _merge(results, buf, labels, on_progress)
+        finally:
+            _FORKED_JOB = None
+    else:
+        _merge(map(job, chunks), buf, labels, on_progress)
+    return buf, labels
+
+
+_DEMO_CHUNK = 20  # episodes a worker plays per task (progress granularity)
+_FORKED_JOB: "_DemoJob | None" = None
+
+
+def _play_chunk(indices: list[int]) -> list[tuple[list, list]]:
+    assert _FORKED_JOB is not None
+    return _FORKED_JOB(indices)
+
+
+def _merge(results: Any, buf: ReplayBuffer, labels: LabelBuffer, on_progress: Callable[[int], None] | None) -> None:
+    done = 0
+    for chunk in results:
+        for labs, trans in chunk:
+            for lab in labs:
+                labels.add(*lab)
+            for t in trans:
+                buf.add(*t)
+            done += 1
+        if on_progress:
+            on_progress(done)
+
+
+class _DemoJob:
+    """Plays demonstration episodes by index (picklable by reference under fork; one expert per process)."""
+
+    def __init__(self, setup: Any, cfg: Any, seed: int) -> None:
+        self.setup, self.cfg, self.seed = setup, cfg, seed
+        self._expert: Any = None
+        self._envs: dict[int, Any] = {}
+
+    def __call__(self, indices: list[int]) -> list[tuple[list, list]]:
+        if self._expert is None:
+            self._expert = make_expert(self.setup, self.cfg)
+            self._envs = {c: self.setup.make_env(c) for c in self.cfg.cmax}
+        return [self.episode(i) for i in indices]
+
+    def episode(self, i: int) -> tuple[list, list]:
+        """(labels, transitions) of episode ``i``; no transitions for a noisy episode that hit the step limit."""
+        from training.train import group_rewards
+
+        cfg, jobs = self.cfg, list(self.setup.jobs)
+        rng = random.Random(self.seed * 1_000_003 + i)
+        nrng = np.random.default_rng([self.seed, i])
+        noise = float(getattr(cfg, "demo_noise", 0.0))
         cmax = cfg.cmax[i % len(cfg.cmax)]
         names = rng.sample(jobs, cfg.window_size) if len(jobs) >= cfg.window_size else [rng.choice(jobs) for _ in range(cfg.window_size)]
-        env = envs[cmax]
+        env = self._envs[cmax]
         obs, info = env.reset(seed=i, options={"jobs": names})
         trans, closed, labs = [], [], []
         while True:
             mask = np.asarray(info["action_mask"]).astype(np.bool_)
-            ea = int(expert.action(env.episode))
+            ea = int(self._expert.action(env.episode))
             a = ea
             if mask.sum() > 1:
                 labs.append((obs, mask, ea))
@@ -137,16 +193,10 @@ def make_demos(setup: Any, cfg: Any, n: int, seed: int, *, on_progress: Callable
             obs = nobs
             if term or trunc:
                 break
-        for lab in labs:
-            labels.add(*lab)
         if not term:
-            continue  # a noisy episode that ran into the step limit: keep its labels, not its transitions
+            return labs, []  # keep its labels, not its transitions
         group_rewards(trans, closed, env.episode, info["makespans"], cfg)
-        for t in trans:
-            buf.add(*t)
-        if on_progress:
-            on_progress(i + 1)
-    return buf, labels
+        return labs, trans
 
 
 def save_demos(buf: ReplayBuffer, labels: LabelBuffer, path: Path) -> None:

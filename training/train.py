@@ -76,6 +76,7 @@ class TrainConfig:
     pretrain_updates: int = 0  # warm-start updates on the demonstrations alone
     bc_weight: float = 1.0  # weight of the behaviour-cloning term on demonstrations in the actor loss
     demo_batch: int = 32  # demonstration transitions appended to every update's batch
+    demo_workers: int = 2  # sim: processes playing the demonstrations (same data for any number; the search is the cost)
     demo_noise: float = 0.0  # sim: probability of a random job-level action in a demonstration (DART); labels stay the expert's
     expert_grid: str = "cores"  # sim: the expert's search grid (training.demos.expert_grid)
     dagger: bool = False  # sim: label every state the agent visits with the expert's action (DAgger) for the cloning term
@@ -99,6 +100,8 @@ class TrainConfig:
             raise InputError("demonstrations come from the search on the simulated node: --demos is for --backend sim")
         if self.synthetic_jobs and self.backend != "sim":
             raise InputError("generated jobs exist on the simulated node: --synthetic-jobs is for --backend sim")
+        if self.demo_workers < 1:
+            raise InputError("--demo-workers must be at least 1")
         if self.synthetic_jobs < 0:
             raise InputError("--synthetic-jobs must be 0 or more")
         if self.window_size < 1 or self.steps < 1:
@@ -515,7 +518,7 @@ def _with_demos(agent: Any, cfg: TrainConfig, setup: Any, run_dir: Path, st: dic
     else:
         t0 = time.monotonic()
         bar.say(f"demonstrations: the expert (search on the '{cfg.expert_grid}' grid) plays {cfg.demos} training windows (simulated)")
-        demos, labels = make_demos(setup, cfg, cfg.demos, seed=cfg.seed + 99_991,
+        demos, labels = make_demos(setup, cfg, cfg.demos, seed=cfg.seed + 99_991, workers=cfg.demo_workers,
                                    on_progress=lambda i: bar.update(0, f"demonstrations {i}/{cfg.demos}"))
         save_demos(demos, labels, path)
         demos, labels = load_demos(path, extra_labels=extra)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -45,6 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bc-weight", type=float, default=1.0, help="behaviour-cloning weight on demonstrations (default 1)")
     p.add_argument("--demo-batch", type=int, default=32, help="demonstrations appended to each update's batch (default 32)")
     p.add_argument("--demo-noise", type=float, default=0.0, help="sim: probability of a random job-level action in a demonstration, labels stay the expert's (default 0)")
+    p.add_argument("--demo-workers", type=int, default=min(2, os.cpu_count() or 1), help="sim: processes playing the demonstrations; the data is the same for any number (default: 2, or 1 on a 1-CPU machine)")
     p.add_argument("--expert-grid", choices=("cores", "teacher"), default="cores", help="sim: the expert search's grid (default cores)")
     p.add_argument("--dagger", action="store_true", help="sim: label the states the agent visits with the expert's action (DAgger; needs --demos)")
     p.add_argument("--bc-batch", type=int, default=128, help="labelled states in the cloning term of each update (default 128)")
@@ -94,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         synthetic_jobs=args.synthetic_jobs,
         window_file=args.window, reward=args.reward, reward_scale=args.reward_scale, intermediate_weight=args.intermediate_weight,
         eval_every=args.eval_every or (10 if real else 2_000), checkpoint_every=10 if real else 10_000, sac=sac,
-        demos=args.demos, pretrain_updates=args.pretrain_updates if args.pretrain_updates is not None else (2_000 if args.demos else 0),
+        demos=args.demos, demo_workers=args.demo_workers, pretrain_updates=args.pretrain_updates if args.pretrain_updates is not None else (2_000 if args.demos else 0),
         bc_weight=args.bc_weight, demo_batch=args.demo_batch, demo_noise=args.demo_noise, expert_grid=args.expert_grid,
         dagger=args.dagger, bc_batch=args.bc_batch, obs_layout=args.obs_layout, n_validation=args.n_validation, warm_start_actor=args.warm_start_actor,
     )

@@ -65,3 +65,23 @@ def test_dagger_labels_the_agents_states(tmp_path: Path) -> None:
         n_demo_labels = z["label_obs"].shape[0]
     assert ck["labels"]["size"] > n_demo_labels  # the agent's own states were labelled
     assert res.model_path.exists()
+
+
+def test_demonstrations_are_the_same_for_any_number_of_workers() -> None:
+    """Episode i depends only on (seed, i): two processes give exactly the data one gives, in the same order,
+    generated jobs included (they resolve by name in the worker processes too)."""
+    from env.episode import RewardConfig
+    from training.demos import make_demos
+    from training.setup import sim_setup
+
+    cfg = TrainConfig(demos=45, demo_noise=0.2, synthetic_jobs=12, seed=4, window_size=4, cmax=(3,))
+    setup = sim_setup(NODE, window_size=4, cmaxes=(3,), jobs=None, n_validation=2, reward=RewardConfig(),
+                      obs_layout="queue-v2", synthetic=(12, 4))
+    seen: list[int] = []
+    one = make_demos(setup, cfg, 45, seed=8)
+    two = make_demos(setup, cfg, 45, seed=8, workers=2, on_progress=seen.append)
+    assert seen == [20, 40, 45]
+    assert one[0].size == two[0].size > 0 and one[1].size == two[1].size > 0
+    assert np.array_equal(one[1].obs[: one[1].size], two[1].obs[: two[1].size])
+    assert np.array_equal(one[1].action[: one[1].size], two[1].action[: two[1].size])
+    assert np.array_equal(one[0].reward[: one[0].size], two[0].reward[: two[0].size])
