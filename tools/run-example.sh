@@ -28,7 +28,7 @@ for job in window["jobs"]:
     subprocess.run([".venv/bin/cosched", "profile", "--name", name, "--", *job["command"]], check=True, stdout=subprocess.DEVNULL)
 PY
 
-MODEL=$(.venv/bin/python -c "from env.nodes import load_node; from training.policies import shipped_model_for, user_models_dir; from env.discover import local_node_id; m = shipped_model_for(load_node('local')); print(m or user_models_dir() / (local_node_id() + '.npz'))")
+MODEL=$(.venv/bin/python -c "from training.policies import local_model_path; print(local_model_path())")
 if [ ! -f "$MODEL" ]; then
   echo
   echo "== no trained model for this node's shape: training one first on the example jobs (real runs; a few minutes) =="

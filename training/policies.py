@@ -51,6 +51,16 @@ def user_models_dir() -> Path:
     return cosched_home() / "models"
 
 
+def local_model_path() -> Path:
+    """The model ``make run`` plans this node with: the shipped (or the user's) model for its shape, else the
+    file it trains one into first (``$COSCHED_HOME/models/<node id>.npz``)."""
+    from env.discover import node_id
+    from env.nodes import load_node
+
+    node = load_node("local")
+    return shipped_model_for(node) or user_models_dir() / f"{node_id(node)}.npz"
+
+
 def shipped_model_for(node: NodeSpec) -> Path | None:
     """The model file for ``node``, or None: the shipped ones, then the user's (``$COSCHED_HOME/models``).
     Simulated nodes: ``trained_for.name`` equal to the node's name. The local node: ``trained_for.name ==

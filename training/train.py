@@ -402,7 +402,7 @@ def train(cfg: TrainConfig, run_dir: str | os.PathLike[str], out: str | os.PathL
     if base is None:
         base = validation_baselines(setup, cfg.window_size)
         st["val_baselines"] = base
-    bar = _Progress(cfg.steps, agent.global_step, progress, f"training {cfg.backend}:{setup.trained_for_name}")
+    bar = _Progress(cfg.steps, agent.global_step, progress, f"training for {setup.trained_for_name} ({cfg.backend} backend)")
     bar_holder.append(bar)
     if resume:
         bar.say(f"resumed {run_dir} at step {agent.global_step} (episode {agent.episodes})")

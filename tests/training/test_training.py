@@ -148,3 +148,32 @@ def test_real_backend_trains_a_few_episodes(tmp_path: Path, monkeypatch) -> None
     rg = res.figures["real_groups"]
     assert rg["executed"] >= 1 and rg["executed"] + rg["reused_measurements"] >= 4
     assert res.evaluation is not None and res.evaluation["simulated"] is False
+
+
+def test_make_run_trains_first_on_a_node_of_another_shape(tmp_path: Path, monkeypatch, fake_sysroot) -> None:
+    """``make run`` (tools/run-example.sh) asks ``local_model_path``: this machine's shape has a shipped model; a
+    node of another shape (a forced fake 2-socket, 24-CPU topology) has none, so the path is the user's models
+    folder, where make run trains one first (``cosched train --backend real``) and where it is then found."""
+    from env.discover import local_node_id, node_id
+    from training.policies import local_model_path, models_dir, node_shape
+
+    root = Path(__file__).resolve().parents[2]
+    home = tmp_path / "home"
+    monkeypatch.setenv("COSCHED_HOME", str(home))
+    assert local_model_path().parent == models_dir()  # this machine: the shipped model
+    monkeypatch.setenv("COSCHED_SYSROOT", str(fake_sysroot()))
+    path = local_model_path()
+    assert path == home / "models" / f"{local_node_id()}.npz" and not path.exists()
+    script = (root / "tools" / "run-example.sh").read_text()
+    assert "local_model_path()" in script and "train --backend real" in script and '--out "$MODEL"' in script
+    # a model trained there for this node's shape (here: the shipped weights, re-labelled) is then the one used
+    shipped = load_model(root / "training" / "models" / "local-2cpu-1numa.npz")
+    node = load_node("local")
+    path.parent.mkdir(parents=True)
+    write_model(path, [(np.asarray(w), np.asarray(b)) for w, b in shipped.layers],
+                action_encoding=shipped.meta.action_encoding, window_size=shipped.meta.window_size,
+                max_concurrency=shipped.meta.max_concurrency,
+                trained_for=TrainedFor(name="local", node_id=node_id(node), shape=node_shape(node)),
+                feature_set=shipped.meta.feature_set, feature_pipeline=shipped.meta.feature_pipeline,
+                training=shipped.meta.training)
+    assert local_model_path() == path
