@@ -4,7 +4,10 @@ without unpickling code (``np.load(allow_pickle=False)``; the metadata is JSON v
 Layout of the archive:
 * ``metadata``: the UTF-8 JSON of ``ModelMeta``, stored as a uint8 array;
 * ``actor.{i}.weight`` (out, in) and ``actor.{i}.bias`` (out,), float32, for the linear layers i = 0..L-1
-  (torch's layout; ReLU between layers, none after the last).
+  (torch's layout; ReLU between layers, none after the last);
+* for an ensemble of K actors of the same shape (``cosched train --ensemble K``), members 1..K-1 as
+  ``actor{k}.{i}.weight`` / ``actor{k}.{i}.bias``; the policy averages the members' logits. A one-actor file is
+  unchanged by this (same names, same content id).
 
 The model id is ``sha256:`` of the content (the metadata without its id, in canonical JSON, then each array's
 name, dtype, shape and bytes), so the same weights and metadata always get the same id whatever the zip's
@@ -68,11 +71,19 @@ class ModelMeta(BaseModel):
     training: dict[str, Any] = Field(default_factory=dict)  # opaque: figures, config, seed, commands
 
 
+Layers = list[tuple[np.ndarray, np.ndarray]]
+
+
 @dataclass(frozen=True)
 class LoadedModel:
     meta: ModelMeta
-    layers: list[tuple[np.ndarray, np.ndarray]]  # (weight (out, in), bias (out,)) float32
+    layers: Layers  # the first (or only) actor: (weight (out, in), bias (out,)) float32
     path: Path
+    members: tuple[Layers, ...] = ()  # every actor of an ensemble, the first included; () means (layers,)
+
+    @property
+    def actors(self) -> tuple[Layers, ...]:
+        return self.members or (self.layers,)
 
 
 def _canonical(obj: Any) -> bytes:
@@ -91,8 +102,19 @@ def content_id(meta: ModelMeta, arrays: Mapping[str, np.ndarray]) -> str:
     return "sha256:" + h.hexdigest()
 
 
-def _layer_names(n_layers: int) -> list[str]:
-    return [f"actor.{i}.{kind}" for i in range(n_layers) for kind in ("weight", "bias")]
+def _prefix(member: int) -> str:
+    return "actor" if member == 0 else f"actor{member}"
+
+
+def _layer_names(n_layers: int, n_members: int = 1) -> list[str]:
+    return [f"{_prefix(k)}.{i}.{kind}" for k in range(n_members) for i in range(n_layers) for kind in ("weight", "bias")]
+
+
+def _n_members(arrays: Mapping[str, np.ndarray]) -> int:
+    k = 1
+    while f"{_prefix(k)}.0.weight" in arrays:
+        k += 1
+    return k
 
 
 def write_model(
@@ -106,15 +128,18 @@ def write_model(
     feature_set: str,
     feature_pipeline: Mapping[str, Any] | None = None,
     training: Mapping[str, Any] | None = None,
+    more_members: Sequence[Sequence[tuple[np.ndarray, np.ndarray]]] = (),
 ) -> ModelMeta:
-    """Write the actor's linear layers (weight (out, in), bias (out,)) and the metadata as one ``.npz``.
-    Returns the metadata with its content id. The file is written beside ``path`` first, then renamed."""
+    """Write the actor's linear layers (weight (out, in), bias (out,)) and the metadata as one ``.npz``;
+    ``more_members``: the other actors of an ensemble (same shapes). Returns the metadata with its content id.
+    The file is written beside ``path`` first, then renamed."""
     if not layers:
         raise ValueError("a model needs at least one layer")
     arrays: dict[str, np.ndarray] = {}
-    for i, (w, b) in enumerate(layers):
-        arrays[f"actor.{i}.weight"] = np.ascontiguousarray(w, dtype=np.float32)
-        arrays[f"actor.{i}.bias"] = np.ascontiguousarray(b, dtype=np.float32)
+    for k, member in enumerate([layers, *more_members]):
+        for i, (w, b) in enumerate(member):
+            arrays[f"{_prefix(k)}.{i}.weight"] = np.ascontiguousarray(w, dtype=np.float32)
+            arrays[f"{_prefix(k)}.{i}.bias"] = np.ascontiguousarray(b, dtype=np.float32)
     w0 = arrays["actor.0.weight"]
     meta = ModelMeta(
         action_encoding=action_encoding,
@@ -141,17 +166,20 @@ def write_model(
 
 def _check_layers(meta: ModelMeta, arrays: Mapping[str, np.ndarray], *, where: str) -> None:
     sizes = [meta.obs_size, *meta.hidden_sizes, meta.n_actions]
-    for i in range(len(sizes) - 1):
-        w, b = arrays.get(f"actor.{i}.weight"), arrays.get(f"actor.{i}.bias")
-        if w is None or b is None:
-            raise ModelFileError(f"{where}: layer {i} of the actor is missing")
-        if w.dtype != np.float32 or b.dtype != np.float32:
-            raise ModelFileError(f"{where}: layer {i} is {w.dtype}/{b.dtype}, expected float32")
-        if w.shape != (sizes[i + 1], sizes[i]) or b.shape != (sizes[i + 1],):
-            raise ModelFileError(f"{where}: layer {i} has shape {w.shape}/{b.shape}, expected {(sizes[i + 1], sizes[i])}/{(sizes[i + 1],)}")
-        if not (np.isfinite(w).all() and np.isfinite(b).all()):
-            raise ModelFileError(f"{where}: layer {i} holds NaN or infinite weights")
-    extra = set(arrays) - set(_layer_names(len(sizes) - 1))
+    n_members = _n_members(arrays)
+    for k in range(n_members):
+        actor = "the actor" if n_members == 1 else f"actor {k} of the ensemble"
+        for i in range(len(sizes) - 1):
+            w, b = arrays.get(f"{_prefix(k)}.{i}.weight"), arrays.get(f"{_prefix(k)}.{i}.bias")
+            if w is None or b is None:
+                raise ModelFileError(f"{where}: layer {i} of {actor} is missing")
+            if w.dtype != np.float32 or b.dtype != np.float32:
+                raise ModelFileError(f"{where}: layer {i} of {actor} is {w.dtype}/{b.dtype}, expected float32")
+            if w.shape != (sizes[i + 1], sizes[i]) or b.shape != (sizes[i + 1],):
+                raise ModelFileError(f"{where}: layer {i} of {actor} has shape {w.shape}/{b.shape}, expected {(sizes[i + 1], sizes[i])}/{(sizes[i + 1],)}")
+            if not (np.isfinite(w).all() and np.isfinite(b).all()):
+                raise ModelFileError(f"{where}: layer {i} of {actor} holds NaN or infinite weights")
+    extra = set(arrays) - set(_layer_names(len(sizes) - 1, n_members))
     if extra:
         raise ModelFileError(f"{where}: unexpected arrays {sorted(extra)}")
 
@@ -213,8 +241,9 @@ def load_model(
             f"its observations would mean something else; train a model with this feature set"
         )
     n = len(meta.hidden_sizes) + 1
-    layers = [(arrays[f"actor.{i}.weight"], arrays[f"actor.{i}.bias"]) for i in range(n)]
-    return LoadedModel(meta=meta, layers=layers, path=path)
+    members = tuple([(arrays[f"{_prefix(k)}.{i}.weight"], arrays[f"{_prefix(k)}.{i}.bias"]) for i in range(n)]
+                    for k in range(_n_members(arrays)))
+    return LoadedModel(meta=meta, layers=members[0], path=path, members=members)
 
 
 __all__ = ["MODEL_FORMAT", "NodeShape", "TrainedFor", "ModelMeta", "LoadedModel", "write_model", "load_model", "content_id"]

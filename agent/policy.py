@@ -29,6 +29,51 @@ def forward_logits(layers: Sequence[tuple[np.ndarray, np.ndarray]], obs: np.ndar
     return h
 
 
+class MeanLogits:
+    """The logits of an actor, or the mean logits of an ensemble of same-shaped actors, for one observation or a
+    batch. ``members``: each a list of (weight (out, in), bias (out,)) as in the model file. An ensemble's first
+    layers are applied as one wide matrix and the others as one batched matmul, so K actors cost far less than
+    K forward passes (the service plans on this path)."""
+
+    def __init__(self, members: Sequence[Sequence[tuple[np.ndarray, np.ndarray]]]) -> None:
+        if not members:
+            raise ValueError("an actor ensemble needs at least one member")
+        self.k = len(members)
+        t = [[(np.ascontiguousarray(np.asarray(w, dtype=np.float32).T), np.ascontiguousarray(b, dtype=np.float32))
+              for w, b in m] for m in members]
+        self.layers = t[0]  # the first actor (transposed), what forward_logits takes
+        if self.k > 1:
+            self.w0 = np.ascontiguousarray(np.concatenate([m[0][0] for m in t], axis=1))  # (in, K*H0)
+            self.b0 = np.concatenate([m[0][1] for m in t])
+            self.rest = [(np.stack([m[i][0] for m in t]), np.stack([m[i][1] for m in t])[:, None, :])
+                         for i in range(1, len(t[0]))]  # (K, in, out), (K, 1, out)
+
+    @property
+    def weight_bytes(self) -> int:
+        if self.k == 1:
+            return int(sum(w.nbytes + b.nbytes for w, b in self.layers))
+        return int(self.w0.nbytes + self.b0.nbytes + sum(w.nbytes + b.nbytes for w, b in self.rest))
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        if self.k == 1:
+            return forward_logits(self.layers, obs)
+        x = np.asarray(obs, dtype=np.float32)
+        one = x.ndim == 1
+        h = x.reshape(1, -1) if one else x
+        h = h @ self.w0
+        h += self.b0
+        np.maximum(h, 0.0, out=h)
+        h = h.reshape(h.shape[0], self.k, -1).transpose(1, 0, 2)  # (K, B, H0)
+        last = len(self.rest) - 1
+        for i, (w, b) in enumerate(self.rest):
+            h = np.matmul(h, w)
+            h += b
+            if i < last:
+                np.maximum(h, 0.0, out=h)
+        out = h.mean(axis=0)
+        return out[0] if one else out
+
+
 def masked_probs(logits: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """Softmax over the valid actions only; exactly 0 where ``mask`` is False. Works on one row or a batch.
     Every row must have at least one valid action."""
@@ -63,8 +108,8 @@ class ActorPolicy:
         self.meta = model.meta
         self.deterministic = deterministic
         self.rng = np.random.default_rng(seed)
-        # Transposed, contiguous float32 copies: the layout forward_logits expects.
-        self.layers = [(np.ascontiguousarray(w.T, dtype=np.float32), np.ascontiguousarray(b, dtype=np.float32)) for w, b in model.layers]
+        self.forward = MeanLogits(model.actors)  # the actor, or the mean of an ensemble's actors
+        self.layers = self.forward.layers
         self.obs_size = model.meta.obs_size
         self.n_actions = model.meta.n_actions
 
@@ -83,7 +128,7 @@ class ActorPolicy:
 
     @property
     def weight_bytes(self) -> int:
-        return int(sum(w.nbytes + b.nbytes for w, b in self.layers))
+        return self.forward.weight_bytes
 
     def _check(self, obs: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         o = np.asarray(obs, dtype=np.float32)
@@ -97,11 +142,11 @@ class ActorPolicy:
     def probs(self, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """Probabilities over all actions (0 where masked), for one observation or a batch."""
         o, m = self._check(obs, mask)
-        return masked_probs(forward_logits(self.layers, o), m)
+        return masked_probs(self.forward(o), m)
 
     def act(self, obs: np.ndarray, mask: np.ndarray) -> int:
         o, m = self._check(obs, mask)
-        logits = forward_logits(self.layers, o)
+        logits = self.forward(o)
         if self.deterministic:
             if not m.any():
                 raise ValueError("no valid action in this state (the mask is all zeros)")
@@ -111,4 +156,4 @@ class ActorPolicy:
     __call__ = act
 
 
-__all__ = ["ActorPolicy", "forward_logits", "masked_probs", "sample_valid"]
+__all__ = ["ActorPolicy", "MeanLogits", "forward_logits", "masked_probs", "sample_valid"]

@@ -19,12 +19,12 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
 from agent.modelfile import LoadedModel, NodeShape, load_model
-from agent.policy import forward_logits
+from agent.policy import MeanLogits
 from env import actions
 from env.episode import Episode, layout_for_size, plan_window
 from env.errors import InputError
@@ -122,13 +122,15 @@ class ActorChooser:
     """The actor as an episode chooser (obs, mask, episode) -> action: argmax of the logits over the valid
     actions. ``fifo``: skip is never chosen while any other action is open (it always is, see env.episode)."""
 
-    def __init__(self, layers: list[tuple[np.ndarray, np.ndarray]], *, fifo: bool = False) -> None:
-        # (weight (out, in), bias) -> transposed contiguous copies, the layout forward_logits wants
-        self.layers = [(np.ascontiguousarray(w.T, dtype=np.float32), np.ascontiguousarray(b, dtype=np.float32)) for w, b in layers]
+    def __init__(self, layers: list[tuple[np.ndarray, np.ndarray]], *, fifo: bool = False,
+                 members: Sequence[list[tuple[np.ndarray, np.ndarray]]] | None = None) -> None:
+        # (weight (out, in), bias) -> transposed contiguous copies (MeanLogits); an ensemble's logits are averaged
+        self.forward = MeanLogits(members if members else [layers])
+        self.layers = self.forward.layers
         self.fifo = fifo
 
     def __call__(self, obs: np.ndarray, mask: np.ndarray, episode: Episode | None = None) -> int:
-        logits = forward_logits(self.layers, obs)
+        logits = self.forward(obs)
         # The argmax over the valid actions only (a few hundred at most, often 6): the first maximal valid index,
         # as np.argmax(np.where(mask, logits, -inf)) picks it, without a bool copy and a 257-wide where per step.
         valid = np.asarray(mask).ravel().nonzero()[0]  # np.flatnonzero, without its wrappers
@@ -199,7 +201,7 @@ class AgentPolicy:
                              "retrain the model with this cosched")
         chooser = self._choosers.get(id(m))
         if chooser is None:  # transposed weights are made once per loaded model, not per plan
-            chooser = self._choosers[id(m)] = ActorChooser(m.layers, fifo=self.fifo)
+            chooser = self._choosers[id(m)] = ActorChooser(m.layers, fifo=self.fifo, members=m.actors)
         return plan_window(window, ctx.node, ctx.provider, chooser, policy=self.name, window_size=meta.window_size,
                            pin_runtime=ctx.pin_runtime, obs_layout=layout,
                            model=ModelRef(id=meta.model_id, trained_for=meta.trained_for.name)).plan

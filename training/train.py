@@ -82,6 +82,9 @@ class TrainConfig:
     dagger: bool = False  # sim: label every state the agent visits with the expert's action (DAgger) for the cloning term
     bc_batch: int = 128  # labels (demonstrations' and DAgger's) in the cloning term of each update
     obs_layout: str = "queue-v2"  # env.episode.OBS_LAYOUTS
+    ensemble: int = 1  # K > 1: K agents (seeds seed..seed+K-1) distilled into one actor (training.distill)
+    distill_windows: int = 3000  # ensemble: fresh training windows whose ensemble states the student learns on
+    distill_updates: int = 10_000  # ensemble: the student's updates
     warm_start_actor: str = "sac+bc"  # the actor's loss in the warm start: SAC's plus cloning, or cloning only ("bc")
     sac: dict[str, Any] = field(default_factory=dict)  # SACConfig overrides
 
@@ -100,6 +103,10 @@ class TrainConfig:
             raise InputError("demonstrations come from the search on the simulated node: --demos is for --backend sim")
         if self.synthetic_jobs and self.backend != "sim":
             raise InputError("generated jobs exist on the simulated node: --synthetic-jobs is for --backend sim")
+        if self.ensemble < 1 or self.ensemble > 16:
+            raise InputError("--ensemble takes 1 to 16 agents")
+        if self.distill_windows < 0 or self.distill_updates < 1:
+            raise InputError("--distill-windows must be 0 or more and --distill-updates at least 1")
         if self.demo_workers < 1:
             raise InputError("--demo-workers must be at least 1")
         if self.synthetic_jobs < 0:
@@ -254,8 +261,10 @@ def run_training_episode(agent: Any, env: Any, cfg: TrainConfig, expert: Any = N
 
 
 # ---------------------------------------------------------------------------------------- validation
-def validate(layers: list[tuple[np.ndarray, np.ndarray]], setup: Any, window_size: int) -> dict[str, Any]:
-    """The greedy actor (and fifo) on the validation windows: mean throughput vs time sharing."""
+def validate(layers: list[tuple[np.ndarray, np.ndarray]], setup: Any, window_size: int,
+             members: Any = None) -> dict[str, Any]:
+    """The greedy actor (and fifo) on the validation windows: mean throughput vs time sharing. ``members``: an
+    ensemble's actors (their mean logits) instead of ``layers``."""
     from env.episode import plan_window
     from training.policies import ActorChooser
 
@@ -263,7 +272,7 @@ def validate(layers: list[tuple[np.ndarray, np.ndarray]], setup: Any, window_siz
     for name, fifo in (("agent", False), ("fifo", True)):
         thr = []
         for w in setup.validation:
-            plan = plan_window(w, setup.node, setup.provider, ActorChooser(layers, fifo=fifo), policy=name,
+            plan = plan_window(w, setup.node, setup.provider, ActorChooser(layers, fifo=fifo, members=members), policy=name,
                                window_size=window_size, obs_layout=setup.obs_layout).plan
             solo = sum(setup.provider.get(j.profile_name).solo_s for j in w.jobs)
             thr.append(solo / sum(setup.backend.evaluate(plan, seed=0)))
@@ -354,6 +363,16 @@ def train(cfg: TrainConfig, run_dir: str | os.PathLike[str], out: str | os.PathL
     torch.set_num_threads(1)  # reproducible, and the machine is shared
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    if resume and cfg.ensemble == 1 and (run_dir / "members").is_dir():  # an ensemble run: its saved config
+        cfg = TrainConfig.from_dict(json.loads((run_dir / "config.json").read_text()))
+    if cfg.ensemble > 1:
+        from training.distill import train_ensemble
+
+        if not resume and (run_dir / "members").is_dir():
+            raise InputError(f"{run_dir} holds an ensemble run already: pass --resume to continue it, or another --run-dir")
+        return train_ensemble(cfg, run_dir, Path(out) if out else None, resume=resume, progress=progress,
+                              final_eval=final_eval, command=command, eval_windows=eval_windows,
+                              say=say or (lambda text: print(text, file=sys.stderr, flush=True) if progress else None))
     ckpt, state_path, cfg_path = run_dir / "checkpoint.pt", run_dir / "trainer.json", run_dir / "config.json"
     if resume:
         if not (ckpt.exists() and state_path.exists() and cfg_path.exists()):

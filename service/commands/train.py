@@ -47,6 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--demo-batch", type=int, default=32, help="demonstrations appended to each update's batch (default 32)")
     p.add_argument("--demo-noise", type=float, default=0.0, help="sim: probability of a random job-level action in a demonstration, labels stay the expert's (default 0)")
     p.add_argument("--demo-workers", type=int, default=min(2, os.cpu_count() or 1), help="sim: processes playing the demonstrations; the data is the same for any number (default: 2, or 1 on a 1-CPU machine)")
+    p.add_argument("--ensemble", type=int, default=1, metavar="K", help="K > 1: train K agents (seeds SEED..SEED+K-1, one after another, same demonstrations) and distil them into one actor (default 1)")
+    p.add_argument("--distill-windows", type=int, default=3000, help="--ensemble: training windows whose ensemble states the distilled actor learns on (default 3000)")
+    p.add_argument("--distill-updates", type=int, default=10_000, help="--ensemble: updates of the distilled actor (default 10000)")
     p.add_argument("--expert-grid", choices=("cores", "teacher"), default="cores", help="sim: the expert search's grid (default cores)")
     p.add_argument("--dagger", action="store_true", help="sim: label the states the agent visits with the expert's action (DAgger; needs --demos)")
     p.add_argument("--bc-batch", type=int, default=128, help="labelled states in the cloning term of each update (default 128)")
@@ -96,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
         synthetic_jobs=args.synthetic_jobs,
         window_file=args.window, reward=args.reward, reward_scale=args.reward_scale, intermediate_weight=args.intermediate_weight,
         eval_every=args.eval_every or (10 if real else 2_000), checkpoint_every=10 if real else 10_000, sac=sac,
-        demos=args.demos, demo_workers=args.demo_workers, pretrain_updates=args.pretrain_updates if args.pretrain_updates is not None else (2_000 if args.demos else 0),
+        demos=args.demos, demo_workers=args.demo_workers, ensemble=args.ensemble,
+        distill_windows=args.distill_windows, distill_updates=args.distill_updates, pretrain_updates=args.pretrain_updates if args.pretrain_updates is not None else (2_000 if args.demos else 0),
         bc_weight=args.bc_weight, demo_batch=args.demo_batch, demo_noise=args.demo_noise, expert_grid=args.expert_grid,
         dagger=args.dagger, bc_batch=args.bc_batch, obs_layout=args.obs_layout, n_validation=args.n_validation, warm_start_actor=args.warm_start_actor,
     )

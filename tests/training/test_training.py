@@ -177,3 +177,45 @@ def test_make_run_trains_first_on_a_node_of_another_shape(tmp_path: Path, monkey
                 feature_set=shipped.meta.feature_set, feature_pipeline=shipped.meta.feature_pipeline,
                 training=shipped.meta.training)
     assert local_model_path() == path
+
+
+def test_ensemble_is_distilled_into_one_actor(tmp_path: Path) -> None:
+    """--ensemble 2: two agents (seeds 3 and 4, the same demonstrations, played once), distilled into one actor
+    of the configured shape; the model file holds that one actor and the figures of members and ensemble; the
+    same seed gives the same actor; --resume of a finished run does not train its members again."""
+    cfg = tiny_cfg(steps=60, eval_every=60, ensemble=2, demos=4, pretrain_updates=40, distill_windows=20,
+                   distill_updates=150)
+    res = train(cfg, tmp_path / "run", tmp_path / "e.npz", progress=False, final_eval=False)
+    m = load_model(tmp_path / "e.npz")
+    assert len(m.actors) == 1 and m.meta.hidden_sizes == [32, 32]
+    figs = m.meta.training["figures"]
+    assert figs["ensemble"] == 2 and [x["seed"] for x in figs["members"]] == [3, 4]
+    assert figs["distillation"]["states"] > 0 and "agent" in figs["ensemble_validation"]
+    members = tmp_path / "run" / "members"
+    assert (members / "1" / "demos.npz").stat().st_ino == (members / "0" / "demos.npz").stat().st_ino
+    assert res.figures["selected"]["agent"] > 1.0
+    again = train(cfg, tmp_path / "run2", tmp_path / "e2.npz", progress=False, final_eval=False)
+    for a, b in zip(layers_of(tmp_path / "e.npz"), layers_of(tmp_path / "e2.npz")):
+        assert np.array_equal(a, b)
+    stamp = (members / "0" / "model.npz").stat().st_mtime_ns
+    train(cfg, tmp_path / "run", tmp_path / "e3.npz", resume=True, progress=False, final_eval=False)
+    assert (members / "0" / "model.npz").stat().st_mtime_ns == stamp
+    for a, b in zip(layers_of(tmp_path / "e.npz"), layers_of(tmp_path / "e3.npz")):
+        assert np.array_equal(a, b)
+    assert again.figures["ensemble"] == 2
+
+
+def test_an_ensemble_model_file_averages_its_actors(tmp_path: Path, tiny_model: Path) -> None:
+    """A model file may hold several actors (same shape); the policy's logits are their mean."""
+    from agent.policy import ActorPolicy, forward_logits
+
+    m = load_model(tiny_model)
+    other = [(w * 0.5, b + 0.1) for w, b in m.layers]
+    write_model(tmp_path / "ens.npz", m.layers, action_encoding=m.meta.action_encoding, window_size=2,
+                max_concurrency=2, trained_for=m.meta.trained_for, feature_set=m.meta.feature_set,
+                feature_pipeline=m.meta.feature_pipeline, more_members=[other])
+    e = load_model(tmp_path / "ens.npz")
+    assert len(e.actors) == 2 and e.meta.model_id != m.meta.model_id
+    x = np.random.default_rng(0).normal(size=(3, m.meta.obs_size)).astype(np.float32)
+    want = (forward_logits([(w.T, b) for w, b in m.layers], x) + forward_logits([(w.T, b) for w, b in other], x)) / 2
+    assert np.allclose(ActorPolicy(e).forward(x), want, atol=1e-5)
