@@ -71,7 +71,7 @@ def train_ensemble(cfg: Any, run_dir: Path, out: Path | None, *, resume: bool, p
     member_vals = ", ".join(f"{f['selected'].get('agent', float('nan')):.3f}" for f in member_figs)
     say(f"validation (simulated): members {member_vals}; their ensemble {val_ens['agent']:.3f}; "
         f"the distilled actor {val['agent']:.3f}")
-    children = sum(f.get("cpu_s", 0.0) + f.get("children_cpu_s", 0.0) for f in member_figs)
+    children = sum(f.get("children_cpu_s", 0.0) for f in member_figs)  # the demonstration workers (members run here)
     figures: dict[str, Any] = {
         "backend": cfg.backend,
         "simulated": cfg.backend == "sim",
