@@ -114,5 +114,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"model: {out} ({f.get('model_id', '')[:19]}), trained for {'local' if real else node} "
           f"in {f['steps']} steps / {f['episodes']} episodes / {f['updates']} updates; "
           f"{f['wall_s']:.0f} s wall, {f['cpu_s']:.0f} s CPU{' (simulated)' if not real else ''}")
-    print(f"run directory: {run_dir} (log.jsonl, curves.png, checkpoint.pt{', evaluation.json' if result.evaluation else ''})")
+    ev = ", evaluation.json" if result.evaluation else ""
+    if f.get("ensemble"):
+        print(f"run directory: {run_dir} (figures.json{ev}; each agent's log.jsonl, curves.png and checkpoint.pt in members/K)")
+    else:
+        print(f"run directory: {run_dir} (log.jsonl, curves.png, checkpoint.pt{ev})")
     return 0
