@@ -219,3 +219,25 @@ def test_an_ensemble_model_file_averages_its_actors(tmp_path: Path, tiny_model: 
     x = np.random.default_rng(0).normal(size=(3, m.meta.obs_size)).astype(np.float32)
     want = (forward_logits([(w.T, b) for w, b in m.layers], x) + forward_logits([(w.T, b) for w, b in other], x)) / 2
     assert np.allclose(ActorPolicy(e).forward(x), want, atol=1e-5)
+
+
+def test_train_command_line_ensemble_and_bad_flags(tmp_path: Path, capsys) -> None:
+    """`cosched train` through its parser: an ensemble run on a tiny problem writes one model and says where the
+    members are; bad values are one line and exit 2."""
+    from service.cli import main
+
+    base = ["train", "--backend", "sim", "--jobs", "EP,MG", "--window-size", "2", "--cmax", "2", "--hidden", "32,32",
+            "--learning-starts", "20", "--batch-size", "16", "--eval-every", "40", "--n-validation", "2", "--quiet",
+            "--no-eval", "--seed", "5"]
+    code = main([*base, "--steps", "40", "--demos", "3", "--pretrain-updates", "20", "--ensemble", "2",
+                 "--distill-windows", "5", "--distill-updates", "50", "--synthetic-jobs", "4",
+                 "--run-dir", str(tmp_path / "run"), "--out", str(tmp_path / "m.npz")])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "members/K" in out.out and load_model(tmp_path / "m.npz").meta.training["figures"]["ensemble"] == 2
+    assert load_model(tmp_path / "m.npz").meta.training["synthetic_jobs"] == {"n": 4, "seed": 5}
+    for flag, value, words in (("--ensemble", "0", "--ensemble"), ("--demo-workers", "0", "--demo-workers"),
+                               ("--synthetic-jobs", "-1", "--synthetic-jobs")):
+        code = main([*base, "--steps", "10", flag, value, "--run-dir", str(tmp_path / f"bad{flag}")])
+        err = capsys.readouterr().err
+        assert code == 2 and words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
