@@ -31,47 +31,27 @@ def forward_logits(layers: Sequence[tuple[np.ndarray, np.ndarray]], obs: np.ndar
 
 class MeanLogits:
     """The logits of an actor, or the mean logits of an ensemble of same-shaped actors, for one observation or a
-    batch. ``members``: each a list of (weight (out, in), bias (out,)) as in the model file. An ensemble's first
-    layers are applied as one wide matrix and the others as one batched matmul, so K actors cost far less than
-    K forward passes (the service plans on this path)."""
+    batch. ``members``: each a list of (weight (out, in), bias (out,)) as in the model file. (Stacking the members
+    into wide or batched matrices measured no faster than one pass each: the weights, not the calls, cost.)"""
 
     def __init__(self, members: Sequence[Sequence[tuple[np.ndarray, np.ndarray]]]) -> None:
         if not members:
             raise ValueError("an actor ensemble needs at least one member")
-        self.k = len(members)
-        t = [[(np.ascontiguousarray(np.asarray(w, dtype=np.float32).T), np.ascontiguousarray(b, dtype=np.float32))
-              for w, b in m] for m in members]
-        self.layers = t[0]  # the first actor (transposed), what forward_logits takes
-        if self.k > 1:
-            self.w0 = np.ascontiguousarray(np.concatenate([m[0][0] for m in t], axis=1))  # (in, K*H0)
-            self.b0 = np.concatenate([m[0][1] for m in t])
-            self.rest = [(np.stack([m[i][0] for m in t]), np.stack([m[i][1] for m in t])[:, None, :])
-                         for i in range(1, len(t[0]))]  # (K, in, out), (K, 1, out)
+        self.members = [[(np.ascontiguousarray(np.asarray(w, dtype=np.float32).T), np.ascontiguousarray(b, dtype=np.float32))
+                         for w, b in m] for m in members]
+        self.layers = self.members[0]  # the first actor (transposed), what forward_logits takes
 
     @property
     def weight_bytes(self) -> int:
-        if self.k == 1:
-            return int(sum(w.nbytes + b.nbytes for w, b in self.layers))
-        return int(self.w0.nbytes + self.b0.nbytes + sum(w.nbytes + b.nbytes for w, b in self.rest))
+        return int(sum(w.nbytes + b.nbytes for m in self.members for w, b in m))
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        if self.k == 1:
-            return forward_logits(self.layers, obs)
-        x = np.asarray(obs, dtype=np.float32)
-        one = x.ndim == 1
-        h = x.reshape(1, -1) if one else x
-        h = h @ self.w0
-        h += self.b0
-        np.maximum(h, 0.0, out=h)
-        h = h.reshape(h.shape[0], self.k, -1).transpose(1, 0, 2)  # (K, B, H0)
-        last = len(self.rest) - 1
-        for i, (w, b) in enumerate(self.rest):
-            h = np.matmul(h, w)
-            h += b
-            if i < last:
-                np.maximum(h, 0.0, out=h)
-        out = h.mean(axis=0)
-        return out[0] if one else out
+        out = forward_logits(self.layers, obs)
+        if len(self.members) > 1:
+            for m in self.members[1:]:
+                out += forward_logits(m, obs)
+            out /= len(self.members)
+        return out
 
 
 def masked_probs(logits: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -57,8 +57,13 @@ Action = Union[ScheduleAction, JobAction, SkipAction]
 
 
 def decode(index: int) -> Action:
-    if not 0 <= index < N_ACTIONS:
-        raise ValueError(f"action index {index} is outside 0..{N_ACTIONS - 1}")
+    """The action with this index (from a table: planners decode at every step; the actions are frozen)."""
+    if 0 <= index < N_ACTIONS:
+        return _DECODED[index]
+    raise ValueError(f"action index {index} is outside 0..{N_ACTIONS - 1}")
+
+
+def _decode(index: int) -> Action:
     if index < N_SCHEDULE:
         a, m = divmod(index, len(MEMORY_POLICIES))
         return ScheduleAction(AFFINITIES[a], MEMORY_POLICIES[m])
@@ -69,6 +74,9 @@ def decode(index: int) -> Action:
     rest, b = divmod(rest, len(BW_PERCENTS))
     c, w = divmod(rest, len(WAY_FRACTIONS))
     return JobAction(CORE_FRACTIONS[c], WAY_FRACTIONS[w], BW_PERCENTS[b], SPLITS[s])
+
+
+_DECODED: tuple[Action, ...] = tuple(_decode(i) for i in range(N_ACTIONS))
 
 
 def encode(action: Action) -> int:

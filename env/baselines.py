@@ -139,7 +139,7 @@ class GroupEvaluator:
         so allocations and SimJobs are memoised by exactly that."""
         from env.sim.model import SimJob, memory_key
 
-        sched = _decode(schedule)
+        sched = actions.decode(schedule)
         taken: frozenset[int] = frozenset()
         cursor: tuple[tuple[int, int], ...] = ()
         jobs = []
@@ -148,7 +148,7 @@ class GroupEvaluator:
             r = self.alloc_memo.get(k)
             if r is None:
                 st = GroupState(set(taken), dict(cursor))
-                alloc = allocate(self.node, sched.affinity, sched.memory, _decode(a), st)  # type: ignore[union-attr,arg-type]
+                alloc = allocate(self.node, sched.affinity, sched.memory, actions.decode(a), st)  # type: ignore[union-attr,arg-type]
                 r = (alloc, frozenset(st.taken_cpus), tuple(sorted(st.mask_cursor.items())))
                 self.alloc_memo[k] = r
             alloc, taken, cursor = r
@@ -169,11 +169,6 @@ class GroupEvaluator:
         return jobs
 
 
-_DECODED = [actions.decode(a) for a in range(actions.N_ACTIONS)]
-
-
-def _decode(a: int):
-    return _DECODED[a]
 
 
 @dataclass(frozen=True)
@@ -212,13 +207,22 @@ def _core_combos(node: NodeSpec, grid: Grid, k: int) -> list[tuple[Fraction, ...
 
 
 def _optimise_subset(ev: GroupEvaluator, schedule: int, names: list[str], grid: Grid, rounds: int,
-                     starts: int = 2) -> tuple[float, list[int]]:
+                     starts: int = 2, *, fixed: Sequence[tuple[str, int]] = (), free: int | None = None
+                     ) -> tuple[float, list[int]]:
+    """Actions for ``names`` in one group: the best core split (all ways, no cap) from ``starts`` starting points,
+    then ``rounds`` of coordinate descent over the grid. ``fixed``: members already in the group, with their
+    actions (they come first); ``free``: the CPUs ``names`` may take together (default: no limit beyond the node).
+    (inf, []) when no core split fits."""
     k = len(names)
     w_full, b_full, s0 = max(grid.ways), max(grid.bw), grid.splits[0]
+    fixed = list(fixed)
+    count = {c: core_count(ev.node, c) for c in grid.cores} if free is not None else {}
     scored = []
     for combo in _core_combos(ev.node, grid, k):
+        if free is not None and sum(count[c] for c in combo) > free:
+            continue
         acts = [grid.action(c, w_full, b_full, s0) for c in combo]
-        scored.append((ev.makespan(schedule, list(zip(names, acts))), combo))
+        scored.append((ev.makespan(schedule, fixed + list(zip(names, acts))), combo))
     scored.sort(key=lambda x: x[0])
     best_t, best_acts = float("inf"), []
     for t0, combo in scored[:starts]:
@@ -233,7 +237,9 @@ def _optimise_subset(ev: GroupEvaluator, schedule: int, names: list[str], grid: 
                             continue
                         trial = [list(x) for x in cur]
                         trial[i][dim] = opt
-                        t = ev.makespan(schedule, list(zip(names, [grid.action(*x) for x in trial])))
+                        if free is not None and dim == 0 and sum(count[x[0]] for x in trial) > free:
+                            continue
+                        t = ev.makespan(schedule, fixed + list(zip(names, [grid.action(*x) for x in trial])))
                         if t < cur_t - 1e-9:
                             cur, cur_t, improved = trial, t, True
             if not improved:
@@ -248,7 +254,7 @@ def _exhaustive_subset(ev: GroupEvaluator, schedule: int, names: list[str], grid
     n = len(ev.node.cpus)
     best_t, best_acts = float("inf"), []
     for acts in itertools.product(per_job, repeat=len(names)):
-        if sum(core_count(ev.node, _decode(a).cores) for a in acts) > n:  # type: ignore[union-attr]
+        if sum(core_count(ev.node, actions.decode(a).cores) for a in acts) > n:  # type: ignore[union-attr]
             continue
         t = ev.makespan(schedule, list(zip(names, acts)))
         if t < best_t:

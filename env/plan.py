@@ -49,14 +49,14 @@ class PlanBuilder:
         """Would this job-level action fit in the open group now? (Used for action masks.)"""
         if len(self.open_group) >= self.max_concurrency:
             return False
-        a = _decode(action_index)
+        a = actions.decode(action_index)
         if not isinstance(a, JobAction):
             return False
         return core_count(self.node, a.cores) <= len(self.state.free_cpus(self.node))
 
     def place(self, job: WindowJob, action_index: int) -> Allocation | None:
         """Allocate ``job`` into the open group; None when it does not fit (nothing changes then)."""
-        a = _decode(action_index)
+        a = actions.decode(action_index)
         if not isinstance(a, JobAction):
             raise ValueError(f"action {action_index} is not a job-level action")
         if len(self.open_group) >= self.max_concurrency:
@@ -147,14 +147,6 @@ class PlanBuilder:
             "predicted_throughput_vs_timeshare": predicted_throughput,
             "predictions_source": predictions_source,
         })
-
-
-_DECODED = tuple(actions.decode(i) for i in range(actions.N_ACTIONS))
-
-
-def _decode(index: int) -> actions.Action:
-    """actions.decode, from a table for the 257 valid indices (the planner decodes at every placement)."""
-    return _DECODED[index] if 0 <= index < actions.N_ACTIONS else actions.decode(index)  # the latter raises
 
 
 #: id(node) -> (node, memo). Memo: (affinity, memory, action, CPUs taken, mask cursors) -> (allocation, cursors

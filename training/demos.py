@@ -129,6 +129,11 @@ def make_demos(setup: Any, cfg: Any, n: int, seed: int, *, on_progress: Callable
     return buf, labels
 
 
+def sample_window(rng: random.Random, jobs: list[str], size: int) -> list[str]:
+    """A training window's job names: distinct while the pool allows, drawn with replacement otherwise."""
+    return rng.sample(jobs, size) if len(jobs) >= size else [rng.choice(jobs) for _ in range(size)]
+
+
 _DEMO_CHUNK = 20  # episodes a worker plays per task (progress granularity)
 _FORKED_JOB: "_DemoJob | None" = None
 
@@ -174,7 +179,7 @@ class _DemoJob:
         nrng = np.random.default_rng([self.seed, i])
         noise = float(getattr(cfg, "demo_noise", 0.0))
         cmax = cfg.cmax[i % len(cfg.cmax)]
-        names = rng.sample(jobs, cfg.window_size) if len(jobs) >= cfg.window_size else [rng.choice(jobs) for _ in range(cfg.window_size)]
+        names = sample_window(rng, jobs, cfg.window_size)
         env = self._envs[cmax]
         obs, info = env.reset(seed=i, options={"jobs": names})
         trans, closed, labs = [], [], []

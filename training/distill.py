@@ -112,6 +112,7 @@ def distill_states(members: list[Any], setup: Any, cfg: Any, demos_path: Path) -
     from agent.policy import MeanLogits
     from env.episode import Episode
     from env.gym_env import _window_jobs
+    from training.demos import sample_window
 
     ens = MeanLogits(members)
     obs_l, mask_l = [], []
@@ -126,7 +127,7 @@ def distill_states(members: list[Any], setup: Any, cfg: Any, demos_path: Path) -
     O, M = [], []
     for i in range(cfg.distill_windows):
         cmax = cfg.cmax[i % len(cfg.cmax)]
-        names = rng.sample(jobs, cfg.window_size) if len(jobs) >= cfg.window_size else [rng.choice(jobs) for _ in range(cfg.window_size)]
+        names = sample_window(rng, jobs, cfg.window_size)
         ep = Episode(setup.node, _window_jobs(names), [setup.provider.get(n) for n in names], max_concurrency=cmax,
                      window_size=cfg.window_size, n_features=setup.provider.n_features, obs_layout=setup.obs_layout)
         while not ep.done:

@@ -30,7 +30,6 @@ import numpy as np
 
 from env import actions
 from env.actions import SKIP
-from env.allocate import core_count
 
 _INF = float("inf")
 
@@ -48,7 +47,6 @@ class Expert:
         self.join_tolerance = join_tolerance  # take the current job when that is within this fraction of the best
         self.ev = GroupEvaluator(node)
         self.n_cpus = len(node.cpus)
-        self._cores = {c: core_count(node, c) for c in self.grid.cores}
         self._window: tuple | None = None
         self._schedule: int | None = None
         self._sub: dict[tuple, dict[int, tuple[float, list[int]]]] = {}
@@ -130,45 +128,13 @@ class Expert:
         if hit is not None:
             return hit
         g, ev = self.grid, self.ev
-        w_full, b_full, s0 = max(g.ways), max(g.bw), g.splits[0]
-        k = len(new)
-        if k == 0:
+        if not new:
             res = (ev.makespan(schedule, fixed), [])
             self._open[key] = res
             return res
-        scored = []
-        for combo in itertools.product(g.cores, repeat=k):
-            if sum(self._cores[c] for c in combo) > free:
-                continue
-            acts = [g.action(c, w_full, b_full, s0) for c in combo]
-            scored.append((ev.makespan(schedule, fixed + list(zip(new, acts))), combo))
-        if not scored:
-            self._open[key] = (_INF, [])
-            return self._open[key]
-        scored.sort(key=lambda x: x[0])
-        best_t, best_acts = _INF, []
-        for t0, combo in scored[:2]:
-            cur = [[c, w_full, b_full, s0] for c in combo]
-            cur_t = t0
-            for _ in range(self.rounds):
-                improved = False
-                for i in range(k):
-                    for dim, options in ((1, g.ways), (2, g.bw), (3, g.splits), (0, g.cores)):
-                        for opt in options:
-                            if opt == cur[i][dim]:
-                                continue
-                            trial = [list(x) for x in cur]
-                            trial[i][dim] = opt
-                            if dim == 0 and sum(self._cores[x[0]] for x in trial) > free:
-                                continue
-                            t = ev.makespan(schedule, fixed + list(zip(new, [g.action(*x) for x in trial])))
-                            if t < cur_t - 1e-9:
-                                cur, cur_t, improved = trial, t, True
-                if not improved:
-                    break
-            if cur_t < best_t:
-                best_t, best_acts = cur_t, [g.action(*x) for x in cur]
-        self._open[key] = (best_t, best_acts)
+        from env.baselines import _optimise_subset
+
+        self._open[key] = _optimise_subset(ev, schedule, new, g, self.rounds, starts=2, fixed=fixed, free=free)
         return self._open[key]
 
     def _job_action(self, ep: Any, names: tuple[str, ...]) -> int:

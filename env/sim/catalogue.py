@@ -26,6 +26,7 @@ from functools import lru_cache
 from env.nodespec import NodeSpec
 from env.sim.model import JobParams, solo_time
 from env.sim.params import DEFAULT_PARAMS, SimParams
+from env.sim.synthetic import WithGenerated, is_synthetic, synthetic_entry
 
 #: The paper's training programs (Table IV without the starred ones).
 TRAIN_JOBS: tuple[str, ...] = (
@@ -137,16 +138,11 @@ ENTRIES: tuple[CatalogueEntry, ...] = (
        1100, 0.96, 0.10, 300, 0.05, 0.02, 5000, 2000, 12, 10, 1.8, 1.5, 0.8, 0.2, 30),
 )
 
-class _Entries(dict):
+class _Entries(WithGenerated):
     """The catalogue by name; a generated job's name (``env.sim.synthetic``) resolves too, on first use."""
 
-    def __missing__(self, name: str) -> CatalogueEntry:
-        from env.sim.synthetic import synthetic_entry
-
-        e = synthetic_entry(name) if isinstance(name, str) else None
-        if e is None:
-            raise KeyError(name)
-        return e
+    def _make(self, name: str) -> CatalogueEntry:
+        return synthetic_entry(name)
 
 
 BY_NAME: dict[str, CatalogueEntry] = _Entries((e.params.name, e) for e in ENTRIES)
@@ -155,7 +151,7 @@ ALL_JOBS: tuple[str, ...] = tuple(e.params.name for e in ENTRIES)
 
 def is_known(name: str) -> bool:
     """A catalogue program or a generated job."""
-    from env.sim.synthetic import is_synthetic
+    return name in BY_NAME or is_synthetic(name)
 
     return name in BY_NAME or is_synthetic(name)
 
@@ -216,7 +212,7 @@ def catalogue(node: NodeSpec, sp: SimParams = DEFAULT_PARAMS) -> dict[str, Catal
     return cat
 
 
-class _Jobs(dict):
+class _Jobs(WithGenerated):
     """Catalogue jobs on one node; a generated job is computed (and kept) on first use. Iterate ``ALL_JOBS``
     to list the catalogue: iterating this also lists the generated jobs used so far in this process."""
 
@@ -224,17 +220,8 @@ class _Jobs(dict):
         super().__init__((name, catalogue_job(node, name, sp)) for name in ALL_JOBS)
         self._node, self._sp = node, sp
 
-    def __missing__(self, name: str) -> CatalogueJob:
-        if not isinstance(name, str) or not is_known(name):
-            raise KeyError(name)
-        job = self[name] = catalogue_job(self._node, name, self._sp)
-        return job
-
-    def get(self, name, default=None):  # type: ignore[override]
-        try:
-            return self[name]
-        except KeyError:
-            return default
+    def _make(self, name: str) -> CatalogueJob:
+        return catalogue_job(self._node, name, self._sp)
 
 
 @lru_cache(maxsize=16)

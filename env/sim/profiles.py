@@ -31,8 +31,8 @@ from datetime import datetime, timezone
 from env.discover import node_id
 from env.nodespec import NodeSpec
 from env.sim.catalogue import ALL_JOBS, CatalogueJob, catalogue
-from env.sim.synthetic import is_synthetic
 from env.sim.params import DEFAULT_PARAMS, SimParams
+from env.sim.synthetic import WithGenerated
 from profiler.models import Profile
 
 #: Simulated profiles carry a fixed date so that they (and everything fitted on them) are reproducible.
@@ -77,7 +77,7 @@ def simulated_profile(node: NodeSpec, job: CatalogueJob, sp: SimParams = DEFAULT
     )
 
 
-class _Profiles(dict):
+class _Profiles(WithGenerated):
     """The catalogue programs' profiles; a generated job's (``env.sim.synthetic``) is made on first use."""
 
     def __init__(self, node: NodeSpec, sp: SimParams) -> None:
@@ -85,17 +85,8 @@ class _Profiles(dict):
         super().__init__((name, simulated_profile(node, cat[name], sp)) for name in ALL_JOBS)
         self._node, self._sp = node, sp
 
-    def __missing__(self, name: str) -> Profile:
-        if not isinstance(name, str) or not is_synthetic(name):
-            raise KeyError(name)
-        prof = self[name] = simulated_profile(self._node, catalogue(self._node, self._sp)[name], self._sp)
-        return prof
-
-    def get(self, name, default=None):  # type: ignore[override]
-        try:
-            return self[name]
-        except KeyError:
-            return default
+    def _make(self, name: str) -> Profile:
+        return simulated_profile(self._node, catalogue(self._node, self._sp)[name], self._sp)
 
 
 def simulated_profiles(node: NodeSpec, sp: SimParams = DEFAULT_PARAMS) -> dict[str, Profile]:

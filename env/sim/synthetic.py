@@ -42,6 +42,26 @@ PREFIX = "syn"
 _NAME = re.compile(rf"^{PREFIX}-(\d{{1,9}})-(\d{{1,9}})$")
 
 
+class WithGenerated(dict):
+    """A table of the catalogue's programs by name that also answers for generated jobs: a missing ``syn-…``
+    name is made by ``_make`` on first use and kept; ``[]`` and ``get`` both resolve it."""
+
+    def _make(self, name: str) -> object:
+        raise NotImplementedError
+
+    def __missing__(self, name: str) -> object:
+        if not isinstance(name, str) or not is_synthetic(name):
+            raise KeyError(name)
+        value = self[name] = self._make(name)
+        return value
+
+    def get(self, name, default=None):  # type: ignore[override]
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+
 def synthetic_name(seed: int, index: int) -> str:
     return f"{PREFIX}-{seed}-{index}"
 
