@@ -85,3 +85,17 @@ def test_demonstrations_are_the_same_for_any_number_of_workers() -> None:
     assert np.array_equal(one[1].obs[: one[1].size], two[1].obs[: two[1].size])
     assert np.array_equal(one[1].action[: one[1].size], two[1].action[: two[1].size])
     assert np.array_equal(one[0].reward[: one[0].size], two[0].reward[: two[0].size])
+
+
+def test_agent_gap_benchmark_runs_and_prints_its_figures() -> None:
+    import re
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, str(root / "bench" / "agent_gap.py"), "--windows", "1"], capture_output=True,
+                         text=True, timeout=300, check=True).stdout
+    assert "simulated" in out
+    for label in ("training programs only", "with held-out programs"):
+        m = re.search(label + r"\s+mean\s+([\d.]+) %\s+worst\s+([\d.]+) %", out)
+        assert m and 0 < float(m.group(2)) <= float(m.group(1))

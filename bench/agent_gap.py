@@ -1,0 +1,67 @@
+"""Where the agent loses (simulated): its plans against the expert's (training.expert, the search completed from
+any state) on seeded windows of training programs only, and on windows with at least one held-out program.
+
+    .venv/bin/python bench/agent_gap.py [--model training/models/sim-reference.npz] [--windows 20] [--seed 123]
+
+A gap on the first kind is the policy's; an extra gap on the second is generalisation to unseen programs.
+Prints the mean and the worst agent / expert ratio of throughput vs time sharing for each kind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from agent.modelfile import load_model  # noqa: E402
+from env.backend import SimBackend  # noqa: E402
+from env.episode import layout_for_size, plan_window  # noqa: E402
+from env.jobinfo import sim_provider  # noqa: E402
+from env.models import Window, WindowJob  # noqa: E402
+from env.nodes import load_node  # noqa: E402
+from env.sim.catalogue import ALL_JOBS, HELD_OUT_JOBS, TRAIN_JOBS  # noqa: E402
+from training.demos import expert_grid  # noqa: E402
+from training.expert import Expert  # noqa: E402
+from training.policies import ActorChooser  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default=str(ROOT / "training" / "models" / "sim-reference.npz"))
+    ap.add_argument("--windows", type=int, default=20, help="windows of each kind (default 20)")
+    ap.add_argument("--seed", type=int, default=123)
+    args = ap.parse_args()
+    m = load_model(args.model)
+    node = load_node(m.meta.trained_for.name)
+    prov, backend = sim_provider(node), SimBackend(node)
+    agent, expert = ActorChooser(m.layers, members=m.actors), Expert(node, expert_grid("cores"))
+    layout = layout_for_size(m.meta.obs_size, m.meta.window_size, prov.n_features)
+
+    def throughput(w: Window, chooser) -> float:
+        plan = plan_window(w, node, prov, chooser, policy="x", window_size=m.meta.window_size, obs_layout=layout).plan
+        return sum(prov.get(j.profile_name).solo_s for j in w.jobs) / sum(backend.evaluate(plan, seed=0))
+
+    rng = random.Random(args.seed)
+    print(f"agent / expert, throughput vs time sharing (simulated), {args.windows} seeded windows of "
+          f"{m.meta.window_size} jobs each, Cmax {m.meta.max_concurrency}:")
+    for label, pool, need_held in (("training programs only", TRAIN_JOBS, False), ("with held-out programs", ALL_JOBS, True)):
+        ratios: list[float] = []
+        while len(ratios) < args.windows:
+            names = rng.sample(list(pool), m.meta.window_size)
+            if need_held and not any(n in HELD_OUT_JOBS for n in names):
+                continue
+            w = Window(jobs=[WindowJob(id=f"{i}-{n}", profile=n) for i, n in enumerate(names)],
+                       max_concurrency=m.meta.max_concurrency)
+            ratios.append(throughput(w, agent) / throughput(w, lambda o, mk, ep: expert.action(ep)))
+        print(f"  {label:24s} mean {np.mean(ratios) * 100:5.1f} %   worst {np.min(ratios) * 100:5.1f} %")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
