@@ -43,7 +43,7 @@ def train_ensemble(cfg: Any, run_dir: Path, out: Path | None, *, resume: bool, p
     member_figs: list[dict[str, Any]] = []
     for k in range(cfg.ensemble):
         mdir = run_dir / "members" / str(k)
-        mcfg = dataclasses.replace(cfg, seed=cfg.seed + k, ensemble=1)
+        mcfg = dataclasses.replace(cfg, seed=cfg.seed + k, ensemble=1, finetune_windows=0)  # the distilled actor is fine-tuned, not each member
         done = mdir / "figures.json"
         if done.exists() and (mdir / "model.npz").exists():
             say(f"ensemble member {k + 1}/{cfg.ensemble}: trained already ({mdir})")
@@ -71,6 +71,13 @@ def train_ensemble(cfg: Any, run_dir: Path, out: Path | None, *, resume: bool, p
     member_vals = ", ".join(f"{f['selected'].get('agent', float('nan')):.3f}" for f in member_figs)
     say(f"validation (simulated): members {member_vals}; their ensemble {val_ens['agent']:.3f}; "
         f"the distilled actor {val['agent']:.3f}")
+    distill_wall = time.monotonic() - t_d
+    ft_figs = None
+    if cfg.finetune_windows:
+        from training.finetune import finetune_phase
+
+        student, ft_figs = finetune_phase(student, cfg, setup, run_dir, progress=progress, say=say)
+        val = {**val, "agent": ft_figs["kept_validation"]}
     children = sum(f.get("children_cpu_s", 0.0) for f in member_figs)  # the demonstration workers (members run here)
     figures: dict[str, Any] = {
         "backend": cfg.backend,
@@ -83,12 +90,13 @@ def train_ensemble(cfg: Any, run_dir: Path, out: Path | None, *, resume: bool, p
         "wall_s": round(sum(f["wall_s"] for f in member_figs) + time.monotonic() - t_d, 1),
         "cpu_s": round(_cpu_s() - t_cpu, 1),
         "children_cpu_s": round(children, 1),
-        "selected": {"by": "the distilled actor (validation, greedy)", "kind": "eval", **val},
+        "selected": {"by": "the distilled actor" + (", fine-tuned" if ft_figs else "") + " (validation, greedy)", "kind": "eval", **val},
         "members": [{"seed": cfg.seed + k, "validation": f["selected"].get("agent"), "wall_s": f["wall_s"],
                      "steps": f["steps"]} for k, f in enumerate(member_figs)],
         "ensemble_validation": val_ens,
         "distillation": {"states": int(len(obs)), "updates": cfg.distill_updates, "windows": cfg.distill_windows,
-                         "wall_s": round(time.monotonic() - t_d, 1)},
+                         "wall_s": round(distill_wall, 1)},
+        "finetune": ft_figs,
         "validation_baselines": member_figs[0].get("validation_baselines"),
         "command_wall_s": round(time.monotonic() - t_wall, 1),
     }

@@ -86,6 +86,9 @@ class TrainConfig:
     distill_windows: int = 3000  # ensemble: fresh training windows whose ensemble states the student learns on
     distill_updates: int = 10_000  # ensemble: the student's updates
     warm_start_actor: str = "sac+bc"  # the actor's loss in the warm start: SAC's plus cloning, or cloning only ("bc")
+    finetune_windows: int = 0  # sim: windows of on-policy fine-tuning of the final actor (training.finetune); 0: none
+    finetune_samples: int = 8  # sim: sampled episodes per fine-tuning window
+    finetune_lr: float = 3e-5  # sim: fine-tuning's learning rate (decays linearly to 0)
     sac: dict[str, Any] = field(default_factory=dict)  # SACConfig overrides
 
     def __post_init__(self) -> None:
@@ -111,6 +114,11 @@ class TrainConfig:
             raise InputError("--demo-workers must be at least 1")
         if self.synthetic_jobs < 0:
             raise InputError("--synthetic-jobs must be 0 or more")
+        if self.finetune_windows and self.backend != "sim":
+            raise InputError("fine-tuning scores thousands of episodes on the simulated node: --finetune-windows is for --backend sim")
+        if self.finetune_windows < 0 or self.finetune_samples < 2 or not self.finetune_lr > 0:
+            raise InputError("--finetune-windows must be 0 or more, --finetune-samples at least 2 (their mean is the "
+                             "baseline) and --finetune-lr above 0")
         if self.window_size < 1 or self.steps < 1:
             raise InputError("--window-size and --steps must be at least 1")
         self.cmax = tuple(int(c) for c in self.cmax)
@@ -490,6 +498,12 @@ def train(cfg: TrainConfig, run_dir: str | os.PathLike[str], out: str | os.PathL
     wall, cpu, child = elapsed()
     if best_layers is None:
         best_layers = agent.actor.layers_numpy()
+    ft_figs = None
+    if cfg.finetune_windows:
+        from training.finetune import finetune_phase
+
+        best_layers, ft_figs = finetune_phase(best_layers, cfg, setup, run_dir, progress=progress, say=_say)
+        wall, cpu, child = elapsed()
     figures: dict[str, Any] = {
         "backend": cfg.backend,
         "simulated": cfg.backend == "sim",
@@ -503,6 +517,10 @@ def train(cfg: TrainConfig, run_dir: str | os.PathLike[str], out: str | os.PathL
         "validation_baselines": base,
         "last_validation": last_val,
     }
+    if ft_figs is not None:
+        figures["finetune"] = ft_figs
+        figures["selected"] = {"by": "fine-tuning's best validation mean (greedy actor)", "kind": "eval",
+                               "agent": ft_figs["kept_validation"]}
     if cfg.backend == "real":
         rb = setup.backend
         figures["real_groups"] = {"executed": rb.runs, "reused_measurements": rb.reused,

@@ -50,6 +50,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ensemble", type=int, default=1, metavar="K", help="K > 1: train K agents (seeds SEED..SEED+K-1, one after another, same demonstrations) and distil them into one actor (default 1)")
     p.add_argument("--distill-windows", type=int, default=3000, help="--ensemble: training windows whose ensemble states the distilled actor learns on (default 3000)")
     p.add_argument("--distill-updates", type=int, default=10_000, help="--ensemble: updates of the distilled actor (default 10000)")
+    p.add_argument("--finetune-windows", type=int, default=0, metavar="N", help="sim: fine-tune the final actor on N training windows by policy gradient on the simulated throughput (training/finetune.py; default 0: none)")
+    p.add_argument("--finetune-samples", type=int, default=8, help="sim: sampled episodes per fine-tuning window, their mean the baseline (default 8)")
+    p.add_argument("--finetune-lr", type=float, default=3e-5, help="sim: fine-tuning's learning rate, decaying linearly to 0 (default 3e-5)")
     p.add_argument("--expert-grid", choices=("cores", "teacher"), default="cores", help="sim: the expert search's grid (default cores)")
     p.add_argument("--dagger", action="store_true", help="sim: label the states the agent visits with the expert's action (DAgger; needs --demos)")
     p.add_argument("--bc-batch", type=int, default=128, help="labelled states in the cloning term of each update (default 128)")
@@ -103,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         distill_windows=args.distill_windows, distill_updates=args.distill_updates, pretrain_updates=args.pretrain_updates if args.pretrain_updates is not None else (2_000 if args.demos else 0),
         bc_weight=args.bc_weight, demo_batch=args.demo_batch, demo_noise=args.demo_noise, expert_grid=args.expert_grid,
         dagger=args.dagger, bc_batch=args.bc_batch, obs_layout=args.obs_layout, n_validation=args.n_validation, warm_start_actor=args.warm_start_actor,
+        finetune_windows=args.finetune_windows, finetune_samples=args.finetune_samples, finetune_lr=args.finetune_lr,
     )
     tag = node.replace(":", "-")
     run_dir = Path(args.run_dir or f"runs/train-{args.backend}-{tag}-s{args.seed}")

@@ -1,0 +1,222 @@
+"""``cosched train --finetune-windows N`` (sim): the trained actor improved on the objective itself.
+
+Why: the actor learns from the expert's labels (cloning and DAgger, ``training.demos`` / ``training.expert``) and
+SAC's critic. Cloning weighs every disagreement with the expert alike, whether it costs nothing (a near-tie) or
+a third of the window's throughput (a wrong first core count, a 3 + 3 split). Measured on the standard file
+(simulated): the agent's first deviation from the expert is confident (the expert's action often under 5 %) and
+most of the lost throughput comes from a few such steps.
+
+So the last phase is on-policy policy gradient on the simulated throughput, with a self-critical baseline
+(REINFORCE with the mean of several rollouts of the same window, as in Kool et al. 2019, "Attention, learn to
+solve routing problems!"): for each training window, ``samples`` episodes are drawn from the actor's masked
+softmax; each is scored by the simulated node (throughput vs time sharing of its plan, ``env.baselines``'
+memoised ``GroupEvaluator``, the same model ``best-found`` searches); an episode's advantage is its throughput
+minus the window's mean, and ``−advantage · Σ log π(a|s)`` over its steps (with more than one valid action) is
+the loss. Mistakes are now weighed by what they cost, on the states the actor itself visits.
+
+The learning rate decays linearly to zero; the actor is validated every ``eval_every`` windows and the best
+(validation, greedy) is kept, the starting actor included. Windows are drawn from the training jobs only
+(``Setup.jobs``), never the evaluation file's. Seeded: the same seed gives the same actor.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from env.actions import SKIP
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    """Hyperparameters of the fine-tuning phase (``TrainConfig.finetune_*``)."""
+
+    windows: int = 0  # training windows (each played ``samples`` times); 0: no fine-tuning
+    samples: int = 8  # sampled episodes per window (their mean throughput is the baseline)
+    windows_per_update: int = 8
+    lr: float = 3e-5  # Adam; decays linearly to 0 over the phase
+    advantage_scale: float = 10.0  # advantage = (throughput − the window's mean) × this (0.1 of throughput → 1)
+    max_grad_norm: float = 1.0
+    eval_every: int = 2_000  # windows between validations (the best validated actor is kept)
+
+
+def episode_throughput(ep: Any, ev: Any) -> float:
+    """Throughput vs time sharing of a finished episode's plan on the simulated node: solo total over the sum of
+    the group makespans, each group's members in placement order (as the plan builder places them)."""
+    queue = list(range(len(ep.jobs)))
+    groups: dict[int, list[tuple[str, int]]] = {}
+    for a in ep.history[1:]:
+        if a == SKIP:
+            queue.append(queue.pop(0))
+        else:
+            slot = queue.pop(0)
+            groups.setdefault(ep.group_of[slot], []).append((ep.infos[slot].name, a))
+    total = sum(ev.makespan(ep.schedule_index, members) for members in groups.values())
+    return sum(i.solo_s for i in ep.infos) / total
+
+
+def _play(setup: Any, names: Sequence[str], cmax: int, window_size: int, forward: Callable[[np.ndarray], np.ndarray],
+          rng: np.random.Generator | None, ev: Any) -> tuple[float, list[np.ndarray], list[np.ndarray], list[int]]:
+    """One episode: sampled from the masked softmax (``rng``) or greedy (``rng`` None). Returns its throughput and
+    the (observation, mask, action) of every step with a choice."""
+    from env.episode import Episode
+    from env.gym_env import _window_jobs
+
+    ep = Episode(setup.node, _window_jobs(names), [setup.provider.get(n) for n in names], max_concurrency=cmax,
+                 window_size=window_size, n_features=setup.provider.n_features, obs_layout=setup.obs_layout)
+    obs, masks, acts = [], [], []
+    while not ep.done:
+        mask = ep.action_mask()
+        valid = np.flatnonzero(mask)
+        if valid.size == 1:
+            ep.step(int(valid[0]))
+            continue
+        o = ep.observation()
+        logits = forward(o)[valid]
+        if rng is None:
+            a = int(valid[int(np.argmax(logits))])
+        else:
+            p = np.exp(logits - logits.max())
+            a = int(valid[rng.choice(valid.size, p=p / p.sum())])
+        obs.append(o)
+        masks.append(mask.astype(np.bool_))
+        acts.append(a)
+        ep.step(a)
+    return episode_throughput(ep, ev), obs, masks, acts
+
+
+def finetune(layers: list[tuple[np.ndarray, np.ndarray]], setup: Any, cfg: FinetuneConfig, *, window_size: int,
+             cmaxes: Sequence[int], seed: int, validate: Callable[[list], dict[str, Any]],
+             on_progress: Callable[[int, str], None] | None = None, say: Callable[[str], None] = lambda s: None,
+             log: Callable[[dict[str, Any]], None] | None = None) -> tuple[list[tuple[np.ndarray, np.ndarray]], dict[str, Any]]:
+    """Fine-tune ``layers`` (the model file's (weight (out, in), bias) list) on the sim backend. Returns the kept
+    actor and the phase's figures."""
+    import torch
+
+    from agent.policy import MeanLogits
+    from env.baselines import GroupEvaluator
+    from training.demos import sample_window
+
+    if setup.backend.name != "sim":
+        raise ValueError("fine-tuning scores thousands of episodes on the simulated node: it is for --backend sim")
+    t0 = time.monotonic()
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    wrng = random.Random(seed + 7_919)
+    ev = GroupEvaluator(setup.node)
+    linears = [torch.nn.Linear(w.shape[1], w.shape[0]) for w, _ in layers]
+    with torch.no_grad():
+        for lin, (w, b) in zip(linears, layers):
+            lin.weight.copy_(torch.as_tensor(np.asarray(w, np.float32)))
+            lin.bias.copy_(torch.as_tensor(np.asarray(b, np.float32)))
+    mods: list[torch.nn.Module] = []
+    for i, lin in enumerate(linears):
+        mods.append(lin)
+        if i < len(linears) - 1:
+            mods.append(torch.nn.ReLU())
+    net = torch.nn.Sequential(*mods)
+    opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
+    n_updates = max(1, -(-cfg.windows // cfg.windows_per_update))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda u: max(0.0, 1.0 - u / n_updates))
+
+    def current() -> list[tuple[np.ndarray, np.ndarray]]:
+        return [(lin.weight.detach().numpy().astype(np.float32), lin.bias.detach().numpy().astype(np.float32))
+                for lin in linears]
+
+    start_val = validate(layers)
+    best_val, best_layers, best_at = start_val, layers, 0
+    evals = [{"windows": 0, **start_val}]
+    jobs = list(setup.jobs)
+    batch_obs: list[np.ndarray] = []
+    batch_mask: list[np.ndarray] = []
+    batch_act: list[int] = []
+    batch_adv: list[float] = []
+    recent: list[float] = []
+    forward = MeanLogits([layers])
+    for wi in range(1, cfg.windows + 1):
+        cmax = cmaxes[(wi - 1) % len(cmaxes)]
+        names = sample_window(wrng, jobs, window_size)
+        rolls = [_play(setup, names, cmax, window_size, forward, rng, ev) for _ in range(cfg.samples)]
+        mean = float(np.mean([r[0] for r in rolls]))
+        recent.append(mean)
+        for thr, obs, masks, acts in rolls:
+            batch_obs += obs
+            batch_mask += masks
+            batch_act += acts
+            batch_adv += [(thr - mean) * cfg.advantage_scale] * len(acts)
+        if wi % cfg.windows_per_update == 0 or wi == cfg.windows:
+            if batch_act:
+                o = torch.as_tensor(np.asarray(batch_obs, np.float32))
+                m = torch.as_tensor(np.asarray(batch_mask, np.bool_))
+                a = torch.as_tensor(batch_act)
+                adv = torch.as_tensor(batch_adv, dtype=torch.float32)
+                logp = torch.log_softmax(net(o).masked_fill(~m, -1e9), dim=1).gather(1, a[:, None]).squeeze(1)
+                loss = -(adv * logp).sum() / (cfg.windows_per_update * cfg.samples)
+                opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
+                opt.step()
+            sched.step()
+            batch_obs, batch_mask, batch_act, batch_adv = [], [], [], []
+            forward = MeanLogits([current()])
+        if wi % cfg.eval_every == 0 or wi == cfg.windows:
+            val = validate(current())
+            evals.append({"windows": wi, **val})
+            if log is not None:
+                log({"kind": "finetune", "windows": wi, "sampled_throughput": float(np.mean(recent)), **val,
+                     "wall_s": round(time.monotonic() - t0, 1)})
+            say(f"fine-tuning: {wi}/{cfg.windows} windows, sampled throughput {np.mean(recent):.3f}, "
+                f"validation {val['agent']:.3f} (start {start_val['agent']:.3f})")
+            recent = []
+            if val["agent"] > best_val["agent"]:
+                best_val, best_layers, best_at = val, current(), wi
+        if on_progress is not None:
+            on_progress(wi, f"sampled throughput {mean:.3f} (simulated)")
+    figures = {"windows": cfg.windows, "samples": cfg.samples, "lr": cfg.lr, "evals": evals,
+               "start_validation": start_val["agent"], "kept_validation": best_val["agent"], "kept_at_windows": best_at,
+               "episodes": cfg.windows * cfg.samples, "wall_s": round(time.monotonic() - t0, 1)}
+    return best_layers, figures
+
+
+def finetune_phase(layers: list[tuple[np.ndarray, np.ndarray]], cfg: Any, setup: Any, run_dir: Path, *, progress: bool,
+                   say: Callable[[str], None]) -> tuple[list[tuple[np.ndarray, np.ndarray]], dict[str, Any]]:
+    """The phase as ``cosched train`` runs it (``cfg``: a TrainConfig): a progress bar, ``RUN_DIR/finetune.jsonl``,
+    and ``RUN_DIR/finetuned-actor.npz`` with its figures, which a resumed run reuses instead of fine-tuning again."""
+    from training.train import _load_layers, _Progress, _save_layers, validate
+
+    done, figs_path = run_dir / "finetuned-actor.npz", run_dir / "finetune.json"
+    if done.exists() and figs_path.exists():
+        say(f"fine-tuning: done already ({done})")
+        return _load_layers(done), json.loads(figs_path.read_text())
+    fcfg = FinetuneConfig(windows=cfg.finetune_windows, samples=cfg.finetune_samples, lr=cfg.finetune_lr,
+                          eval_every=max(1, min(2_000, cfg.finetune_windows // 5)))
+    say(f"fine-tuning the actor: {fcfg.windows} training windows × {fcfg.samples} sampled episodes, policy gradient "
+        f"on the simulated throughput (validated every {fcfg.eval_every} windows, the best kept)")
+    bar = _Progress(fcfg.windows, 0, progress, "fine-tuning (sim)")
+    log_path = run_dir / "finetune.jsonl"
+    log_path.unlink(missing_ok=True)
+
+    def log(rec: dict[str, Any]) -> None:
+        with log_path.open("a") as f:
+            f.write(json.dumps(rec) + "\n")
+
+    try:
+        kept, figs = finetune(layers, setup, fcfg, window_size=cfg.window_size, cmaxes=cfg.cmax, seed=cfg.seed,
+                              validate=lambda ls: validate(ls, setup, cfg.window_size), on_progress=bar.update,
+                              say=bar.say if progress else say, log=log)
+    finally:
+        bar.stop()
+    say(f"fine-tuning (simulated): validation {figs['start_validation']:.3f} -> {figs['kept_validation']:.3f} "
+        f"(kept the actor of window {figs['kept_at_windows']}), {figs['wall_s']:.0f} s")
+    _save_layers(done, kept)
+    figs_path.write_text(json.dumps(figs, indent=1))
+    return kept, figs
+
+
+__all__ = ["FinetuneConfig", "episode_throughput", "finetune", "finetune_phase"]
