@@ -43,7 +43,7 @@ def train_ensemble(cfg: Any, run_dir: Path, out: Path | None, *, resume: bool, p
     member_figs: list[dict[str, Any]] = []
     for k in range(cfg.ensemble):
         mdir = run_dir / "members" / str(k)
-        mcfg = dataclasses.replace(cfg, seed=cfg.seed + k, ensemble=1, finetune_windows=0)  # the distilled actor is fine-tuned, not each member
+        mcfg = dataclasses.replace(cfg, seed=cfg.seed + k, ensemble=1, finetune_windows=0)  # fine-tuned below, once all are trained
         done = mdir / "figures.json"
         if done.exists() and (mdir / "model.npz").exists():
             say(f"ensemble member {k + 1}/{cfg.ensemble}: trained already ({mdir})")
@@ -61,28 +61,53 @@ def train_ensemble(cfg: Any, run_dir: Path, out: Path | None, *, resume: bool, p
     reward = (RewardConfig(intermediate_weight=cfg.intermediate_weight, final_weight=0.0) if cfg.reward == "group"
               else RewardConfig())
     setup = make_setup(cfg, run_dir, reward, say)
-    say(f"distilling the {cfg.ensemble} actors into one: states of the demonstrations and of the ensemble on "
-        f"{cfg.distill_windows} training windows, {cfg.distill_updates} updates")
     t_d = time.monotonic()
-    obs, mask = distill_states(members, setup, cfg, run_dir / "members" / "0" / "demos.npz")
-    student = distill(members, obs, mask, cfg.sac_config().hidden_sizes, updates=cfg.distill_updates, seed=cfg.seed)
-    val_ens = validate(members[0], setup, cfg.window_size, members=members)
-    val = validate(student, setup, cfg.window_size)
     member_vals = ", ".join(f"{f['selected'].get('agent', float('nan')):.3f}" for f in member_figs)
-    say(f"validation (simulated): members {member_vals}; their ensemble {val_ens['agent']:.3f}; "
-        f"the distilled actor {val['agent']:.3f}")
-    distill_wall = time.monotonic() - t_d
-    ft_figs = None
-    if cfg.finetune_windows:
-        from training.finetune import finetune_phase
+    distillation: dict[str, Any] | None = None
+    finetuned: list[dict[str, Any]] = []
+    if cfg.distill_updates:
+        say(f"distilling the {cfg.ensemble} actors into one: states of the demonstrations and of the ensemble on "
+            f"{cfg.distill_windows} training windows, {cfg.distill_updates} updates")
+        obs, mask = distill_states(members, setup, cfg, run_dir / "members" / "0" / "demos.npz")
+        student = distill(members, obs, mask, cfg.sac_config().hidden_sizes, updates=cfg.distill_updates, seed=cfg.seed)
+        val_ens = validate(members[0], setup, cfg.window_size, members=members)
+        val = validate(student, setup, cfg.window_size)
+        say(f"validation (simulated): members {member_vals}; their ensemble {val_ens['agent']:.3f}; "
+            f"the distilled actor {val['agent']:.3f}")
+        distillation = {"states": int(len(obs)), "updates": cfg.distill_updates, "windows": cfg.distill_windows,
+                        "wall_s": round(time.monotonic() - t_d, 1)}
+        if cfg.finetune_windows:
+            from training.finetune import finetune_phase
 
-        student, ft_figs = finetune_phase(student, cfg, setup, run_dir, progress=progress, say=say)
-        val = {**val, "agent": ft_figs["kept_validation"]}
+            student, ft = finetune_phase(student, cfg, setup, run_dir, progress=progress, say=say)
+            finetuned.append(ft)
+            val = {**val, "agent": ft["kept_validation"]}
+        actors = [student]
+        selected_by = "the distilled actor" + (", fine-tuned" if finetuned else "") + " (validation, greedy)"
+    else:
+        # --distill-updates 0: the model file holds the K actors (the planner averages their logits), each one
+        # fine-tuned on its own seed. K forward passes per step instead of one (~0.1 ms per window for K = 3).
+        if cfg.finetune_windows:
+            from training.finetune import finetune_phase
+
+            for k in range(cfg.ensemble):
+                say(f"ensemble member {k + 1}/{cfg.ensemble}: fine-tuning")
+                members[k], ft = finetune_phase(members[k], dataclasses.replace(cfg, seed=cfg.seed + k), setup,
+                                                run_dir / "members" / str(k), progress=progress, say=say)
+                finetuned.append(ft)
+        val_ens = validate(members[0], setup, cfg.window_size, members=members)
+        val = val_ens
+        say(f"validation (simulated): members {member_vals}"
+            + (" before fine-tuning, " + ", ".join(f"{f['kept_validation']:.3f}" for f in finetuned) + " after" if finetuned else "")
+            + f"; their ensemble (the model) {val_ens['agent']:.3f}")
+        actors = members
+        selected_by = f"the ensemble of the {cfg.ensemble} actors" + (", each fine-tuned" if finetuned else "") + " (validation, greedy)"
     children = sum(f.get("children_cpu_s", 0.0) for f in member_figs)  # the demonstration workers (members run here)
     figures: dict[str, Any] = {
         "backend": cfg.backend,
         "simulated": cfg.backend == "sim",
         "ensemble": cfg.ensemble,
+        "actors": len(actors),
         "steps": sum(f["steps"] for f in member_figs),
         "episodes": sum(f["episodes"] for f in member_figs),
         "updates": sum(f["updates"] for f in member_figs) + cfg.distill_updates,
@@ -90,26 +115,25 @@ def train_ensemble(cfg: Any, run_dir: Path, out: Path | None, *, resume: bool, p
         "wall_s": round(sum(f["wall_s"] for f in member_figs) + time.monotonic() - t_d, 1),
         "cpu_s": round(_cpu_s() - t_cpu, 1),
         "children_cpu_s": round(children, 1),
-        "selected": {"by": "the distilled actor" + (", fine-tuned" if ft_figs else "") + " (validation, greedy)", "kind": "eval", **val},
+        "selected": {"by": selected_by, "kind": "eval", **val},
         "members": [{"seed": cfg.seed + k, "validation": f["selected"].get("agent"), "wall_s": f["wall_s"],
                      "steps": f["steps"]} for k, f in enumerate(member_figs)],
         "ensemble_validation": val_ens,
-        "distillation": {"states": int(len(obs)), "updates": cfg.distill_updates, "windows": cfg.distill_windows,
-                         "wall_s": round(distill_wall, 1)},
-        "finetune": ft_figs,
+        "distillation": distillation,
+        "finetune": finetuned or None,
         "validation_baselines": member_figs[0].get("validation_baselines"),
         "command_wall_s": round(time.monotonic() - t_wall, 1),
     }
     evaluation = None
     model_path = out or run_dir / "model.npz"
     sac_cfg = cfg.sac_config()
-    meta = export(model_path, student, cfg, setup, sac_cfg, figures, command)
+    meta = export(model_path, actors[0], cfg, setup, sac_cfg, figures, command, more_members=actors[1:])
     if final_eval:
         from training.evaluation import final_evaluation
 
         evaluation = final_evaluation(model_path, setup, cfg, run_dir, windows_file=eval_windows, say=say)
         figures["evaluation"] = evaluation["summary"]
-        meta = export(model_path, student, cfg, setup, sac_cfg, figures, command)
+        meta = export(model_path, actors[0], cfg, setup, sac_cfg, figures, command, more_members=actors[1:])
     figures["model_id"] = meta.model_id
     (run_dir / "figures.json").write_text(json.dumps(figures, indent=1, default=float))
     return TrainResult(model_path, run_dir, figures, evaluation)

@@ -14,8 +14,9 @@ memoised ``GroupEvaluator``, the same model ``best-found`` searches); an episode
 minus the window's mean, and ``−advantage · Σ log π(a|s)`` over its steps (with more than one valid action) is
 the loss. Mistakes are now weighed by what they cost, on the states the actor itself visits.
 
-The learning rate decays linearly to zero; the actor is validated every ``eval_every`` windows and the best
-(validation, greedy) is kept, the starting actor included. Windows are drawn from the training jobs only
+The learning rate decays linearly to zero and the final actor is kept (``keep="final"``): measured, picking the best
+of the periodic validations (``keep="best"``) chose by noise (48 validation windows move by about as much as the
+phase gains late), often an early actor. The validations are recorded either way. Windows are drawn from the training jobs only
 (``Setup.jobs``), never the evaluation file's. Seeded: the same seed gives the same actor.
 """
 
@@ -43,7 +44,8 @@ class FinetuneConfig:
     lr: float = 3e-5  # Adam; decays linearly to 0 over the phase
     advantage_scale: float = 10.0  # advantage = (throughput − the window's mean) × this (0.1 of throughput → 1)
     max_grad_norm: float = 1.0
-    eval_every: int = 2_000  # windows between validations (the best validated actor is kept)
+    eval_every: int = 2_000  # windows between validations (recorded; with keep="best" the best is kept)
+    keep: str = "final"  # "final": the last actor (the learning rate has decayed to 0); "best": the best validated
 
 
 def episode_throughput(ep: Any, ev: Any) -> float:
@@ -91,25 +93,54 @@ def _play(setup: Any, names: Sequence[str], cmax: int, window_size: int, forward
     return episode_throughput(ep, ev), obs, masks, acts
 
 
+_FORKED: Any = None  # the setup, for forked rollout workers (set before the pool forks)
+_EVALUATOR: list[Any] = []  # this process's memoised GroupEvaluator (one node at a time)
+
+
+def _evaluator(node: Any) -> Any:
+    from env.baselines import GroupEvaluator
+
+    if not _EVALUATOR or _EVALUATOR[0].node is not node or len(_EVALUATOR[0].memo) > 500_000:  # bound its memory
+        _EVALUATOR[:] = [GroupEvaluator(node)]
+    return _EVALUATOR[0]
+
+
+def _rollouts(setup: Any, task: tuple) -> list[list[tuple]]:
+    """Every window of ``task`` played ``samples`` times by the actor ``weights``. A window's draws come from its
+    own generator (seed, window number), so the data is the same for any number of workers."""
+    from agent.policy import MeanLogits
+
+    weights, items, samples, seed, window_size = task
+    forward, ev = MeanLogits([weights]), _evaluator(setup.node)
+    out = []
+    for wi, names, cmax in items:
+        rng = np.random.default_rng([seed, wi])
+        out.append([_play(setup, names, cmax, window_size, forward, rng, ev) for _ in range(samples)])
+    return out
+
+
+def _forked_rollouts(task: tuple) -> list[list[tuple]]:
+    return _rollouts(_FORKED, task)
+
+
 def finetune(layers: list[tuple[np.ndarray, np.ndarray]], setup: Any, cfg: FinetuneConfig, *, window_size: int,
-             cmaxes: Sequence[int], seed: int, validate: Callable[[list], dict[str, Any]],
+             cmaxes: Sequence[int], seed: int, validate: Callable[[list], dict[str, Any]], workers: int = 1,
              on_progress: Callable[[int, str], None] | None = None, say: Callable[[str], None] = lambda s: None,
              log: Callable[[dict[str, Any]], None] | None = None) -> tuple[list[tuple[np.ndarray, np.ndarray]], dict[str, Any]]:
-    """Fine-tune ``layers`` (the model file's (weight (out, in), bias) list) on the sim backend. Returns the kept
-    actor and the phase's figures."""
+    """Fine-tune ``layers`` (the model file's (weight (out, in), bias) list) on the sim backend, the episodes
+    played by ``workers`` processes (the same result for any number). Returns the kept actor and the figures."""
+    import multiprocessing
+
     import torch
 
-    from agent.policy import MeanLogits
-    from env.baselines import GroupEvaluator
     from training.demos import sample_window
 
+    global _FORKED
     if setup.backend.name != "sim":
         raise ValueError("fine-tuning scores thousands of episodes on the simulated node: it is for --backend sim")
     t0 = time.monotonic()
     torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
     wrng = random.Random(seed + 7_919)
-    ev = GroupEvaluator(setup.node)
     linears = [torch.nn.Linear(w.shape[1], w.shape[0]) for w, _ in layers]
     with torch.no_grad():
         for lin, (w, b) in zip(linears, layers):
@@ -133,54 +164,70 @@ def finetune(layers: list[tuple[np.ndarray, np.ndarray]], setup: Any, cfg: Finet
     best_val, best_layers, best_at = start_val, layers, 0
     evals = [{"windows": 0, **start_val}]
     jobs = list(setup.jobs)
-    batch_obs: list[np.ndarray] = []
-    batch_mask: list[np.ndarray] = []
-    batch_act: list[int] = []
-    batch_adv: list[float] = []
     recent: list[float] = []
-    forward = MeanLogits([layers])
-    for wi in range(1, cfg.windows + 1):
-        cmax = cmaxes[(wi - 1) % len(cmaxes)]
-        names = sample_window(wrng, jobs, window_size)
-        rolls = [_play(setup, names, cmax, window_size, forward, rng, ev) for _ in range(cfg.samples)]
-        mean = float(np.mean([r[0] for r in rolls]))
-        recent.append(mean)
-        for thr, obs, masks, acts in rolls:
-            batch_obs += obs
-            batch_mask += masks
-            batch_act += acts
-            batch_adv += [(thr - mean) * cfg.advantage_scale] * len(acts)
-        if wi % cfg.windows_per_update == 0 or wi == cfg.windows:
-            if batch_act:
-                o = torch.as_tensor(np.asarray(batch_obs, np.float32))
-                m = torch.as_tensor(np.asarray(batch_mask, np.bool_))
-                a = torch.as_tensor(batch_act)
-                adv = torch.as_tensor(batch_adv, dtype=torch.float32)
-                logp = torch.log_softmax(net(o).masked_fill(~m, -1e9), dim=1).gather(1, a[:, None]).squeeze(1)
-                loss = -(adv * logp).sum() / (cfg.windows_per_update * cfg.samples)
+    weights = [(np.asarray(w, np.float32), np.asarray(b, np.float32)) for w, b in layers]
+    pool = None
+    if workers > 1:
+        _FORKED = setup
+        pool = multiprocessing.get_context("fork").Pool(workers)
+    try:
+        for u in range(n_updates):
+            first = u * cfg.windows_per_update + 1
+            items = [(wi, sample_window(wrng, jobs, window_size), cmaxes[(wi - 1) % len(cmaxes)])
+                     for wi in range(first, min(cfg.windows, first + cfg.windows_per_update - 1) + 1)]
+            if pool is not None:
+                parts = [items[k::workers] for k in range(workers)]
+                done = pool.map(_forked_rollouts, [(weights, part, cfg.samples, seed, window_size) for part in parts if part])
+                by_wi = {it[0]: r for part, res in zip([p for p in parts if p], done) for it, r in zip(part, res)}
+                played = [by_wi[it[0]] for it in items]
+            else:
+                played = _rollouts(setup, (weights, items, cfg.samples, seed, window_size))
+            obs: list[np.ndarray] = []
+            masks: list[np.ndarray] = []
+            acts: list[int] = []
+            advs: list[float] = []
+            for rolls in played:
+                mean = float(np.mean([r[0] for r in rolls]))
+                recent.append(mean)
+                for thr, o, m, a in rolls:
+                    obs += o
+                    masks += m
+                    acts += a
+                    advs += [(thr - mean) * cfg.advantage_scale] * len(a)
+            if acts:
+                o_t = torch.as_tensor(np.asarray(obs, np.float32))
+                m_t = torch.as_tensor(np.asarray(masks, np.bool_))
+                a_t = torch.as_tensor(acts)
+                adv = torch.as_tensor(advs, dtype=torch.float32)
+                logp = torch.log_softmax(net(o_t).masked_fill(~m_t, -1e9), dim=1).gather(1, a_t[:, None]).squeeze(1)
+                loss = -(adv * logp).sum() / (len(items) * cfg.samples)
                 opt.zero_grad()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
                 opt.step()
             sched.step()
-            batch_obs, batch_mask, batch_act, batch_adv = [], [], [], []
-            forward = MeanLogits([current()])
-        if wi % cfg.eval_every == 0 or wi == cfg.windows:
-            val = validate(current())
-            evals.append({"windows": wi, **val})
-            if log is not None:
-                log({"kind": "finetune", "windows": wi, "sampled_throughput": float(np.mean(recent)), **val,
-                     "wall_s": round(time.monotonic() - t0, 1)})
-            say(f"fine-tuning: {wi}/{cfg.windows} windows, sampled throughput {np.mean(recent):.3f}, "
-                f"validation {val['agent']:.3f} (start {start_val['agent']:.3f})")
-            recent = []
-            if val["agent"] > best_val["agent"]:
-                best_val, best_layers, best_at = val, current(), wi
-        if on_progress is not None:
-            on_progress(wi, f"sampled throughput {mean:.3f} (simulated)")
+            weights = current()
+            wi = items[-1][0]
+            if wi // cfg.eval_every > (first - 1) // cfg.eval_every or wi == cfg.windows:
+                val = validate(weights)
+                evals.append({"windows": wi, **val})
+                if log is not None:
+                    log({"kind": "finetune", "windows": wi, "sampled_throughput": float(np.mean(recent)), **val,
+                         "wall_s": round(time.monotonic() - t0, 1)})
+                say(f"fine-tuning: {wi}/{cfg.windows} windows, sampled throughput {np.mean(recent):.3f}, "
+                    f"validation {val['agent']:.3f} (start {start_val['agent']:.3f}) (simulated)")
+                recent = []
+                if cfg.keep == "final" and wi == cfg.windows or cfg.keep == "best" and val["agent"] > best_val["agent"]:
+                    best_val, best_layers, best_at = val, weights, wi
+            if on_progress is not None:
+                on_progress(wi, f"sampled throughput {np.mean(recent) if recent else best_val['agent']:.3f} (simulated)")
+    finally:
+        if pool is not None:
+            pool.terminate()
+            _FORKED = None
     figures = {"windows": cfg.windows, "samples": cfg.samples, "lr": cfg.lr, "evals": evals,
                "start_validation": start_val["agent"], "kept_validation": best_val["agent"], "kept_at_windows": best_at,
-               "episodes": cfg.windows * cfg.samples, "wall_s": round(time.monotonic() - t0, 1)}
+               "episodes": cfg.windows * cfg.samples, "workers": workers, "wall_s": round(time.monotonic() - t0, 1)}
     return best_layers, figures
 
 
@@ -197,7 +244,7 @@ def finetune_phase(layers: list[tuple[np.ndarray, np.ndarray]], cfg: Any, setup:
     fcfg = FinetuneConfig(windows=cfg.finetune_windows, samples=cfg.finetune_samples, lr=cfg.finetune_lr,
                           eval_every=max(1, min(2_000, cfg.finetune_windows // 5)))
     say(f"fine-tuning the actor: {fcfg.windows} training windows × {fcfg.samples} sampled episodes, policy gradient "
-        f"on the simulated throughput (validated every {fcfg.eval_every} windows, the best kept)")
+        f"on the simulated throughput (validated every {fcfg.eval_every} windows; the final actor is kept)")
     bar = _Progress(fcfg.windows, 0, progress, "fine-tuning (sim)")
     log_path = run_dir / "finetune.jsonl"
     log_path.unlink(missing_ok=True)
@@ -208,7 +255,8 @@ def finetune_phase(layers: list[tuple[np.ndarray, np.ndarray]], cfg: Any, setup:
 
     try:
         kept, figs = finetune(layers, setup, fcfg, window_size=cfg.window_size, cmaxes=cfg.cmax, seed=cfg.seed,
-                              validate=lambda ls: validate(ls, setup, cfg.window_size), on_progress=bar.update,
+                              validate=lambda ls: validate(ls, setup, cfg.window_size), workers=cfg.demo_workers,
+                              on_progress=bar.update,
                               say=bar.say if progress else say, log=log)
     finally:
         bar.stop()

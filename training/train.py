@@ -41,7 +41,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -108,8 +108,9 @@ class TrainConfig:
             raise InputError("generated jobs exist on the simulated node: --synthetic-jobs is for --backend sim")
         if self.ensemble < 1 or self.ensemble > 16:
             raise InputError("--ensemble takes 1 to 16 agents")
-        if self.distill_windows < 0 or self.distill_updates < 1:
-            raise InputError("--distill-windows must be 0 or more and --distill-updates at least 1")
+        if self.distill_windows < 0 or self.distill_updates < 0:
+            raise InputError("--distill-windows and --distill-updates must be 0 or more (--distill-updates 0: the "
+                             "model holds the K actors themselves)")
         if self.demo_workers < 1:
             raise InputError("--demo-workers must be at least 1")
         if self.synthetic_jobs < 0:
@@ -601,7 +602,7 @@ def make_setup(cfg: TrainConfig, run_dir: Path, reward: RewardConfig, say: Calla
 
 
 def export(path: Path, layers: list, cfg: TrainConfig, setup: Any, sac_cfg: Any, figures: dict[str, Any],
-           command: str | None) -> Any:
+           command: str | None, more_members: Sequence[list] = ()) -> Any:
     from agent.modelfile import TrainedFor, write_model
     from env.actions import ENCODING_VERSION
     from env.discover import node_id
@@ -619,7 +620,8 @@ def export(path: Path, layers: list, cfg: TrainConfig, setup: Any, sac_cfg: Any,
                        max_concurrency=max(cfg.cmax),
                        trained_for=TrainedFor(name=setup.trained_for_name, node_id=nid, shape=node_shape(setup.node)),
                        feature_set=getattr(setup.pipeline, "feature_set", FEATURE_SET_ID) or FEATURE_SET_ID,
-                       feature_pipeline=setup.pipeline.to_dict(), training=json.loads(json.dumps(training, default=float)))
+                       feature_pipeline=setup.pipeline.to_dict(), training=json.loads(json.dumps(training, default=float)),
+                       more_members=more_members)
 
 
 def _save_layers(path: Path, layers: list) -> None:

@@ -49,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--demo-workers", type=int, default=min(2, os.cpu_count() or 1), help="sim: processes playing the demonstrations; the data is the same for any number (default: 2, or 1 on a 1-CPU machine)")
     p.add_argument("--ensemble", type=int, default=1, metavar="K", help="K > 1: train K agents (seeds SEED..SEED+K-1, one after another, same demonstrations) and distil them into one actor (default 1)")
     p.add_argument("--distill-windows", type=int, default=3000, help="--ensemble: training windows whose ensemble states the distilled actor learns on (default 3000)")
-    p.add_argument("--distill-updates", type=int, default=10_000, help="--ensemble: updates of the distilled actor (default 10000)")
+    p.add_argument("--distill-updates", type=int, default=10_000, help="--ensemble: updates of the distilled actor (default 10000; 0: no distillation, the model holds the K actors and the planner averages their logits)")
     p.add_argument("--finetune-windows", type=int, default=0, metavar="N", help="sim: fine-tune the final actor on N training windows by policy gradient on the simulated throughput (training/finetune.py; default 0: none)")
     p.add_argument("--finetune-samples", type=int, default=8, help="sim: sampled episodes per fine-tuning window, their mean the baseline (default 8)")
     p.add_argument("--finetune-lr", type=float, default=3e-5, help="sim: fine-tuning's learning rate, decaying linearly to 0 (default 3e-5)")

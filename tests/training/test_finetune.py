@@ -58,21 +58,22 @@ def test_episode_throughput_is_the_backends_score_of_the_plan(setup) -> None:
 
 def test_policy_gradient_improves_a_random_actor_and_is_seeded(setup) -> None:
     """From a random actor (below time sharing on this tiny problem), 300 windows of fine-tuning raise the
-    validation mean by more than 0.2 (simulated); a second run with the same seed gives the same weights."""
+    validation mean by more than 0.2 (simulated); a second run with the same seed, its episodes played by two
+    worker processes, gives the same weights."""
     obs_dim = setup.make_env(2).observation_space.shape[0]
     start = random_actor(obs_dim, 0)
     cfg = FinetuneConfig(windows=300, samples=8, lr=1e-2, eval_every=50)
 
-    def run():
-        return finetune(start, setup, cfg, window_size=3, cmaxes=(2,), seed=1,
+    def run(workers: int):
+        return finetune(start, setup, cfg, window_size=3, cmaxes=(2,), seed=1, workers=workers,
                         validate=lambda ls: validate(ls, setup, 3))
 
-    kept, figs = run()
+    kept, figs = run(1)
     assert figs["start_validation"] < 1.0
     assert figs["kept_validation"] > figs["start_validation"] + 0.2
-    assert figs["kept_at_windows"] > 0 and len(figs["evals"]) == 7
+    assert figs["kept_at_windows"] == 300 and len(figs["evals"]) == 7  # the final actor
     assert validate(kept, setup, 3)["agent"] == pytest.approx(figs["kept_validation"])
-    again, _ = run()
+    again, _ = run(2)
     for (w1, b1), (w2, b2) in zip(kept, again):
         assert np.array_equal(w1, w2) and np.array_equal(b1, b2)
 
@@ -98,3 +99,23 @@ def test_bad_fine_tuning_settings_are_refused() -> None:
         TrainConfig(finetune_windows=10, finetune_samples=1)
     with pytest.raises(InputError, match="for --backend sim"):
         TrainConfig(backend="real", finetune_windows=10)
+
+
+def test_an_ensemble_without_distillation_ships_its_fine_tuned_actors(tmp_path: Path) -> None:
+    """--ensemble 2 --distill-updates 0 --finetune-windows: the model file holds both actors, each fine-tuned on
+    its own seed (the phase's figures per member), and the planner averages them; the run's selected figure is
+    the ensemble's validation mean."""
+    cfg = TrainConfig(steps=40, seed=3, window_size=2, cmax=(2,), jobs=("EP", "MG"), eval_every=40, n_validation=2,
+                      checkpoint_every=40, sac=dict(hidden_sizes=[32, 32], learning_starts=20, batch_size=16),
+                      ensemble=2, distill_updates=0, finetune_windows=16, finetune_samples=4, finetune_lr=1e-3)
+    res = train(cfg, tmp_path / "run", tmp_path / "m.npz", progress=False, final_eval=False)
+    m = load_model(tmp_path / "m.npz")
+    assert len(m.actors) == 2
+    figs = m.meta.training["figures"]
+    assert figs["distillation"] is None and len(figs["finetune"]) == 2 and figs["actors"] == 2
+    for k, member in enumerate(m.actors):
+        kept = load_model(tmp_path / "run" / "members" / str(k) / "model.npz")  # the member before fine-tuning
+        tuned = np.load(tmp_path / "run" / "members" / str(k) / "finetuned-actor.npz")
+        assert np.array_equal(np.asarray(member[0][0]), tuned["0.w"])
+        assert kept.layers[0][0].shape == member[0][0].shape
+    assert res.figures["selected"]["agent"] == figs["ensemble_validation"]["agent"]
