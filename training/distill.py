@@ -1,4 +1,6 @@
-"""``cosched train --ensemble K``: K SAC agents from K seeds, distilled into the one actor the model file ships.
+"""``cosched train --ensemble K``: K SAC agents from K seeds, distilled into the one actor the model file ships
+(``--distill-updates 0``: the file holds the K actors, whose logits the planner averages). With
+``--finetune-windows`` the shipped actor(s) are then fine-tuned (``training.finetune``).
 
 Why: each SAC run (demonstrations, warm start, SAC with DAgger; ``training.train``) generalises to new windows
 with its own idiosyncratic errors, and runs of the same recipe differ by several points on held-out windows.
