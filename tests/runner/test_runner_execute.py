@@ -121,11 +121,18 @@ def test_sigkill_then_resume_counts_every_job_once(tmp_path: Path) -> None:
     assert not any(_alive(p) for p in orphan_pids), "the killed runner's jobs were stopped on resume"
 
 
+def _sigint_default() -> None:
+    # A test run launched as a background job of a non-interactive shell (as CI may be) inherits SIGINT ignored,
+    # and Python keeps an ignored SIGINT ignored: the runner would never see the signal this test sends.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_sigint_leaves_no_child_and_a_resumable_journal(tmp_path: Path) -> None:
     plan = make_plan([[("sleeper-a", ["sleep", "30"]), ("sleeper-b", [PY, "-c", "import time; time.sleep(30)"])]])
     runs, home = tmp_path / "runs", tmp_path / "home"
     env = {**os.environ, "COSCHED_HOME": str(home)}
-    proc = subprocess.Popen([*COSCHED, "run", str(write_plan(tmp_path, plan)), "--runs", str(runs)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([*COSCHED, "run", str(write_plan(tmp_path, plan)), "--runs", str(runs)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_default)
     _wait_for(lambda: (d := _started(runs, 0)) is not None and sum(e["event"] == "job_start" for e in journal(d)) == 2)
     run_dir = _started(runs, 0)
     pids = [e["pid"] for e in journal(run_dir) if e["event"] == "job_start"]
