@@ -140,7 +140,7 @@ class Expert:
     def _job_action(self, ep: Any, names: tuple[str, ...]) -> int:
         schedule = int(ep.schedule_index)
         cmax = ep.max_concurrency
-        act_of = _placed_actions(ep)
+        act_of = placed_actions(ep)
         queue = list(ep.queue)  # current first
         cur = queue[0]
         rem_mask = sum(1 << s for s in queue)
@@ -180,8 +180,8 @@ class Expert:
         return best[1]
 
 
-def _placed_actions(ep: Any) -> dict[int, int]:
-    """slot -> the job-level action it was placed with (replayed from the episode's history)."""
+def placed_actions(ep: Any) -> dict[int, int]:
+    """slot -> the job-level action it was placed with, in placement order (replayed from the episode's history)."""
     queue = list(range(len(ep.jobs)))
     out: dict[int, int] = {}
     for a in ep.history[1:]:

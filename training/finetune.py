@@ -31,7 +31,6 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from env.actions import SKIP
 
 
 @dataclass(frozen=True)
@@ -51,14 +50,11 @@ class FinetuneConfig:
 def episode_throughput(ep: Any, ev: Any) -> float:
     """Throughput vs time sharing of a finished episode's plan on the simulated node: solo total over the sum of
     the group makespans, each group's members in placement order (as the plan builder places them)."""
-    queue = list(range(len(ep.jobs)))
+    from training.expert import placed_actions
+
     groups: dict[int, list[tuple[str, int]]] = {}
-    for a in ep.history[1:]:
-        if a == SKIP:
-            queue.append(queue.pop(0))
-        else:
-            slot = queue.pop(0)
-            groups.setdefault(ep.group_of[slot], []).append((ep.infos[slot].name, a))
+    for slot, a in placed_actions(ep).items():
+        groups.setdefault(ep.group_of[slot], []).append((ep.infos[slot].name, a))
     total = sum(ev.makespan(ep.schedule_index, members) for members in groups.values())
     return sum(i.solo_s for i in ep.infos) / total
 
@@ -176,10 +172,10 @@ def finetune(layers: list[tuple[np.ndarray, np.ndarray]], setup: Any, cfg: Finet
             items = [(wi, sample_window(wrng, jobs, window_size), cmaxes[(wi - 1) % len(cmaxes)])
                      for wi in range(first, min(cfg.windows, first + cfg.windows_per_update - 1) + 1)]
             if pool is not None:
-                parts = [items[k::workers] for k in range(workers)]
-                done = pool.map(_forked_rollouts, [(weights, part, cfg.samples, seed, window_size) for part in parts if part])
-                by_wi = {it[0]: r for part, res in zip([p for p in parts if p], done) for it, r in zip(part, res)}
-                played = [by_wi[it[0]] for it in items]
+                size = -(-len(items) // workers)
+                parts = [items[i: i + size] for i in range(0, len(items), size)]
+                played = [r for res in pool.map(_forked_rollouts, [(weights, part, cfg.samples, seed, window_size)
+                                                                    for part in parts]) for r in res]
             else:
                 played = _rollouts(setup, (weights, items, cfg.samples, seed, window_size))
             obs: list[np.ndarray] = []
@@ -231,6 +227,12 @@ def finetune(layers: list[tuple[np.ndarray, np.ndarray]], setup: Any, cfg: Finet
     return best_layers, figures
 
 
+def kept_validation(figures: dict[str, Any]) -> dict[str, Any]:
+    """The kept actor's validation figures (agent and fifo), from the phase's figures."""
+    kept = next(e for e in figures["evals"] if e["windows"] == figures["kept_at_windows"])
+    return {k: v for k, v in kept.items() if k != "windows"}
+
+
 def finetune_phase(layers: list[tuple[np.ndarray, np.ndarray]], cfg: Any, setup: Any, run_dir: Path, *, progress: bool,
                    say: Callable[[str], None]) -> tuple[list[tuple[np.ndarray, np.ndarray]], dict[str, Any]]:
     """The phase as ``cosched train`` runs it (``cfg``: a TrainConfig): a progress bar, ``RUN_DIR/finetune.jsonl``,
@@ -267,4 +269,4 @@ def finetune_phase(layers: list[tuple[np.ndarray, np.ndarray]], cfg: Any, setup:
     return kept, figs
 
 
-__all__ = ["FinetuneConfig", "episode_throughput", "finetune", "finetune_phase"]
+__all__ = ["FinetuneConfig", "episode_throughput", "finetune", "finetune_phase", "kept_validation"]

@@ -501,7 +501,7 @@ def train(cfg: TrainConfig, run_dir: str | os.PathLike[str], out: str | os.PathL
         best_layers = agent.actor.layers_numpy()
     ft_figs = None
     if cfg.finetune_windows:
-        from training.finetune import finetune_phase
+        from training.finetune import finetune_phase, kept_validation
 
         best_layers, ft_figs = finetune_phase(best_layers, cfg, setup, run_dir, progress=progress, say=_say)
         wall, cpu, child = elapsed()
@@ -520,8 +520,7 @@ def train(cfg: TrainConfig, run_dir: str | os.PathLike[str], out: str | os.PathL
     }
     if ft_figs is not None:
         figures["finetune"] = ft_figs
-        figures["selected"] = {"by": "fine-tuning's best validation mean (greedy actor)", "kind": "eval",
-                               "agent": ft_figs["kept_validation"]}
+        figures["selected"] = {"by": "the fine-tuned actor (validation, greedy)", "kind": "eval", **kept_validation(ft_figs)}
     if cfg.backend == "real":
         rb = setup.backend
         figures["real_groups"] = {"executed": rb.runs, "reused_measurements": rb.reused,

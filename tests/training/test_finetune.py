@@ -12,8 +12,7 @@ import torch
 
 from agent.modelfile import load_model
 from env.baselines import GroupEvaluator
-from env.episode import Episode, RewardConfig, plan_window
-from env.gym_env import _window_jobs
+from env.episode import RewardConfig, plan_window
 from env.models import Window, WindowJob
 from env.nodes import load_node
 from training.finetune import FinetuneConfig, episode_throughput, finetune
