@@ -236,7 +236,7 @@ def kept_validation(figures: dict[str, Any]) -> dict[str, Any]:
 def finetune_phase(layers: list[tuple[np.ndarray, np.ndarray]], cfg: Any, setup: Any, run_dir: Path, *, progress: bool,
                    say: Callable[[str], None]) -> tuple[list[tuple[np.ndarray, np.ndarray]], dict[str, Any]]:
     """The phase as ``cosched train`` runs it (``cfg``: a TrainConfig): a progress bar, ``RUN_DIR/finetune.jsonl``,
-    and ``RUN_DIR/finetuned-actor.npz`` with its figures, which a resumed run reuses instead of fine-tuning again."""
+    its curve ``RUN_DIR/finetune.png``, and ``RUN_DIR/finetuned-actor.npz`` with its figures, which a resumed run reuses instead of fine-tuning again."""
     from training.train import _load_layers, _Progress, _save_layers, validate
 
     done, figs_path = run_dir / "finetuned-actor.npz", run_dir / "finetune.json"
@@ -266,7 +266,33 @@ def finetune_phase(layers: list[tuple[np.ndarray, np.ndarray]], cfg: Any, setup:
         f"(kept the actor of window {figs['kept_at_windows']}), {figs['wall_s']:.0f} s")
     _save_layers(done, kept)
     figs_path.write_text(json.dumps(figs, indent=1))
+    plot_finetune(figs, log_path, run_dir / "finetune.png")
     return kept, figs
 
 
-__all__ = ["FinetuneConfig", "episode_throughput", "finetune", "finetune_phase", "kept_validation"]
+def plot_finetune(figs: dict[str, Any], log_path: Path, png: Path) -> None:
+    """The phase's curve: validation (agent, fifo) and the sampled episodes' throughput against windows played."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    evals = figs["evals"]
+    recs = [json.loads(ln) for ln in log_path.read_text().splitlines() if ln.strip()] if log_path.exists() else []
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot([e["windows"] for e in evals], [e["agent"] for e in evals], "o-", color="tab:red", label="validation: agent (greedy)")
+    ax.plot([e["windows"] for e in evals], [e["fifo"] for e in evals], "s--", color="tab:orange", label="validation: fifo")
+    if recs:
+        ax.plot([r["windows"] for r in recs], [r["sampled_throughput"] for r in recs], "^:", color="tab:gray",
+                label="sampled episodes (since the last validation)")
+    ax.axvline(figs["kept_at_windows"], color="black", linewidth=0.7, linestyle=":", label="kept actor")
+    ax.set_xlabel("training windows played")
+    ax.set_ylabel("throughput vs time sharing")
+    ax.set_title(f"fine-tuning: {figs['samples']} episodes a window (simulated)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
+
+
+__all__ = ["FinetuneConfig", "episode_throughput", "finetune", "finetune_phase", "kept_validation", "plot_finetune"]

@@ -89,6 +89,7 @@ def test_cosched_train_fine_tunes_the_final_actor(tmp_path: Path) -> None:
     assert res.figures["selected"]["agent"] == figs["finetune"]["kept_validation"]
     assert (tmp_path / "run" / "finetune.jsonl").read_text().count("\n") >= 1
     assert (tmp_path / "run" / "finetuned-actor.npz").exists()
+    assert (tmp_path / "run" / "finetune.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_bad_fine_tuning_settings_are_refused() -> None:
