@@ -13,6 +13,9 @@ from env.nodes import DEFAULT_SIM_NODE
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from env.episode import OBS_LAYOUTS
+    from training.train import TrainConfig
+
     p = sub.add_parser("train", help="train the agent (discrete SAC) for a node; writes a model file",
                        description="Train the co-scheduling agent on the simulated node (fast) or on this node with "
                        "real runs of a window's jobs (slow; resumable; measured identical group configurations are "
@@ -58,7 +61,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bc-batch", type=int, default=128, help="labelled states in the cloning term of each update (default 128)")
     p.add_argument("--warm-start-actor", choices=("sac+bc", "bc"), default="sac+bc", help="sim: the actor's loss in the warm start (default sac+bc; bc: cloning only)")
     p.add_argument("--n-validation", type=int, default=24, help="sim: validation windows (seeded, whole catalogue; the best validation mean is exported; default 24)")
-    p.add_argument("--obs-layout", choices=("queue-v2", "slots-v1"), default="queue-v2", help="observation layout (default queue-v2)")
+    p.add_argument("--obs-layout", choices=OBS_LAYOUTS, default=TrainConfig.obs_layout,
+                   help=f"observation layout (default {TrainConfig.obs_layout}; env.episode describes each)")
     p.add_argument("--no-eval", action="store_true", help="skip the final evaluation table")
     p.add_argument("--eval-windows", default=None, metavar="FILE", help="sim: windows of the final evaluation (default training/eval_windows.json)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
