@@ -14,6 +14,16 @@ memoised ``GroupEvaluator``, the same model ``best-found`` searches); an episode
 minus the window's mean, and ``−advantage · Σ log π(a|s)`` over its steps (with more than one valid action) is
 the loss. Mistakes are now weighed by what they cost, on the states the actor itself visits.
 
+The schedule-level action (step 0: affinity and memory policy for the whole window) is one decision with a large
+effect, and sampling it explores it poorly: measured, the distilled and fine-tuned actor chose compact on all 240
+dev windows (simulated) although the expert picks distributed on 12 % of training windows and a member had
+learnt that (99 % agreement) — once the actor puts little mass on a schedule, its episodes are too rare to
+correct it. With ``roots`` (``--finetune-roots expert``: the expert's schedules, compact and distributed
+first-touch) every window is played from each of those schedule actions, ``samples / len(roots)`` episodes
+each. The step-0 term is then the exact gradient ``−Σ_r π(r) · (Q(r) − mean Q)`` with Q(r) a branch's mean
+throughput (no sampling at the root); later steps are REINFORCE within their branch (baseline Q(r)), so they
+also learn to continue well from every schedule.
+
 The learning rate decays linearly to zero and the final actor is kept (``keep="final"``): measured, picking the best
 of the periodic validations (``keep="best"``) chose by noise (48 validation windows move by about as much as the
 phase gains late), often an early actor. The validations are recorded either way. Windows are drawn from the training jobs only
@@ -45,6 +55,33 @@ class FinetuneConfig:
     max_grad_norm: float = 1.0
     eval_every: int = 2_000  # windows between validations (recorded; with keep="best" the best is kept)
     keep: str = "final"  # "final": the last actor (the learning rate has decayed to 0); "best": the best validated
+    roots: tuple[int, ...] = ()  # schedule actions every window is played from (samples split evenly); (): sampled
+
+    def __post_init__(self) -> None:
+        from env.actions import N_SCHEDULE
+
+        if self.roots and (not all(0 <= r < N_SCHEDULE for r in self.roots) or len(set(self.roots)) != len(self.roots)
+                           or self.samples % len(self.roots) or self.samples // len(self.roots) < 2):
+            raise ValueError(f"fine-tuning roots {self.roots} must be distinct schedule actions (0-{N_SCHEDULE - 1}), "
+                             f"with the samples ({self.samples}) a multiple of their number, at least 2 each")
+
+
+#: ``--finetune-roots``: "sampled", the schedule action sampled like any other; "expert", every window played from
+#: each schedule action of the expert's grid (``--expert-grid``); "all", from all six.
+ROOT_CHOICES = ("sampled", "expert", "all")
+
+
+def root_actions(choice: str, expert_grid: str) -> tuple[int, ...]:
+    from env.actions import N_SCHEDULE
+    from training.demos import expert_grid as grid_of
+
+    if choice == "sampled":
+        return ()
+    if choice == "expert":
+        return tuple(grid_of(expert_grid).schedules)
+    if choice == "all":
+        return tuple(range(N_SCHEDULE))
+    raise ValueError(f"unknown fine-tuning roots {choice!r}: choose from {', '.join(ROOT_CHOICES)}")
 
 
 def episode_throughput(ep: Any, ev: Any) -> float:
@@ -60,15 +97,19 @@ def episode_throughput(ep: Any, ev: Any) -> float:
 
 
 def _play(setup: Any, names: Sequence[str], cmax: int, window_size: int, forward: Callable[[np.ndarray], np.ndarray],
-          rng: np.random.Generator | None, ev: Any) -> tuple[float, list[np.ndarray], list[np.ndarray], list[int]]:
-    """One episode: sampled from the masked softmax (``rng``) or greedy (``rng`` None). Returns its throughput and
-    the (observation, mask, action) of every step with a choice."""
+          rng: np.random.Generator | None, ev: Any,
+          root: int | None = None) -> tuple[float, list[np.ndarray], list[np.ndarray], list[int]]:
+    """One episode: sampled from the masked softmax (``rng``) or greedy (``rng`` None); ``root``: the schedule
+    action taken at step 0 instead (not recorded). Returns its throughput and the (observation, mask, action) of
+    every other step with a choice."""
     from env.episode import Episode
     from env.gym_env import _window_jobs
 
     ep = Episode(setup.node, _window_jobs(names), [setup.provider.get(n) for n in names], max_concurrency=cmax,
                  window_size=window_size, n_features=setup.provider.n_features, obs_layout=setup.obs_layout)
     obs, masks, acts = [], [], []
+    if root is not None:
+        ep.step(root)
     while not ep.done:
         mask = ep.action_mask()
         valid = np.flatnonzero(mask)
@@ -102,17 +143,50 @@ def _evaluator(node: Any) -> Any:
 
 
 def _rollouts(setup: Any, task: tuple) -> list[list[tuple]]:
-    """Every window of ``task`` played ``samples`` times by the actor ``weights``. A window's draws come from its
-    own generator (seed, window number), so the data is the same for any number of workers."""
+    """Every window of ``task`` played ``samples`` times by the actor ``weights``: sampled from step 0, or with
+    ``roots``, ``samples / len(roots)`` times from each root. An episode is (root or None, throughput,
+    observations, masks, actions). A window's draws come from its own generator (seed, window number), so the
+    data is the same for any number of workers."""
     from agent.policy import MeanLogits
 
-    weights, items, samples, seed, window_size = task
+    weights, items, samples, seed, window_size, roots = task
     forward, ev = MeanLogits([weights]), _evaluator(setup.node)
+    starts = [r for r in roots for _ in range(samples // len(roots))] if roots else [None] * samples
     out = []
     for wi, names, cmax in items:
         rng = np.random.default_rng([seed, wi])
-        out.append([_play(setup, names, cmax, window_size, forward, rng, ev) for _ in range(samples)])
+        out.append([(r, *_play(setup, names, cmax, window_size, forward, rng, ev, r)) for r in starts])
     return out
+
+
+def root_observation(setup: Any, names: Sequence[str], cmax: int, window_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """A window's step-0 observation and mask (the schedule-level choice)."""
+    from env.episode import Episode
+    from env.gym_env import _window_jobs
+
+    ep = Episode(setup.node, _window_jobs(names), [setup.provider.get(n) for n in names], max_concurrency=cmax,
+                 window_size=window_size, n_features=setup.provider.n_features, obs_layout=setup.obs_layout)
+    return ep.observation(), ep.action_mask().astype(np.bool_)
+
+
+def pg_loss(net: Any, steps: tuple[Any, Any, Any, Any], roots: tuple[Any, Any, Any] | None, episodes: int) -> Any:
+    """The fine-tuning loss of one update, over ``episodes`` episodes: REINFORCE on the recorded steps
+    ``(obs, masks, actions, advantages)``, plus with roots the exact step-0 term over ``(root obs, root masks,
+    root advantages)`` (advantages a (windows, 257) array, 0 off the roots), weighted as if each of a window's
+    episodes had sampled its root: ``−Σ_r π(r|s₀) · A(r)`` per episode."""
+    import torch
+
+    o_t, m_t, a_t, adv = steps
+    loss = torch.zeros(())
+    if len(a_t):
+        logp = torch.log_softmax(net(o_t).masked_fill(~m_t, -1e9), dim=1).gather(1, a_t[:, None]).squeeze(1)
+        loss = loss - (adv * logp).sum()
+    if roots is not None:
+        r_o, r_m, r_adv = roots
+        pi = torch.softmax(net(r_o).masked_fill(~r_m, -1e9), dim=1)
+        per_window = episodes / len(r_o)
+        loss = loss - per_window * (pi * r_adv).sum()
+    return loss / episodes
 
 
 def _forked_rollouts(task: tuple) -> list[list[tuple]]:
@@ -174,29 +248,40 @@ def finetune(layers: list[tuple[np.ndarray, np.ndarray]], setup: Any, cfg: Finet
             if pool is not None:
                 size = -(-len(items) // workers)
                 parts = [items[i: i + size] for i in range(0, len(items), size)]
-                played = [r for res in pool.map(_forked_rollouts, [(weights, part, cfg.samples, seed, window_size)
+                played = [r for res in pool.map(_forked_rollouts, [(weights, part, cfg.samples, seed, window_size, cfg.roots)
                                                                     for part in parts]) for r in res]
             else:
-                played = _rollouts(setup, (weights, items, cfg.samples, seed, window_size))
+                played = _rollouts(setup, (weights, items, cfg.samples, seed, window_size, cfg.roots))
             obs: list[np.ndarray] = []
             masks: list[np.ndarray] = []
             acts: list[int] = []
             advs: list[float] = []
-            for rolls in played:
-                mean = float(np.mean([r[0] for r in rolls]))
-                recent.append(mean)
-                for thr, o, m, a in rolls:
+            root_obs: list[np.ndarray] = []
+            root_masks: list[np.ndarray] = []
+            root_advs: list[np.ndarray] = []
+            for (_, names, cmax), rolls in zip(items, played):
+                recent.append(float(np.mean([r[1] for r in rolls])))
+                branch = {r: float(np.mean([x[1] for x in rolls if x[0] == r])) for r in dict.fromkeys(x[0] for x in rolls)}
+                for root, thr, o, m, a in rolls:
                     obs += o
                     masks += m
                     acts += a
-                    advs += [(thr - mean) * cfg.advantage_scale] * len(a)
-            if acts:
-                o_t = torch.as_tensor(np.asarray(obs, np.float32))
-                m_t = torch.as_tensor(np.asarray(masks, np.bool_))
-                a_t = torch.as_tensor(acts)
-                adv = torch.as_tensor(advs, dtype=torch.float32)
-                logp = torch.log_softmax(net(o_t).masked_fill(~m_t, -1e9), dim=1).gather(1, a_t[:, None]).squeeze(1)
-                loss = -(adv * logp).sum() / (len(items) * cfg.samples)
+                    advs += [(thr - branch[root]) * cfg.advantage_scale] * len(a)
+                if cfg.roots:
+                    ro, rm = root_observation(setup, names, cmax, window_size)
+                    ra = np.zeros(rm.size, np.float32)
+                    mean_q = float(np.mean(list(branch.values())))
+                    for r, q in branch.items():
+                        ra[r] = (q - mean_q) * cfg.advantage_scale
+                    root_obs.append(ro)
+                    root_masks.append(rm)
+                    root_advs.append(ra)
+            steps = (torch.as_tensor(np.asarray(obs, np.float32)), torch.as_tensor(np.asarray(masks, np.bool_)),
+                     torch.as_tensor(acts, dtype=torch.long), torch.as_tensor(advs, dtype=torch.float32))
+            roots = ((torch.as_tensor(np.asarray(root_obs, np.float32)), torch.as_tensor(np.asarray(root_masks)),
+                      torch.as_tensor(np.asarray(root_advs))) if cfg.roots else None)
+            if acts or cfg.roots:
+                loss = pg_loss(net, steps, roots, len(items) * cfg.samples)
                 opt.zero_grad()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
@@ -221,7 +306,7 @@ def finetune(layers: list[tuple[np.ndarray, np.ndarray]], setup: Any, cfg: Finet
         if pool is not None:
             pool.terminate()
             _FORKED = None
-    figures = {"windows": cfg.windows, "samples": cfg.samples, "lr": cfg.lr, "evals": evals,
+    figures = {"windows": cfg.windows, "samples": cfg.samples, "lr": cfg.lr, "roots": list(cfg.roots), "evals": evals,
                "start_validation": start_val["agent"], "kept_validation": best_val["agent"], "kept_at_windows": best_at,
                "episodes": cfg.windows * cfg.samples, "workers": workers, "wall_s": round(time.monotonic() - t0, 1)}
     return best_layers, figures
@@ -244,9 +329,11 @@ def finetune_phase(layers: list[tuple[np.ndarray, np.ndarray]], cfg: Any, setup:
         say(f"fine-tuning: done already ({done})")
         return _load_layers(done), json.loads(figs_path.read_text())
     fcfg = FinetuneConfig(windows=cfg.finetune_windows, samples=cfg.finetune_samples, lr=cfg.finetune_lr,
-                          eval_every=max(1, min(2_000, cfg.finetune_windows // 5)))
-    say(f"fine-tuning the actor: {fcfg.windows} training windows × {fcfg.samples} sampled episodes, policy gradient "
-        f"on the simulated throughput (validated every {fcfg.eval_every} windows; the final actor is kept)")
+                          eval_every=max(1, min(2_000, cfg.finetune_windows // 5)),
+                          roots=root_actions(cfg.finetune_roots, cfg.expert_grid))
+    say(f"fine-tuning the actor: {fcfg.windows} training windows × {fcfg.samples} sampled episodes"
+        + (f" ({fcfg.samples // len(fcfg.roots)} from each schedule action {list(fcfg.roots)})" if fcfg.roots else "")
+        + f", policy gradient on the simulated throughput (validated every {fcfg.eval_every} windows; the final actor is kept)")
     bar = _Progress(fcfg.windows, 0, progress, "fine-tuning (sim)")
     log_path = run_dir / "finetune.jsonl"
     log_path.unlink(missing_ok=True)
@@ -295,4 +382,5 @@ def plot_finetune(figs: dict[str, Any], log_path: Path, png: Path) -> None:
     plt.close(fig)
 
 
-__all__ = ["FinetuneConfig", "episode_throughput", "finetune", "finetune_phase", "kept_validation", "plot_finetune"]
+__all__ = ["FinetuneConfig", "ROOT_CHOICES", "episode_throughput", "finetune", "finetune_phase", "kept_validation", "pg_loss",
+           "plot_finetune", "root_actions", "root_observation"]

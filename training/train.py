@@ -89,6 +89,7 @@ class TrainConfig:
     finetune_windows: int = 0  # sim: windows of on-policy fine-tuning of the final actor (training.finetune); 0: none
     finetune_samples: int = 8  # sim: sampled episodes per fine-tuning window
     finetune_lr: float = 3e-5  # sim: fine-tuning's learning rate (decays linearly to 0)
+    finetune_roots: str = "sampled"  # sim: training.finetune.ROOT_CHOICES (the schedule action sampled, or each enumerated)
     sac: dict[str, Any] = field(default_factory=dict)  # SACConfig overrides
 
     def __post_init__(self) -> None:
@@ -120,6 +121,18 @@ class TrainConfig:
         if self.finetune_windows < 0 or self.finetune_samples < 2 or not self.finetune_lr > 0:
             raise InputError("--finetune-windows must be 0 or more, --finetune-samples at least 2 (their mean is the "
                              "baseline) and --finetune-lr above 0")
+        if self.finetune_windows:
+            from training.finetune import ROOT_CHOICES, FinetuneConfig, root_actions
+
+            if self.finetune_roots not in ROOT_CHOICES:
+                raise InputError(f"--finetune-roots takes one of {', '.join(ROOT_CHOICES)}, not {self.finetune_roots!r}")
+            roots = root_actions(self.finetune_roots, self.expert_grid)
+            try:
+                FinetuneConfig(samples=self.finetune_samples, roots=roots)
+            except ValueError:
+                raise InputError(f"--finetune-roots {self.finetune_roots} plays each window from {len(roots)} schedule "
+                                 f"actions: --finetune-samples must be a multiple of {len(roots)}, at least "
+                                 f"{2 * len(roots)} (two episodes from each)") from None
         if self.window_size < 1 or self.steps < 1:
             raise InputError("--window-size and --steps must be at least 1")
         self.cmax = tuple(int(c) for c in self.cmax)

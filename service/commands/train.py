@@ -14,6 +14,7 @@ from env.nodes import DEFAULT_SIM_NODE
 
 def register(sub: argparse._SubParsersAction) -> None:
     from env.episode import OBS_LAYOUTS
+    from training.finetune import ROOT_CHOICES
     from training.train import TrainConfig
 
     p = sub.add_parser("train", help="train the agent (discrete SAC) for a node; writes a model file",
@@ -56,6 +57,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--finetune-windows", type=int, default=0, metavar="N", help="sim: fine-tune the final actor on N training windows by policy gradient on the simulated throughput (training/finetune.py; default 0: none)")
     p.add_argument("--finetune-samples", type=int, default=8, help="sim: sampled episodes per fine-tuning window, their mean the baseline (default 8)")
     p.add_argument("--finetune-lr", type=float, default=3e-5, help="sim: fine-tuning's learning rate, decaying linearly to 0 (default 3e-5)")
+    p.add_argument("--finetune-roots", choices=ROOT_CHOICES, default=TrainConfig.finetune_roots,
+                   help="sim: the window-wide schedule action in fine-tuning: sampled like the others, or every window "
+                   "played from each schedule action of the expert's grid (compact and distributed) or from all six "
+                   f"(exact gradient at step 0; default {TrainConfig.finetune_roots})")
     p.add_argument("--expert-grid", choices=("cores", "teacher"), default="cores", help="sim: the expert search's grid (default cores)")
     p.add_argument("--dagger", action="store_true", help="sim: label the states the agent visits with the expert's action (DAgger; needs --demos)")
     p.add_argument("--bc-batch", type=int, default=128, help="labelled states in the cloning term of each update (default 128)")
@@ -111,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
         bc_weight=args.bc_weight, demo_batch=args.demo_batch, demo_noise=args.demo_noise, expert_grid=args.expert_grid,
         dagger=args.dagger, bc_batch=args.bc_batch, obs_layout=args.obs_layout, n_validation=args.n_validation, warm_start_actor=args.warm_start_actor,
         finetune_windows=args.finetune_windows, finetune_samples=args.finetune_samples, finetune_lr=args.finetune_lr,
+        finetune_roots=args.finetune_roots,
     )
     tag = node.replace(":", "-")
     run_dir = Path(args.run_dir or f"runs/train-{args.backend}-{tag}-s{args.seed}")
