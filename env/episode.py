@@ -67,15 +67,8 @@ DEFAULT_WINDOW = 6
 #: in *queue order* (the current job first, then the rest of the queue, the open group's members in placement
 #: order, earlier groups' members, empty slots), then NODE_VALUES, then the sum of the open group's features and
 #: the mean of the remaining jobs' features (f each). Same information, placed where an MLP finds it: the current
-#: job always in the first row, the open group as one aggregate. ``queue-v3``: queue-v2, then per NUMA domain
-#: (``DOMAIN_SLOTS`` blocks, in the node's domain order) the domain's CPUs and free CPUs as fractions of the node's,
-#: and the open group's features summed with each member weighted by its share of CPUs in that domain: where the
-#: group's load sits, which the node-wide sum hides (two bandwidth-bound jobs on one socket, or one on each).
-#: A model's layout follows from its input size.
-OBS_LAYOUTS = ("slots-v1", "queue-v2", "queue-v3")
-#: queue-v3's domain blocks. Absent domains are zeros (CPU fraction 0); a node with more domains folds the extra
-#: ones into the last block (sums), so one model shape holds for any node.
-DOMAIN_SLOTS = 4
+#: job always in the first row, the open group as one aggregate. A model's layout follows from its input size.
+OBS_LAYOUTS = ("slots-v1", "queue-v2")
 DEFAULT_OBS_LAYOUT = "slots-v1"
 _MIN_CORES = min(actions.CORE_FRACTIONS)
 
@@ -95,8 +88,6 @@ def obs_size(window_size: int, n_features: int, layout: str = DEFAULT_OBS_LAYOUT
         return base
     if layout == "queue-v2":
         return base + 2 * n_features
-    if layout == "queue-v3":
-        return base + 2 * n_features + DOMAIN_SLOTS * (2 + n_features)
     raise ValueError(f"unknown observation layout {layout!r}: choose from {', '.join(OBS_LAYOUTS)}")
 
 
@@ -184,7 +175,6 @@ class Episode:
         self._blank: np.ndarray | None = None  # an empty observation of this layout
         self._window_means = window_means(self.infos)
         self._alloc_fracs: dict[int, tuple[Allocation, tuple[float, float, float]]] = {}
-        self._domain_share_cache: dict[int, tuple[Allocation, list[tuple[int, float]]]] = {}
 
     # -- state --------------------------------------------------------------------------------------
 
@@ -236,7 +226,7 @@ class Episode:
         np.take(slots, order, axis=0, out=rows[:n])
         # The open group's feature sum and the queue's feature mean, over their rows just written (the queue's
         # first, then the open group's): the same values in the same order as indexing the feature rows again.
-        agg = obs[tail + len(NODE_VALUES): tail + len(NODE_VALUES) + 2 * f]
+        agg = obs[tail + len(NODE_VALUES):]
         q, o = len(self.queue), len(self.open_slots)
         if o:
             np.add.reduce(rows[q: q + o, :f], axis=0, out=agg[:f])  # clipped with the rest, below
@@ -245,23 +235,7 @@ class Episode:
             # its per-call overhead: bit for bit the same values
             np.add.reduce(rows[:q, :f], axis=0, out=agg[f:])
             np.true_divide(agg[f:], np.intp(q), out=agg[f:], casting="unsafe")
-        if self.obs_layout == "queue-v3":
-            self._domain_blocks(obs[tail + len(NODE_VALUES) + 2 * f:].reshape(DOMAIN_SLOTS, 2 + f))
         return _clip(obs)
-
-    def _domain_blocks(self, blocks: np.ndarray) -> None:
-        """queue-v3's per-domain blocks, written into ``blocks`` (DOMAIN_SLOTS x (2 + f), zeros on entry)."""
-        f, node = self.n_features, self.node
-        n = len(node.cpus)
-        taken = self.builder.state.taken_cpus
-        for i, d in enumerate(node.numa):
-            b = blocks[min(i, DOMAIN_SLOTS - 1)]
-            b[0] += len(d.cpus) / n
-            b[1] += sum(1 for c in d.cpus if c not in taken) / n
-        rows = self._slot_rows
-        for s in self.open_slots:
-            for i, share in self._domain_shares(s):
-                blocks[i, 2:] += share * rows[s, :f]  # type: ignore[index]
 
     def _parts(self) -> tuple[np.ndarray, tuple[float, ...]]:
         """The pieces of an observation: the slots' rows in slot order (float32: the features, clipped once an
@@ -298,19 +272,6 @@ class Episode:
         if status:
             self._slot_rows[:, f:] = status
         return self._slot_rows, values
-
-    def _domain_shares(self, slot: int) -> list[tuple[int, float]]:
-        """(domain block, the slot's share of its CPUs there) for the placed ``slot`` (cached per allocation)."""
-        a = self.alloc[slot]
-        hit = self._domain_share_cache.get(slot)
-        if hit is None or hit[0] is not a:
-            counts: dict[int, int] = {}
-            block = {d.id: min(i, DOMAIN_SLOTS - 1) for i, d in enumerate(self.node.numa)}
-            for c in a.cpus:  # type: ignore[union-attr]
-                i = block[self.node.numa_of(c)]
-                counts[i] = counts.get(i, 0) + 1
-            hit = self._domain_share_cache[slot] = (a, [(i, k / len(a.cpus)) for i, k in sorted(counts.items())])  # type: ignore[union-attr]
-        return hit[1]
 
     def _fractions_of(self, slot: int, a: Allocation) -> tuple[float, float, float]:
         """The slot's share of the node's CPUs, ways and bandwidth (cached per allocation object)."""

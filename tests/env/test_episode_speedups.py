@@ -13,8 +13,7 @@ import pytest
 from env import actions
 from env.actions import SKIP
 from env.allocate import GroupState, allocate
-from env.episode import (DOMAIN_SLOTS, N_STATUS, NODE_VALUES, OBS_CLIP, Episode, obs_size, rw_intermediate,
-                         window_means)
+from env.episode import N_STATUS, NODE_VALUES, OBS_CLIP, Episode, obs_size, rw_intermediate, window_means
 from env.models import Plan, WindowJob
 from env.nodes import load_node
 from env.plan import PlanBuilder
@@ -26,7 +25,7 @@ def test_cached_means_and_fractions_match_fresh_ones() -> None:
     provider = provider_for(node)
     names = ["MG", "EP", "CG", "FT"]
     infos = [provider.get(n) for n in names]
-    for layout in ("slots-v1", "queue-v2", "queue-v3"):
+    for layout in ("slots-v1", "queue-v2"):
         ep = Episode(node, [WindowJob(id=n) for n in names], infos, max_concurrency=2, n_features=provider.n_features,
                      obs_layout=layout)
         while not ep.done:
@@ -95,28 +94,6 @@ def fresh_queue(ep: Episode) -> np.ndarray:
     return out
 
 
-def fresh_queue3(ep: Episode) -> np.ndarray:
-    """queue-v2, then per domain: its CPUs and free CPUs over the node's, and the open group's clipped features
-    weighted by each member's share of CPUs in the domain (domains past DOMAIN_SLOTS folded into the last)."""
-    f, node = ep.n_features, ep.node
-    v2 = fresh_queue(ep)
-    out = np.zeros(obs_size(ep.window_size, f, "queue-v3"), dtype=np.float32)
-    out[: v2.size] = v2
-    blocks = out[v2.size:].reshape(DOMAIN_SLOTS, 2 + f)
-    taken = ep.builder.state.taken_cpus
-    block_of = {d.id: min(i, DOMAIN_SLOTS - 1) for i, d in enumerate(node.numa)}
-    for d in node.numa:
-        blocks[block_of[d.id], 0] += len(d.cpus) / len(node.cpus)
-        blocks[block_of[d.id], 1] += len([c for c in d.cpus if c not in taken]) / len(node.cpus)
-    for s in ep.open_slots:
-        feats = np.clip(ep.infos[s].features[:f], -OBS_CLIP, OBS_CLIP).astype(np.float32)
-        cpus = ep.alloc[s].cpus
-        for i in sorted({block_of[node.numa_of(c)] for c in cpus}):
-            share = len([c for c in cpus if block_of[node.numa_of(c)] == i]) / len(cpus)
-            blocks[i, 2:] += share * feats
-    return np.clip(out, -OBS_CLIP, OBS_CLIP)
-
-
 def fresh_mask(ep: Episode) -> np.ndarray:
     mask = np.zeros(actions.N_ACTIONS, dtype=np.int8)
     if ep.done:
@@ -136,13 +113,13 @@ def _infos(node, names: list[str], scale: float = 1.0) -> list:
             for i in (provider.get(n) for n in names)]
 
 
-@pytest.mark.parametrize("layout", ["slots-v1", "queue-v2", "queue-v3"])
+@pytest.mark.parametrize("layout", ["slots-v1", "queue-v2"])
 @pytest.mark.parametrize("scale", [1.0, 30.0])  # 30: features far outside the clip range
 def test_observations_and_masks_match_fresh_ones(layout: str, scale: float) -> None:
     node = load_node("sim:reference")
     names = ["MG", "EP", "CG", "FT", "IS", "BT"]
     rng = random.Random(5)
-    fresh = {"slots-v1": fresh_slots, "queue-v2": fresh_queue, "queue-v3": fresh_queue3}[layout]
+    fresh = fresh_queue if layout == "queue-v2" else fresh_slots
     for trial in range(40):
         n = rng.randint(1, 6)
         cmax = rng.choice([1, 2, 3, 4, 8, 64])  # 64: bandwidth caps add up far past one node's (free bw < -5)
@@ -257,44 +234,3 @@ def test_actor_chooser_picks_what_the_full_masked_argmax_picks() -> None:
             chooser = ActorChooser(layers, fifo=fifo)
             for m in (mask, mask.astype(np.bool_)):
                 assert chooser(obs, m) == _old_choice(logits, m, fifo), (trial, fifo)
-
-
-def _forced_six_domains():
-    """A forced logical topology: sim:reference's 24 CPUs as six NUMA domains of four (more than DOMAIN_SLOTS)."""
-    node = load_node("sim:reference")
-    doms = [d.model_copy(update={"id": i, "cpus": list(range(4 * i, 4 * i + 4)), "memory_bytes": d.memory_bytes // 3})
-            for i, d in enumerate(node.numa * 3)]
-    return node.model_copy(update={"numa": doms})
-
-
-def test_queue_v3_domain_blocks_follow_the_open_group() -> None:
-    node = load_node("sim:reference")
-    provider = provider_for(node)
-    names = ["MG", "EP", "CG"]
-    infos = [provider.get(n) for n in names]
-    f = provider.n_features
-    ep = Episode(node, [WindowJob(id=n) for n in names], infos, max_concurrency=4, n_features=f, obs_layout="queue-v3")
-    blocks = lambda: ep.observation()[-DOMAIN_SLOTS * (2 + f):].reshape(DOMAIN_SLOTS, 2 + f)  # noqa: E731
-    ep.step(0)  # compact, first-touch
-    assert blocks()[:2, :2].tolist() == [[0.5, 0.5], [0.5, 0.5]] and not blocks()[2:].any() and not blocks()[:, 2:].any()
-    quarter = actions.encode(actions.JobAction(actions.CORE_FRACTIONS[1], actions.WAY_FRACTIONS[-1], 100, "balanced"))
-    ep.step(quarter)  # MG: 6 CPUs, compact in domain 0
-    mg = np.clip(infos[0].features[:f], -OBS_CLIP, OBS_CLIP)
-    assert blocks()[0, 1] == pytest.approx(0.25) and blocks()[1, 1] == pytest.approx(0.5)
-    assert np.allclose(blocks()[0, 2:], mg) and not blocks()[1, 2:].any()
-
-
-def test_queue_v3_folds_extra_domains_into_the_last_block() -> None:
-    node = _forced_six_domains()
-    provider = provider_for(load_node("sim:reference"))
-    names = ["MG", "EP", "CG", "FT", "IS", "BT"]
-    rng = random.Random(9)
-    for trial in range(10):
-        ep = Episode(node, [WindowJob(id=f"j{i}") for i in range(6)], [provider.get(n) for n in names], max_concurrency=4,
-                     n_features=provider.n_features, obs_layout="queue-v3", step_limit=80)
-        while not ep.done:
-            obs = ep.observation()
-            assert obs.tobytes() == fresh_queue3(ep).tobytes()
-            blocks = obs[-DOMAIN_SLOTS * (2 + provider.n_features):].reshape(DOMAIN_SLOTS, -1)
-            assert blocks[:, 0].tolist() == pytest.approx([4 / 24, 4 / 24, 4 / 24, 12 / 24])  # domains 3-5 folded
-            ep.step(rng.choice([int(a) for a in np.flatnonzero(ep.action_mask())]))
