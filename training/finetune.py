@@ -20,9 +20,11 @@ dev windows (simulated) although the expert picks distributed on 12 % of trainin
 learnt that (99 % agreement) — once the actor puts little mass on a schedule, its episodes are too rare to
 correct it. With ``roots`` (``--finetune-roots expert``: the expert's schedules, compact and distributed
 first-touch) every window is played from each of those schedule actions, ``samples / len(roots)`` episodes
-each. The step-0 term is then the exact gradient ``−Σ_r π(r) · (Q(r) − mean Q)`` with Q(r) a branch's mean
-throughput (no sampling at the root); later steps are REINFORCE within their branch (baseline Q(r)), so they
-also learn to continue well from every schedule.
+each. The step-0 term is then a cost-weighted classification toward the better schedules,
+``−Σ_r max(0, Q(r) − mean Q) · log π(r)`` with Q(r) a branch's mean throughput: the exact policy gradient at the
+root, ``−Σ_r π(r) · (Q(r) − mean Q)``, vanishes with π(r) where it matters (measured: with it, the actor still
+chose compact on 239 of the 240 dev windows), the log-likelihood's gradient does not. Later steps are REINFORCE
+within their branch (baseline Q(r)), so they also learn to continue well from every schedule.
 
 The learning rate decays linearly to zero and the final actor is kept (``keep="final"``): measured, picking the best
 of the periodic validations (``keep="best"``) chose by noise (48 validation windows move by about as much as the
@@ -171,9 +173,9 @@ def root_observation(setup: Any, names: Sequence[str], cmax: int, window_size: i
 
 def pg_loss(net: Any, steps: tuple[Any, Any, Any, Any], roots: tuple[Any, Any, Any] | None, episodes: int) -> Any:
     """The fine-tuning loss of one update, over ``episodes`` episodes: REINFORCE on the recorded steps
-    ``(obs, masks, actions, advantages)``, plus with roots the exact step-0 term over ``(root obs, root masks,
-    root advantages)`` (advantages a (windows, 257) array, 0 off the roots), weighted as if each of a window's
-    episodes had sampled its root: ``−Σ_r π(r|s₀) · A(r)`` per episode."""
+    ``(obs, masks, actions, advantages)``, plus with roots the step-0 term over ``(root obs, root masks, root
+    advantages)`` (advantages a (windows, 257) array, 0 off the roots), counted once per episode of the window:
+    ``−Σ_r max(0, A(r)) · log π(r|s₀)``."""
     import torch
 
     o_t, m_t, a_t, adv = steps
@@ -183,9 +185,9 @@ def pg_loss(net: Any, steps: tuple[Any, Any, Any, Any], roots: tuple[Any, Any, A
         loss = loss - (adv * logp).sum()
     if roots is not None:
         r_o, r_m, r_adv = roots
-        pi = torch.softmax(net(r_o).masked_fill(~r_m, -1e9), dim=1)
+        logpi = torch.log_softmax(net(r_o).masked_fill(~r_m, -1e9), dim=1)
         per_window = episodes / len(r_o)
-        loss = loss - per_window * (pi * r_adv).sum()
+        loss = loss - per_window * (r_adv.clamp(min=0) * logpi).sum()
     return loss / episodes
 
 

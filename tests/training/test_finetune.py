@@ -78,8 +78,8 @@ def test_policy_gradient_improves_a_random_actor_and_is_seeded(setup) -> None:
 
 
 def test_the_loss_on_a_hand_made_batch() -> None:
-    """pg_loss = (−Σ A·log π(a|s) over the steps − (E / windows) · Σ_windows Σ_r π(r|s₀)·A(r)) / E, with π the masked
-    softmax: computed by hand on a one-layer net."""
+    """pg_loss = (−Σ A·log π(a|s) over the steps − (E / windows) · Σ_windows Σ_r max(0, A(r))·log π(r|s₀)) / E, with π
+    the masked softmax: computed by hand on a one-layer net."""
     torch.manual_seed(0)
     net = torch.nn.Linear(3, 5)
     obs = np.array([[1.0, 0.0, 2.0], [0.5, -1.0, 0.0]], np.float32)
@@ -97,7 +97,8 @@ def test_the_loss_on_a_hand_made_batch() -> None:
 
     episodes = 4
     by_hand = -sum(advs[i] * np.log(softmax(obs[i], masks[i])[acts[i]]) for i in range(2))
-    by_hand -= episodes / 1 * float((softmax(r_obs[0], r_mask[0]) * r_adv[0]).sum())
+    pi0 = softmax(r_obs[0], r_mask[0])
+    by_hand -= episodes / 1 * float(0.3 * np.log(pi0[0]))  # only the positive advantage counts
     by_hand /= episodes
     t = torch.as_tensor
     steps = (t(obs), t(masks), t(acts), t(advs))
