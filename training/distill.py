@@ -45,7 +45,8 @@ def train_ensemble(cfg: Any, run_dir: Path, out: Path | None, *, resume: bool, p
     member_figs: list[dict[str, Any]] = []
     for k in range(cfg.ensemble):
         mdir = run_dir / "members" / str(k)
-        mcfg = dataclasses.replace(cfg, seed=cfg.seed + k, ensemble=1, finetune_windows=0)  # fine-tuned below, once all are trained
+        mcfg = dataclasses.replace(cfg, seed=cfg.seed + k, ensemble=1, finetune_windows=0,
+                                   lookahead_rounds=0)  # fine-tuned (and improved) below, once all are trained
         done = mdir / "figures.json"
         if done.exists() and (mdir / "model.npz").exists():
             say(f"ensemble member {k + 1}/{cfg.ensemble}: trained already ({mdir})")
@@ -67,6 +68,7 @@ def train_ensemble(cfg: Any, run_dir: Path, out: Path | None, *, resume: bool, p
     member_vals = ", ".join(f"{f['selected'].get('agent', float('nan')):.3f}" for f in member_figs)
     distillation: dict[str, Any] | None = None
     finetuned: list[dict[str, Any]] = []
+    lookahead: dict[str, Any] | None = None
     from training.finetune import finetune_phase, kept_validation
 
     if cfg.distill_updates:
@@ -84,8 +86,14 @@ def train_ensemble(cfg: Any, run_dir: Path, out: Path | None, *, resume: bool, p
             student, ft = finetune_phase(student, cfg, setup, run_dir, progress=progress, say=say)
             finetuned.append(ft)
             val = kept_validation(ft)
+        if cfg.lookahead_rounds:
+            from training.lookahead import lookahead_phase
+
+            student, lookahead = lookahead_phase(student, cfg, setup, run_dir, progress=progress, say=say)
+            val = {k: v for k, v in lookahead["evals"][-1].items() if k != "round"}
         actors = [student]
-        selected_by = "the distilled actor" + (", fine-tuned" if finetuned else "") + " (validation, greedy)"
+        selected_by = ("the distilled actor" + (", fine-tuned" if finetuned else "")
+                       + (", improved by lookahead" if cfg.lookahead_rounds else "") + " (validation, greedy)")
     else:
         # --distill-updates 0: the model file holds the K actors (the planner averages their logits), each one
         # fine-tuned on its own seed. K forward passes per step instead of one (planning a W = 6 window measured
@@ -122,6 +130,7 @@ def train_ensemble(cfg: Any, run_dir: Path, out: Path | None, *, resume: bool, p
         "ensemble_validation": val_ens,
         "distillation": distillation,
         "finetune": finetuned or None,
+        "lookahead": lookahead,
         "validation_baselines": member_figs[0].get("validation_baselines"),
         "command_wall_s": round(time.monotonic() - t_wall, 1),
     }

@@ -213,24 +213,10 @@ def finetune(layers: list[tuple[np.ndarray, np.ndarray]], setup: Any, cfg: Finet
     t0 = time.monotonic()
     torch.manual_seed(seed)
     wrng = random.Random(seed + 7_919)
-    linears = [torch.nn.Linear(w.shape[1], w.shape[0]) for w, _ in layers]
-    with torch.no_grad():
-        for lin, (w, b) in zip(linears, layers):
-            lin.weight.copy_(torch.as_tensor(np.asarray(w, np.float32)))
-            lin.bias.copy_(torch.as_tensor(np.asarray(b, np.float32)))
-    mods: list[torch.nn.Module] = []
-    for i, lin in enumerate(linears):
-        mods.append(lin)
-        if i < len(linears) - 1:
-            mods.append(torch.nn.ReLU())
-    net = torch.nn.Sequential(*mods)
+    net, current = torch_actor(layers)
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
     n_updates = max(1, -(-cfg.windows // cfg.windows_per_update))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda u: max(0.0, 1.0 - u / n_updates))
-
-    def current() -> list[tuple[np.ndarray, np.ndarray]]:
-        return [(lin.weight.detach().numpy().astype(np.float32), lin.bias.detach().numpy().astype(np.float32))
-                for lin in linears]
 
     start_val = validate(layers)
     best_val, best_layers, best_at = start_val, layers, 0
@@ -314,6 +300,29 @@ def finetune(layers: list[tuple[np.ndarray, np.ndarray]], setup: Any, cfg: Finet
     return best_layers, figures
 
 
+def torch_actor(layers: list[tuple[np.ndarray, np.ndarray]]) -> tuple[Any, Callable[[], list[tuple[np.ndarray, np.ndarray]]]]:
+    """The actor of a model file's (weight (out, in), bias) list as a trainable torch MLP (ReLU between layers),
+    and a function giving its current weights back in that form (float32)."""
+    import torch
+
+    linears = [torch.nn.Linear(w.shape[1], w.shape[0]) for w, _ in layers]
+    with torch.no_grad():
+        for lin, (w, b) in zip(linears, layers):
+            lin.weight.copy_(torch.as_tensor(np.asarray(w, np.float32)))
+            lin.bias.copy_(torch.as_tensor(np.asarray(b, np.float32)))
+    mods: list[Any] = []
+    for i, lin in enumerate(linears):
+        mods.append(lin)
+        if i < len(linears) - 1:
+            mods.append(torch.nn.ReLU())
+
+    def current() -> list[tuple[np.ndarray, np.ndarray]]:
+        return [(lin.weight.detach().numpy().astype(np.float32), lin.bias.detach().numpy().astype(np.float32))
+                for lin in linears]
+
+    return torch.nn.Sequential(*mods), current
+
+
 def kept_validation(figures: dict[str, Any]) -> dict[str, Any]:
     """The kept actor's validation figures (agent and fifo), from the phase's figures."""
     kept = next(e for e in figures["evals"] if e["windows"] == figures["kept_at_windows"])
@@ -385,4 +394,4 @@ def plot_finetune(figs: dict[str, Any], log_path: Path, png: Path) -> None:
 
 
 __all__ = ["FinetuneConfig", "ROOT_CHOICES", "episode_throughput", "finetune", "finetune_phase", "kept_validation", "pg_loss",
-           "plot_finetune", "root_actions", "root_observation"]
+           "plot_finetune", "root_actions", "root_observation", "torch_actor"]

@@ -90,6 +90,11 @@ class TrainConfig:
     finetune_samples: int = 8  # sim: sampled episodes per fine-tuning window
     finetune_lr: float = 3e-5  # sim: fine-tuning's learning rate (decays linearly to 0)
     finetune_roots: str = "sampled"  # sim: training.finetune.ROOT_CHOICES (the schedule action sampled, or each enumerated)
+    lookahead_rounds: int = 0  # sim: rounds of one-step lookahead improvement after fine-tuning (training.lookahead); 0: none
+    lookahead_windows: int = 2_000  # sim: training windows a lookahead round
+    lookahead_k: int = 4  # sim: candidates a state (the actor's k best actions)
+    lookahead_updates: int = 1_000  # sim: updates a lookahead round
+    lookahead_lr: float = 3e-5  # sim: the lookahead phase's learning rate
     sac: dict[str, Any] = field(default_factory=dict)  # SACConfig overrides
 
     def __post_init__(self) -> None:
@@ -121,6 +126,21 @@ class TrainConfig:
         if self.finetune_windows < 0 or self.finetune_samples < 2 or not self.finetune_lr > 0:
             raise InputError("--finetune-windows must be 0 or more, --finetune-samples at least 2 (their mean is the "
                              "baseline) and --finetune-lr above 0")
+        if self.lookahead_rounds:
+            from training.lookahead import LookaheadConfig
+
+            if self.backend != "sim":
+                raise InputError("the lookahead phase scores every candidate action on the simulated node: "
+                                 "--lookahead-rounds is for --backend sim")
+            if self.ensemble > 1 and not self.distill_updates:
+                raise InputError("--lookahead-rounds improves the one shipped actor: with --ensemble, keep distillation "
+                                 "on (--distill-updates above 0)")
+            try:
+                LookaheadConfig(rounds=self.lookahead_rounds, windows=self.lookahead_windows, k=self.lookahead_k,
+                                updates=self.lookahead_updates, lr=self.lookahead_lr)
+            except ValueError:
+                raise InputError("--lookahead-rounds must be 0 or more, --lookahead-windows and --lookahead-updates at "
+                                 "least 1, --lookahead-k at least 2 and --lookahead-lr above 0") from None
         if self.finetune_windows:
             from training.finetune import ROOT_CHOICES, FinetuneConfig, root_actions
 
@@ -518,6 +538,12 @@ def train(cfg: TrainConfig, run_dir: str | os.PathLike[str], out: str | os.PathL
 
         best_layers, ft_figs = finetune_phase(best_layers, cfg, setup, run_dir, progress=progress, say=_say)
         wall, cpu, child = elapsed()
+    la_figs = None
+    if cfg.lookahead_rounds:
+        from training.lookahead import lookahead_phase
+
+        best_layers, la_figs = lookahead_phase(best_layers, cfg, setup, run_dir, progress=progress, say=_say)
+        wall, cpu, child = elapsed()
     figures: dict[str, Any] = {
         "backend": cfg.backend,
         "simulated": cfg.backend == "sim",
@@ -534,6 +560,10 @@ def train(cfg: TrainConfig, run_dir: str | os.PathLike[str], out: str | os.PathL
     if ft_figs is not None:
         figures["finetune"] = ft_figs
         figures["selected"] = {"by": "the fine-tuned actor (validation, greedy)", "kind": "eval", **kept_validation(ft_figs)}
+    if la_figs is not None:
+        figures["lookahead"] = la_figs
+        figures["selected"] = {"by": "the actor after the lookahead rounds (validation, greedy)", "kind": "eval",
+                               **{k: v for k, v in la_figs["evals"][-1].items() if k != "round"}}
     if cfg.backend == "real":
         rb = setup.backend
         figures["real_groups"] = {"executed": rb.runs, "reused_measurements": rb.reused,

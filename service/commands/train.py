@@ -61,6 +61,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="sim: the window-wide schedule action in fine-tuning: sampled like the others, or every window "
                    "played from each schedule action of the expert's grid (compact and distributed) or from all six "
                    f"(exact gradient at step 0; default {TrainConfig.finetune_roots})")
+    p.add_argument("--lookahead-rounds", type=int, default=0, metavar="R", help="sim: after fine-tuning, R rounds of one-step lookahead: the actor's best actions at every state completed by the actor and scored on the simulated node, the actor then moved towards the better ones (training/lookahead.py; default 0: none)")
+    p.add_argument("--lookahead-windows", type=int, default=TrainConfig.lookahead_windows, help=f"sim: training windows a lookahead round (default {TrainConfig.lookahead_windows})")
+    p.add_argument("--lookahead-k", type=int, default=TrainConfig.lookahead_k, help=f"sim: candidate actions a state (default {TrainConfig.lookahead_k})")
+    p.add_argument("--lookahead-updates", type=int, default=TrainConfig.lookahead_updates, help=f"sim: updates a lookahead round (default {TrainConfig.lookahead_updates})")
+    p.add_argument("--lookahead-lr", type=float, default=TrainConfig.lookahead_lr, help=f"sim: the lookahead phase's learning rate (default {TrainConfig.lookahead_lr})")
     p.add_argument("--expert-grid", choices=("cores", "teacher"), default="cores", help="sim: the expert search's grid (default cores)")
     p.add_argument("--dagger", action="store_true", help="sim: label the states the agent visits with the expert's action (DAgger; needs --demos)")
     p.add_argument("--bc-batch", type=int, default=128, help="labelled states in the cloning term of each update (default 128)")
@@ -116,7 +121,9 @@ def run(args: argparse.Namespace) -> int:
         bc_weight=args.bc_weight, demo_batch=args.demo_batch, demo_noise=args.demo_noise, expert_grid=args.expert_grid,
         dagger=args.dagger, bc_batch=args.bc_batch, obs_layout=args.obs_layout, n_validation=args.n_validation, warm_start_actor=args.warm_start_actor,
         finetune_windows=args.finetune_windows, finetune_samples=args.finetune_samples, finetune_lr=args.finetune_lr,
-        finetune_roots=args.finetune_roots,
+        finetune_roots=args.finetune_roots, lookahead_rounds=args.lookahead_rounds,
+        lookahead_windows=args.lookahead_windows, lookahead_k=args.lookahead_k, lookahead_updates=args.lookahead_updates,
+        lookahead_lr=args.lookahead_lr,
     )
     tag = node.replace(":", "-")
     run_dir = Path(args.run_dir or f"runs/train-{args.backend}-{tag}-s{args.seed}")
