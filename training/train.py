@@ -94,7 +94,7 @@ class TrainConfig:
     lookahead_windows: int = 2_000  # sim: training windows a lookahead round
     lookahead_k: int = 4  # sim: candidates a state (the actor's k best actions)
     lookahead_updates: int = 1_000  # sim: updates a lookahead round
-    lookahead_lr: float = 3e-5  # sim: the lookahead phase's learning rate
+    lookahead_lr: float = 5e-5  # sim: the lookahead phase's learning rate (decays linearly to 0)
     sac: dict[str, Any] = field(default_factory=dict)  # SACConfig overrides
 
     def __post_init__(self) -> None:

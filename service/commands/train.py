@@ -65,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lookahead-windows", type=int, default=TrainConfig.lookahead_windows, help=f"sim: training windows a lookahead round (default {TrainConfig.lookahead_windows})")
     p.add_argument("--lookahead-k", type=int, default=TrainConfig.lookahead_k, help=f"sim: candidate actions a state (default {TrainConfig.lookahead_k})")
     p.add_argument("--lookahead-updates", type=int, default=TrainConfig.lookahead_updates, help=f"sim: updates a lookahead round (default {TrainConfig.lookahead_updates})")
-    p.add_argument("--lookahead-lr", type=float, default=TrainConfig.lookahead_lr, help=f"sim: the lookahead phase's learning rate (default {TrainConfig.lookahead_lr})")
+    p.add_argument("--lookahead-lr", type=float, default=TrainConfig.lookahead_lr, help=f"sim: the lookahead phase's learning rate, decaying linearly to 0 (default {TrainConfig.lookahead_lr})")
     p.add_argument("--expert-grid", choices=("cores", "teacher"), default="cores", help="sim: the expert search's grid (default cores)")
     p.add_argument("--dagger", action="store_true", help="sim: label the states the agent visits with the expert's action (DAgger; needs --demos)")
     p.add_argument("--bc-batch", type=int, default=128, help="labelled states in the cloning term of each update (default 128)")
