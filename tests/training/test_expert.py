@@ -99,3 +99,16 @@ def test_agent_gap_benchmark_runs_and_prints_its_figures() -> None:
     for label in ("training programs only", "with held-out programs"):
         m = re.search(label + r"\s+mean\s+([\d.]+) %\s+worst\s+([\d.]+) %", out)
         assert m and 0 < float(m.group(2)) <= float(m.group(1))
+
+
+def test_agent_heldout_benchmark_runs_and_prints_its_figure() -> None:
+    import re
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, str(root / "bench" / "agent_heldout.py"), "--windows", "3", "--no-cache"],
+                         capture_output=True, text=True, timeout=300, check=True).stdout
+    assert "3 held-out windows" in out and "simulated" in out
+    m = re.search(r"agent / best-found = ([\d.]+) % \(median window ([\d.]+) %, worst ([\d.]+) %", out)
+    assert m and 0 < float(m.group(3)) <= float(m.group(2)) <= 110
