@@ -16,15 +16,16 @@ the loss. Mistakes are now weighed by what they cost, on the states the actor it
 
 The schedule-level action (step 0: affinity and memory policy for the whole window) is one decision with a large
 effect, and sampling it explores it poorly: measured, the distilled and fine-tuned actor chose compact on all 240
-dev windows (simulated) although the expert picks distributed on 12 % of training windows and a member had
+held-out windows of ``bench/agent_heldout.py`` (simulated) although the expert picks distributed on 12 % of training windows and a member had
 learnt that (99 % agreement) — once the actor puts little mass on a schedule, its episodes are too rare to
 correct it. With ``roots`` (``--finetune-roots expert``: the expert's schedules, compact and distributed
 first-touch) every window is played from each of those schedule actions, ``samples / len(roots)`` episodes
 each. The step-0 term is then a cost-weighted classification toward the better schedules,
 ``−Σ_r max(0, Q(r) − mean Q) · log π(r)`` with Q(r) a branch's mean throughput: the exact policy gradient at the
 root, ``−Σ_r π(r) · (Q(r) − mean Q)``, vanishes with π(r) where it matters (measured: with it, the actor still
-chose compact on 239 of the 240 dev windows), the log-likelihood's gradient does not. Later steps are REINFORCE
-within their branch (baseline Q(r)), so they also learn to continue well from every schedule.
+chose compact on 239 of the 240), the log-likelihood's gradient does not (7 of 240 then distributed; the
+figure moved within noise, so the shipped command does not use it). Later steps are REINFORCE within their
+branch (baseline Q(r)), so they also learn to continue well from every schedule.
 
 The learning rate decays linearly to zero and the final actor is kept (``keep="final"``): measured, picking the best
 of the periodic validations (``keep="best"``) chose by noise (48 validation windows move by about as much as the

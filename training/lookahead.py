@@ -141,7 +141,7 @@ def improve(layers: list[tuple[np.ndarray, np.ndarray]], setup: Any, cfg: Lookah
     wrng = random.Random(seed + 104_729)
     net, current = torch_actor(layers)
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
-    total = cfg.rounds * cfg.updates
+    total = max(1, cfg.rounds * cfg.updates)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda u: max(0.0, 1.0 - u / total))
     start_val = validate(layers)
     evals = [{"round": 0, **start_val}]

@@ -60,8 +60,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--finetune-roots", choices=ROOT_CHOICES, default=TrainConfig.finetune_roots,
                    help="sim: the window-wide schedule action in fine-tuning: sampled like the others, or every window "
                    "played from each schedule action of the expert's grid (compact and distributed) or from all six "
-                   f"(exact gradient at step 0; default {TrainConfig.finetune_roots})")
-    p.add_argument("--lookahead-rounds", type=int, default=0, metavar="R", help="sim: after fine-tuning, R rounds of one-step lookahead: the actor's best actions at every state completed by the actor and scored on the simulated node, the actor then moved towards the better ones (training/lookahead.py; default 0: none)")
+                   f"(a cost-weighted classification at step 0; default {TrainConfig.finetune_roots})")
+    p.add_argument("--lookahead-rounds", type=int, default=TrainConfig.lookahead_rounds, metavar="R", help="sim: after fine-tuning, R rounds of one-step lookahead: the actor's best actions at every state completed by the actor and scored on the simulated node, the actor then moved towards the better ones (training/lookahead.py; default 0: none)")
     p.add_argument("--lookahead-windows", type=int, default=TrainConfig.lookahead_windows, help=f"sim: training windows a lookahead round (default {TrainConfig.lookahead_windows})")
     p.add_argument("--lookahead-k", type=int, default=TrainConfig.lookahead_k, help=f"sim: candidate actions a state (default {TrainConfig.lookahead_k})")
     p.add_argument("--lookahead-updates", type=int, default=TrainConfig.lookahead_updates, help=f"sim: updates a lookahead round (default {TrainConfig.lookahead_updates})")
