@@ -99,17 +99,22 @@ def episode_throughput(ep: Any, ev: Any) -> float:
     return sum(i.solo_s for i in ep.infos) / total
 
 
+def new_episode(setup: Any, names: Sequence[str], cmax: int, window_size: int) -> Any:
+    """A fresh episode of the window ``names`` on the setup's node, with its provider and observation layout."""
+    from env.episode import Episode
+    from env.gym_env import _window_jobs
+
+    return Episode(setup.node, _window_jobs(names), [setup.provider.get(n) for n in names], max_concurrency=cmax,
+                   window_size=window_size, n_features=setup.provider.n_features, obs_layout=setup.obs_layout)
+
+
 def _play(setup: Any, names: Sequence[str], cmax: int, window_size: int, forward: Callable[[np.ndarray], np.ndarray],
           rng: np.random.Generator | None, ev: Any,
           root: int | None = None) -> tuple[float, list[np.ndarray], list[np.ndarray], list[int]]:
     """One episode: sampled from the masked softmax (``rng``) or greedy (``rng`` None); ``root``: the schedule
     action taken at step 0 instead (not recorded). Returns its throughput and the (observation, mask, action) of
     every other step with a choice."""
-    from env.episode import Episode
-    from env.gym_env import _window_jobs
-
-    ep = Episode(setup.node, _window_jobs(names), [setup.provider.get(n) for n in names], max_concurrency=cmax,
-                 window_size=window_size, n_features=setup.provider.n_features, obs_layout=setup.obs_layout)
+    ep = new_episode(setup, names, cmax, window_size)
     obs, masks, acts = [], [], []
     if root is not None:
         ep.step(root)
@@ -164,11 +169,7 @@ def _rollouts(setup: Any, task: tuple) -> list[list[tuple]]:
 
 def root_observation(setup: Any, names: Sequence[str], cmax: int, window_size: int) -> tuple[np.ndarray, np.ndarray]:
     """A window's step-0 observation and mask (the schedule-level choice)."""
-    from env.episode import Episode
-    from env.gym_env import _window_jobs
-
-    ep = Episode(setup.node, _window_jobs(names), [setup.provider.get(n) for n in names], max_concurrency=cmax,
-                 window_size=window_size, n_features=setup.provider.n_features, obs_layout=setup.obs_layout)
+    ep = new_episode(setup, names, cmax, window_size)
     return ep.observation(), ep.action_mask().astype(np.bool_)
 
 
@@ -394,5 +395,5 @@ def plot_finetune(figs: dict[str, Any], log_path: Path, png: Path) -> None:
     plt.close(fig)
 
 
-__all__ = ["FinetuneConfig", "ROOT_CHOICES", "episode_throughput", "finetune", "finetune_phase", "kept_validation", "pg_loss",
+__all__ = ["FinetuneConfig", "ROOT_CHOICES", "episode_throughput", "finetune", "finetune_phase", "kept_validation", "new_episode", "pg_loss",
            "plot_finetune", "root_actions", "root_observation", "torch_actor"]

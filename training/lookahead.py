@@ -53,14 +53,6 @@ class LookaheadConfig:
             raise ValueError("lookahead: rounds >= 0, windows >= 1, k >= 2, updates >= 1, batch >= 1 and lr > 0")
 
 
-def _episode(setup: Any, names: Sequence[str], cmax: int, window_size: int) -> Any:
-    from env.episode import Episode
-    from env.gym_env import _window_jobs
-
-    return Episode(setup.node, _window_jobs(names), [setup.provider.get(n) for n in names], max_concurrency=cmax,
-                   window_size=window_size, n_features=setup.provider.n_features, obs_layout=setup.obs_layout)
-
-
 def _finish_greedy(ep: Any, forward: Callable[[np.ndarray], np.ndarray], ev: Any) -> float:
     from training.finetune import episode_throughput
 
@@ -76,12 +68,12 @@ def lookahead_states(setup: Any, weights: list, items: Sequence[tuple[Sequence[s
     for each state with a choice, (observation, mask, gains), gains a 257-vector holding Q(c) − Q(greedy) at the
     ``k`` candidates (the greedy one first, ties to the higher-ranked) and 0 elsewhere."""
     from agent.policy import MeanLogits
-    from training.finetune import _evaluator
+    from training.finetune import _evaluator, new_episode
 
     forward, ev = MeanLogits([weights]), _evaluator(setup.node)
     out = []
     for names, cmax in items:
-        ep = _episode(setup, names, cmax, window_size)
+        ep = new_episode(setup, names, cmax, window_size)
         while not ep.done:
             mask = ep.action_mask()
             valid = np.flatnonzero(mask)
@@ -92,7 +84,7 @@ def lookahead_states(setup: Any, weights: list, items: Sequence[tuple[Sequence[s
             cands = valid[np.argsort(-forward(obs)[valid], kind="stable")[:k]]
             q = []
             for c in cands:
-                trial = _episode(setup, names, cmax, window_size)
+                trial = new_episode(setup, names, cmax, window_size)
                 for a in ep.history:
                     trial.step(a)
                 trial.step(int(c))
