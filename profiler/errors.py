@@ -35,3 +35,7 @@ class ProfileNotFoundError(ProfilerInputError):
 
 class StoreError(ProfilerRunError):
     """The profile store cannot be opened, read or written (unwritable, corrupt, newer schema)."""
+
+
+class StoreLockedError(StoreError):
+    """Another writer held the profile store past the busy timeout."""

@@ -195,3 +195,32 @@ def test_crash_mid_write_loses_nothing_stored(home: Path, make_profile: MakeProf
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     after.put(make_profile("recorded_kvm_sysbench_cpu_t1.csv", "c", "node-k"))  # and it is writable again
     assert len(after.list("node-k")) == 3
+
+
+def _open_after(path: str, barrier, results) -> None:  # a forked opener (module level: picklable target)
+    barrier.wait()
+    try:
+        ProfileStore(Path(path))
+        results.put("ok")
+    except StoreError as exc:
+        results.put(str(exc))
+
+
+def test_concurrent_first_openers_of_a_new_store_all_succeed(tmp_path: Path) -> None:
+    """Three processes opening a store that does not exist yet, released at once, 20 times: every one opens it
+    (creating it switches the file to WAL, where SQLite reports 'locked' at once rather than waiting; before the
+    retry most trials had a failed opener)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    for trial in range(20):
+        path = tmp_path / f"s{trial}" / "profiles.sqlite"
+        barrier, results = ctx.Barrier(3), ctx.Queue()
+        procs = [ctx.Process(target=_open_after, args=(str(path), barrier, results)) for _ in range(3)]
+        for p in procs:
+            p.start()
+        got = [results.get(timeout=60) for _ in procs]
+        for p in procs:
+            p.join()
+        assert got == ["ok"] * 3, got
+        assert ProfileStore(path).list() == []
