@@ -331,24 +331,21 @@ def kept_validation(figures: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in kept.items() if k != "windows"}
 
 
-def finetune_phase(layers: list[tuple[np.ndarray, np.ndarray]], cfg: Any, setup: Any, run_dir: Path, *, progress: bool,
-                   say: Callable[[str], None]) -> tuple[list[tuple[np.ndarray, np.ndarray]], dict[str, Any]]:
-    """The phase as ``cosched train`` runs it (``cfg``: a TrainConfig): a progress bar, ``RUN_DIR/finetune.jsonl``,
-    its curve ``RUN_DIR/finetune.png``, and ``RUN_DIR/finetuned-actor.npz`` with its figures, which a resumed run reuses instead of fine-tuning again."""
-    from training.train import _load_layers, _Progress, _save_layers, validate
+def resumable_phase(run_dir: Path, name: str, actor: str, title: str, total: int, *, progress: bool, say: Callable[[str], None],
+                    run: Callable[..., tuple[list, dict[str, Any]]],
+                    finish: Callable[[dict[str, Any], Path], None]) -> tuple[list[tuple[np.ndarray, np.ndarray]], dict[str, Any]]:
+    """A post-training phase as ``cosched train`` runs it: ``RUN_DIR/<name>.jsonl`` for its records, a progress bar
+    over ``total``, and its actor and figures in ``actor`` (a file name) / ``<name>.json``, which a resumed run reuses
+    instead of running it again. ``run(log=, on_progress=, say=)`` does the work; ``finish(figures, log_path)``
+    reports and draws it (not when reused)."""
+    from training.train import _load_layers, _Progress, _save_layers
 
-    done, figs_path = run_dir / "finetuned-actor.npz", run_dir / "finetune.json"
+    done, figs_path = run_dir / actor, run_dir / f"{name}.json"
     if done.exists() and figs_path.exists():
-        say(f"fine-tuning: done already ({done})")
+        say(f"{title}: done already ({done})")
         return _load_layers(done), json.loads(figs_path.read_text())
-    fcfg = FinetuneConfig(windows=cfg.finetune_windows, samples=cfg.finetune_samples, lr=cfg.finetune_lr,
-                          eval_every=max(1, min(2_000, cfg.finetune_windows // 5)),
-                          roots=root_actions(cfg.finetune_roots, cfg.expert_grid))
-    say(f"fine-tuning the actor: {fcfg.windows} training windows × {fcfg.samples} sampled episodes"
-        + (f" ({fcfg.samples // len(fcfg.roots)} from each schedule action {list(fcfg.roots)})" if fcfg.roots else "")
-        + f", policy gradient on the simulated throughput (validated every {fcfg.eval_every} windows; the final actor is kept)")
-    bar = _Progress(fcfg.windows, 0, progress, "fine-tuning (sim)")
-    log_path = run_dir / "finetune.jsonl"
+    bar = _Progress(total, 0, progress, f"{title} (sim)")
+    log_path = run_dir / f"{name}.jsonl"
     log_path.unlink(missing_ok=True)
 
     def log(rec: dict[str, Any]) -> None:
@@ -356,44 +353,75 @@ def finetune_phase(layers: list[tuple[np.ndarray, np.ndarray]], cfg: Any, setup:
             f.write(json.dumps(rec) + "\n")
 
     try:
-        kept, figs = finetune(layers, setup, fcfg, window_size=cfg.window_size, cmaxes=cfg.cmax, seed=cfg.seed,
-                              validate=lambda ls: validate(ls, setup, cfg.window_size), workers=cfg.demo_workers,
-                              on_progress=bar.update,
-                              say=bar.say if progress else say, log=log)
+        kept, figs = run(log=log, on_progress=bar.update, say=bar.say if progress else say)
     finally:
         bar.stop()
-    say(f"fine-tuning (simulated): validation {figs['start_validation']:.3f} -> {figs['kept_validation']:.3f} "
-        f"(kept the actor of window {figs['kept_at_windows']}), {figs['wall_s']:.0f} s")
     _save_layers(done, kept)
     figs_path.write_text(json.dumps(figs, indent=1))
-    plot_finetune(figs, log_path, run_dir / "finetune.png")
+    finish(figs, log_path)
     return kept, figs
 
 
-def plot_finetune(figs: dict[str, Any], log_path: Path, png: Path) -> None:
-    """The phase's curve: validation (agent, fifo) and the sampled episodes' throughput against windows played."""
+def finetune_phase(layers: list[tuple[np.ndarray, np.ndarray]], cfg: Any, setup: Any, run_dir: Path, *, progress: bool,
+                   say: Callable[[str], None]) -> tuple[list[tuple[np.ndarray, np.ndarray]], dict[str, Any]]:
+    """The phase as ``cosched train`` runs it (``cfg``: a TrainConfig; ``resumable_phase``: ``RUN_DIR/finetune.jsonl``,
+    ``finetuned-actor.npz``... reused on resume) with its curve ``RUN_DIR/finetune.png``."""
+    from training.train import validate
+
+    fcfg = FinetuneConfig(windows=cfg.finetune_windows, samples=cfg.finetune_samples, lr=cfg.finetune_lr,
+                          eval_every=max(1, min(2_000, cfg.finetune_windows // 5)),
+                          roots=root_actions(cfg.finetune_roots, cfg.expert_grid))
+
+    def run(**hooks: Any) -> tuple[list, dict[str, Any]]:
+        hooks["say"](f"fine-tuning the actor: {fcfg.windows} training windows × {fcfg.samples} sampled episodes"
+                     + (f" ({fcfg.samples // len(fcfg.roots)} from each schedule action {list(fcfg.roots)})" if fcfg.roots else "")
+                     + f", policy gradient on the simulated throughput (validated every {fcfg.eval_every} windows; the final actor is kept)")
+        return finetune(layers, setup, fcfg, window_size=cfg.window_size, cmaxes=cfg.cmax, seed=cfg.seed,
+                        validate=lambda ls: validate(ls, setup, cfg.window_size), workers=cfg.demo_workers, **hooks)
+
+    def finish(figs: dict[str, Any], log_path: Path) -> None:
+        say(f"fine-tuning (simulated): validation {figs['start_validation']:.3f} -> {figs['kept_validation']:.3f} "
+            f"(kept the actor of window {figs['kept_at_windows']}), {figs['wall_s']:.0f} s")
+        plot_finetune(figs, log_path, run_dir / "finetune.png")
+
+    return resumable_phase(run_dir, "finetune", "finetuned-actor.npz", "fine-tuning", fcfg.windows, progress=progress,
+                           say=say, run=run, finish=finish)
+
+
+def plot_validation(evals: list[dict[str, Any]], x: str, xlabel: str, title: str, png: Path,
+                    decorate: Callable[[Any], None] = lambda ax: None) -> None:
+    """A phase's curve: validation (agent, fifo) against ``x`` of its ``evals``; ``decorate(ax)`` adds the rest."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    evals = figs["evals"]
-    recs = [json.loads(ln) for ln in log_path.read_text().splitlines() if ln.strip()] if log_path.exists() else []
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot([e["windows"] for e in evals], [e["agent"] for e in evals], "o-", color="tab:red", label="validation: agent (greedy)")
-    ax.plot([e["windows"] for e in evals], [e["fifo"] for e in evals], "s--", color="tab:orange", label="validation: fifo")
-    if recs:
-        ax.plot([r["windows"] for r in recs], [r["sampled_throughput"] for r in recs], "^:", color="tab:gray",
-                label="sampled episodes (since the last validation)")
-    ax.axvline(figs["kept_at_windows"], color="black", linewidth=0.7, linestyle=":", label="kept actor")
-    ax.set_xlabel("training windows played")
+    ax.plot([e[x] for e in evals], [e["agent"] for e in evals], "o-", color="tab:red", label="validation: agent (greedy)")
+    ax.plot([e[x] for e in evals], [e["fifo"] for e in evals], "s--", color="tab:orange", label="validation: fifo")
+    decorate(ax)
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("throughput vs time sharing")
-    ax.set_title(f"fine-tuning: {figs['samples']} episodes a window (simulated)")
+    ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(png, dpi=100)
     plt.close(fig)
 
 
+def plot_finetune(figs: dict[str, Any], log_path: Path, png: Path) -> None:
+    """The phase's curve: validation (agent, fifo) and the sampled episodes' throughput against windows played."""
+    recs = [json.loads(ln) for ln in log_path.read_text().splitlines() if ln.strip()] if log_path.exists() else []
+
+    def decorate(ax: Any) -> None:
+        if recs:
+            ax.plot([r["windows"] for r in recs], [r["sampled_throughput"] for r in recs], "^:", color="tab:gray",
+                    label="sampled episodes (since the last validation)")
+        ax.axvline(figs["kept_at_windows"], color="black", linewidth=0.7, linestyle=":", label="kept actor")
+
+    plot_validation(figs["evals"], "windows", "training windows played",
+                    f"fine-tuning: {figs['samples']} episodes a window (simulated)", png, decorate)
+
+
 __all__ = ["FinetuneConfig", "ROOT_CHOICES", "episode_throughput", "finetune", "finetune_phase", "kept_validation", "new_episode", "pg_loss",
-           "plot_finetune", "root_actions", "root_observation", "torch_actor"]
+           "plot_finetune", "plot_validation", "resumable_phase", "root_actions", "root_observation", "torch_actor"]

@@ -26,7 +26,6 @@ same for any number of workers. ``RUN_DIR/lookahead.jsonl`` and ``lookahead.png`
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from dataclasses import dataclass
@@ -183,58 +182,30 @@ def improve(layers: list[tuple[np.ndarray, np.ndarray]], setup: Any, cfg: Lookah
 
 def lookahead_phase(layers: list[tuple[np.ndarray, np.ndarray]], cfg: Any, setup: Any, run_dir: Path, *, progress: bool,
                     say: Callable[[str], None]) -> tuple[list[tuple[np.ndarray, np.ndarray]], dict[str, Any]]:
-    """The phase as ``cosched train`` runs it (``cfg``: a TrainConfig): a progress bar, ``RUN_DIR/lookahead.jsonl``,
-    its curve ``lookahead.png``, and ``lookahead-actor.npz`` with ``lookahead.json``, reused by a resumed run."""
-    from training.train import _load_layers, _Progress, _save_layers, validate
+    """The phase as ``cosched train`` runs it (``cfg``: a TrainConfig; ``training.finetune.resumable_phase``:
+    ``RUN_DIR/lookahead.jsonl``, ``lookahead-actor.npz``... reused on resume) with its curve ``lookahead.png``."""
+    from training.finetune import plot_validation, resumable_phase
+    from training.train import validate
 
-    done, figs_path = run_dir / "lookahead-actor.npz", run_dir / "lookahead.json"
-    if done.exists() and figs_path.exists():
-        say(f"lookahead: done already ({done})")
-        return _load_layers(done), json.loads(figs_path.read_text())
     lcfg = LookaheadConfig(rounds=cfg.lookahead_rounds, windows=cfg.lookahead_windows, k=cfg.lookahead_k,
                            updates=cfg.lookahead_updates, lr=cfg.lookahead_lr)
-    say(f"lookahead: {lcfg.rounds} rounds of {lcfg.windows} training windows, the actor's {lcfg.k} best actions at "
-        f"every step completed by the actor and scored on the simulated node, then {lcfg.updates} updates")
-    bar = _Progress(lcfg.rounds, 0, progress, "lookahead (sim)")
-    log_path = run_dir / "lookahead.jsonl"
-    log_path.unlink(missing_ok=True)
 
-    def log(rec: dict[str, Any]) -> None:
-        with log_path.open("a") as f:
-            f.write(json.dumps(rec) + "\n")
+    def run(**hooks: Any) -> tuple[list, dict[str, Any]]:
+        hooks["say"](f"lookahead: {lcfg.rounds} rounds of {lcfg.windows} training windows, the actor's {lcfg.k} best "
+                     f"actions at every step completed by the actor and scored on the simulated node, then "
+                     f"{lcfg.updates} updates")
+        return improve(layers, setup, lcfg, window_size=cfg.window_size, cmaxes=cfg.cmax, seed=cfg.seed,
+                       validate=lambda ls: validate(ls, setup, cfg.window_size), workers=cfg.demo_workers, **hooks)
 
-    try:
-        kept, figs = improve(layers, setup, lcfg, window_size=cfg.window_size, cmaxes=cfg.cmax, seed=cfg.seed,
-                             validate=lambda ls: validate(ls, setup, cfg.window_size), workers=cfg.demo_workers,
-                             on_progress=bar.update, say=bar.say if progress else say, log=log)
-    finally:
-        bar.stop()
-    say(f"lookahead (simulated): validation {figs['start_validation']:.3f} -> {figs['kept_validation']:.3f}, "
-        f"{figs['wall_s']:.0f} s")
-    _save_layers(done, kept)
-    figs_path.write_text(json.dumps(figs, indent=1))
-    plot_lookahead(figs, run_dir / "lookahead.png")
-    return kept, figs
+    def finish(figs: dict[str, Any], log_path: Path) -> None:
+        say(f"lookahead (simulated): validation {figs['start_validation']:.3f} -> {figs['kept_validation']:.3f}, "
+            f"{figs['wall_s']:.0f} s")
+        plot_validation(figs["evals"], "round", "lookahead round",
+                        f"lookahead: {figs['windows']} windows a round, {figs['k']} candidates (simulated)",
+                        run_dir / "lookahead.png")
+
+    return resumable_phase(run_dir, "lookahead", "lookahead-actor.npz", "lookahead", lcfg.rounds, progress=progress,
+                           say=say, run=run, finish=finish)
 
 
-def plot_lookahead(figs: dict[str, Any], png: Path) -> None:
-    """The phase's curve: validation (agent, fifo) after each round."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    evals = figs["evals"]
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot([e["round"] for e in evals], [e["agent"] for e in evals], "o-", color="tab:red", label="validation: agent (greedy)")
-    ax.plot([e["round"] for e in evals], [e["fifo"] for e in evals], "s--", color="tab:orange", label="validation: fifo")
-    ax.set_xlabel("lookahead round")
-    ax.set_ylabel("throughput vs time sharing")
-    ax.set_title(f"lookahead: {figs['windows']} windows a round, {figs['k']} candidates (simulated)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(png, dpi=100)
-    plt.close(fig)
-
-
-__all__ = ["LookaheadConfig", "improve", "lookahead_loss", "lookahead_phase", "lookahead_states", "plot_lookahead"]
+__all__ = ["LookaheadConfig", "improve", "lookahead_loss", "lookahead_phase", "lookahead_states"]

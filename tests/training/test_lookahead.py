@@ -12,29 +12,13 @@ import torch
 
 from agent.modelfile import load_model
 from agent.policy import MeanLogits
-from env.episode import RewardConfig, plan_window
+from env.episode import plan_window
 from env.errors import InputError
 from env.models import Window, WindowJob
-from env.nodes import load_node
+from tiny_sim import NODE, random_actor
 from training.lookahead import LookaheadConfig, improve, lookahead_loss, lookahead_states
-from training.setup import sim_setup
 from training.train import TrainConfig, train, validate
 
-NODE = load_node("sim:reference")
-JOBS = ("EP", "MG", "CG")
-
-
-@pytest.fixture(scope="module")
-def setup():
-    return sim_setup(NODE, window_size=3, cmaxes=(2,), jobs=JOBS, n_validation=3, reward=RewardConfig(),
-                     obs_layout="queue-v2")
-
-
-def random_actor(obs_dim: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    torch.manual_seed(seed)
-    sizes = [obs_dim, 32, 32, 257]
-    return [(lin.weight.detach().numpy().copy(), lin.bias.detach().numpy().copy())
-            for lin in (torch.nn.Linear(a, b) for a, b in zip(sizes, sizes[1:]))]
 
 
 def test_a_candidates_gain_is_the_backends_score_of_its_plan_less_the_greedy_one(setup) -> None:
