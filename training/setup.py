@@ -132,10 +132,13 @@ def real_setup(window_file: str | Path | None, run_dir: Path, *, window_size: in
         if store.get(name, nid) is None:
             if not profile_missing:
                 raise InputError(f"no profile named {name!r} on this node ({nid}): run `cosched profile --name {name} -- ...` first")
+            from functools import partial
+
+            from env.launch import solo_prefix
             from profiler.profiling import profile_command
 
             say(f"profiling {name} (solo on the whole node, then on one core): real training needs its profile")
-            store.put(profile_command(name, j.command, nid, env=j.env or None))
+            store.put(profile_command(name, j.command, nid, env=j.env or None, launcher=partial(solo_prefix, node)))
     profiles = [store.get(n, nid) for n in commands]
     pipeline = FeaturePipeline.fit(profiles)  # type: ignore[arg-type]
     provider = ProfileProvider(lambda name: store.get(name, nid), pipeline, what=f"profile on this node ({nid})")

@@ -12,7 +12,11 @@ from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from functools import partial
+
 from env.discover import local_node_id
+from env.launch import solo_prefix
+from env.nodes import load_node
 from profiler.errors import ProfilerInputError, ProfilerRunError, StoreError
 from profiler.events import PERF_EVENTS
 from profiler.models import Profile, check_profile_name
@@ -68,6 +72,7 @@ def run_profile(args: argparse.Namespace) -> int:
     resolve_command(command)
     store = ProfileStore()  # open (and check) the store before spending time on runs
     node = local_node_id()
+    launcher = partial(solo_prefix, load_node("local"))
     logs = cosched_home() / "logs"
     try:
         logs.mkdir(parents=True, exist_ok=True)
@@ -102,6 +107,7 @@ def run_profile(args: argparse.Namespace) -> int:
                     command,
                     node,
                     scale=not args.no_scale,
+                    launcher=launcher,
                     stdout=out,
                     stderr=err,
                     timeout_s=args.timeout,
