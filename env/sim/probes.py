@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 from env.errors import InputError
 from env.nodespec import NodeSpec
 from env.probing import BUBBLE, BUILTINS, LATENCY, PROBE, STREAM, Placement
-from env.sim.model import Geometry, JobParams, SimJob, geometry, run_group
+from env.sim.model import Geometry, JobParams, SimJob, run_group
 from env.sim.params import SimParams
 
 DEFAULT_PROBE = JobParams("cosched:probe", work_s=40.0, parallel=0.95, comm=0.0, comm_gb=0.0, irregular=0.3,
@@ -75,7 +75,9 @@ class GroupModel:
     def __init__(self, node: NodeSpec, sp: SimParams, jobs: Mapping[str, JobParams], probe: JobParams = DEFAULT_PROBE) -> None:
         self.node = node
         self.sp = sp
-        self.g: Geometry = geometry(node, sp)
+        # its own Geometry, not the id-keyed cache: a fit makes a new SimParams per evaluation, and a reused id
+        # must not bring back another evaluation's geometry
+        self.g: Geometry = Geometry(node, sp)
         self.jobs = jobs
         self.probe = probe
 
