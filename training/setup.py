@@ -73,8 +73,11 @@ def sim_setup(node: NodeSpec, *, window_size: int, cmaxes: Sequence[int], jobs: 
     listed often enough to keep about half of a window's slots (windows are drawn from ``Setup.jobs``): queues
     hold known programs *and* new ones, so training windows do too. The feature pipeline stays fitted on the
     paper's 12, so a model scales features as the planner does."""
-    from env.sim.catalogue import ALL_JOBS, HELD_OUT_JOBS, TRAIN_JOBS
     from env.sim.synthetic import synthetic_names
+    from env.sim.world import world_for
+
+    world = world_for(node)  # a node model's jobs when --node names one, else the paper's catalogue
+    ALL_JOBS, HELD_OUT_JOBS, TRAIN_JOBS = world.all_jobs, world.held_out_jobs, world.train_jobs
 
     train = list(jobs) if jobs else list(TRAIN_JOBS)
     if synthetic[0]:
