@@ -192,6 +192,8 @@ class RealMeasuringBackend:
             job_id = f"p{i}-{_KIND.get(p.job, 'job')}"
             if p.job in BUILTINS:
                 command = builtin_command(p, self.sizes, self.build)
+                if not Path(command[0]).is_file():
+                    raise InputError(f"{command[0]} is not built: build the native programs with 'make native'")
             elif p.job in self._jobs:
                 command = list(self._jobs[p.job])
             else:

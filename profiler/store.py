@@ -142,6 +142,13 @@ class ProfileStore:
             )
             _after_write(conn)
 
+    def delete_interference(self, name: str, node_id: str) -> bool:
+        """Remove a job's curves (its solo profile was re-measured without them: they may be stale)."""
+        with self._write() as conn:
+            cur = conn.execute("DELETE FROM interference WHERE name = ? AND node_id = ?", (name, node_id))
+            _after_write(conn)
+            return cur.rowcount > 0
+
     def get_interference(self, name: str, node_id: str) -> InterferenceProfile | None:
         with self._read() as conn:
             row = conn.execute("SELECT document FROM interference WHERE name = ? AND node_id = ?", (name, node_id)).fetchone()
