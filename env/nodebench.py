@@ -1,9 +1,10 @@
-"""Node microbenchmarks for the node model: per-NUMA-domain memory bandwidth and latency (local, and remote
-where there are two or more domains), the L3 from discovery, and where resctrl exists what one CAT way and
-one MBA step do to the reference probe. Everything runs through a ``MeasuringBackend`` (the real node's or a
-simulated one), repeated; figures are medians with their spread, labelled measured or simulated.
+"""``cosched node --bench``: the node's microbenchmarks repeated, as medians with their spread, plus what one CAT
+way and one MBA step do to the reference probe where resctrl exists, and the L3 from discovery.
 
-The document (``NodeBench``) is stored under ``$COSCHED_HOME/node-bench/NODE_ID.json`` for the calibrator.
+Each repeat is ``env.interference.measure_node`` (per-NUMA-domain STREAM bandwidth and pointer-chase latency,
+local and, with two or more domains, remote; the calibrator's own microbenchmarks) through a
+``MeasuringBackend`` (the real node's or a simulated one). The report (``NodeBenchReport``, with every
+repeat's ``profiler.interference.NodeBench``) is stored under ``$COSCHED_HOME/node-bench/NODE_ID.json``.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from typing import Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from env.interference import measure_node
 from env.nodespec import NodeSpec
-from env.probing import LATENCY, PROBE, STREAM, MeasuringBackend, Placement
+from env.probing import PROBE, MeasuringBackend, Placement
+from profiler.interference import NodeBench
 
 BENCH_SCHEMA_VERSION = 1
 
@@ -42,14 +45,13 @@ class Figure(BaseModel):
         return 100.0 * (self.max - self.min) / self.median if self.median else 0.0
 
 
-class DomainBench(BaseModel):
-    """Bandwidth and latency from the CPUs of one domain to the memory of one domain."""
+class DomainFigures(BaseModel):
+    """Bandwidth and latency from the CPUs of one domain to the memory of one domain, over the repeats."""
 
     model_config = ConfigDict(extra="forbid")
     cpu_domain: int
     memory_domain: int
     kind: Literal["local", "remote"]
-    cpus: list[int] = Field(description="the CPUs the stream kernel ran on (the latency kernel: the first)")
     stream_gbs: Figure
     latency_ns: Figure
 
@@ -74,7 +76,7 @@ class L3Info(BaseModel):
     ways: int
 
 
-class NodeBench(BaseModel):
+class NodeBenchReport(BaseModel):
     model_config = ConfigDict(extra="forbid")
     schema_version: int = BENCH_SCHEMA_VERSION
     node_id: str
@@ -82,12 +84,14 @@ class NodeBench(BaseModel):
     simulated: bool = Field(description="False: measured on the node; True: produced by a simulated node")
     measured_at: datetime
     repeats: int
-    domains: list[DomainBench]
+    domains: list[DomainFigures]
+    probe_alone_s: Figure = Field(description="the reference probe alone on the curves' partner CPUs")
     remote: str = Field(description="what was measured across domains, or why nothing was")
     l3: list[L3Info] = Field(description="from discovery")
     cat: PartitionEffect
     mba: PartitionEffect
     node_seconds: float = Field(description="node time the benchmarks took")
+    runs: list[NodeBench] = Field(description="every repeat of the microbenchmarks, as the calibrator reads them")
 
 
 Progress = Callable[[str], None]
@@ -121,38 +125,41 @@ def _partition(backend: MeasuringBackend, node: NodeSpec, which: Literal["cat", 
     return PartitionEffect(available=True, step=label, probe_full_s=a, probe_step_s=b, slowdown_pct=100.0 * (b.median / a.median - 1.0))
 
 
-def run_bench(backend: MeasuringBackend, node_id: str, *, repeats: int = 3, progress: Progress | None = None) -> NodeBench:
+def run_bench(backend: MeasuringBackend, node_id: str, *, repeats: int = 3, progress: Progress | None = None) -> NodeBenchReport:
     """Measure the node's microbenchmarks through ``backend`` (``repeats`` runs of each)."""
     say = progress or (lambda _msg: None)
     node = backend.shape()
-    clock = [0.0]
-    domains: list[DomainBench] = []
-    for src in node.numa:
-        for dst in node.numa:
-            kind: Literal["local", "remote"] = "local" if src.id == dst.id else "remote"
-            say(f"{kind} memory: CPUs of domain {src.id} -> memory of domain {dst.id}")
-            stream = _repeat(backend, [Placement(STREAM, tuple(src.cpus), memory="bind", memory_domain=dst.id)], repeats, lambda m: m.metric[0], clock)
-            lat = _repeat(backend, [Placement(LATENCY, (src.cpus[0],), memory="bind", memory_domain=dst.id)], repeats, lambda m: m.metric[0], clock)
-            domains.append(DomainBench(cpu_domain=src.id, memory_domain=dst.id, kind=kind, cpus=list(src.cpus),
-                                       stream_gbs=Figure.of(stream, "GB/s"), latency_ns=Figure.of(lat, "ns/load")))
+    runs: list[NodeBench] = []
+    for k in range(repeats):
+        runs.append(measure_node(backend, progress=lambda msg, k=k: say(f"[{k + 1}/{repeats}] {msg}")))
+    clock = [sum(r.node_seconds for r in runs)]
+    domains: list[DomainFigures] = []
+    for i, first in enumerate(runs[0].domains):
+        same = [r.domains[i] for r in runs]
+        domains.append(DomainFigures(cpu_domain=first.cpu_domain, memory_domain=first.memory_domain,
+                                     kind="local" if first.local else "remote",
+                                     stream_gbs=Figure.of([d.bandwidth_gbs for d in same], "GB/s"),
+                                     latency_ns=Figure.of([d.latency_ns for d in same], "ns/load")))
     remote = (f"measured between all {len(node.numa)} domains" if len(node.numa) > 1
               else "one NUMA domain: there is no remote memory on this node, only local figures")
     say("L3 CAT: one way less for the probe")
     cat = _partition(backend, node, "cat", repeats, clock)
     say("MBA: one step less for the probe")
     mba = _partition(backend, node, "mba", repeats, clock)
-    return NodeBench(
+    return NodeBenchReport(
         node_id=node_id,
         node=node.name,
         simulated=backend.simulated,
         measured_at=datetime.now(timezone.utc),
         repeats=repeats,
         domains=domains,
+        probe_alone_s=Figure.of([r.probe_alone_s for r in runs], "s"),
         remote=remote,
         l3=[L3Info(id=d.id, cpus=d.cpus, size_bytes=d.size_bytes, ways=d.ways) for d in node.l3],
         cat=cat,
         mba=mba,
         node_seconds=clock[0],
+        runs=runs,
     )
 
 
@@ -160,7 +167,7 @@ def bench_path(home: Path, node_id: str) -> Path:
     return home / "node-bench" / f"{node_id}.json"
 
 
-def save_bench(bench: NodeBench, home: Path) -> Path:
+def save_bench(bench: NodeBenchReport, home: Path) -> Path:
     path = bench_path(home, bench.node_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
@@ -169,7 +176,7 @@ def save_bench(bench: NodeBench, home: Path) -> Path:
     return path
 
 
-def load_bench(home: Path, node_id: str) -> NodeBench | None:
+def load_bench(home: Path, node_id: str) -> NodeBenchReport | None:
     """The stored benchmarks of a node, or None when there are none (an unreadable file is InputError)."""
     from env.errors import InputError
 
@@ -177,6 +184,6 @@ def load_bench(home: Path, node_id: str) -> NodeBench | None:
     if not path.exists():
         return None
     try:
-        return NodeBench.model_validate_json(path.read_text())
+        return NodeBenchReport.model_validate_json(path.read_text())
     except (OSError, ValueError) as exc:
         raise InputError(f"{path} is not a node benchmark document ({str(exc).splitlines()[0]}): run 'cosched node --bench' again") from None

@@ -12,7 +12,7 @@ from rich.table import Table
 from env.cpulist import format_cpulist
 from env.discover import node_id
 from env.errors import InputError
-from env.nodebench import Figure, NodeBench
+from env.nodebench import Figure, NodeBenchReport
 from env.nodes import load_node
 from env.nodespec import NodeSpec
 from service.output import emit
@@ -60,7 +60,7 @@ def _fig(f: Figure) -> str:
     return f"{f.median:.3g} \\[{f.min:.3g}-{f.max:.3g}]"
 
 
-def render_bench(bench: NodeBench, path: Path) -> None:
+def render_bench(bench: NodeBenchReport, path: Path) -> None:
     console = Console()
     label = "simulated" if bench.simulated else "measured"
     console.print(f"[bold]node benchmarks[/] {bench.node} id {bench.node_id} ({label}, median \\[min-max] of {bench.repeats} runs)")
@@ -69,6 +69,7 @@ def render_bench(bench: NodeBench, path: Path) -> None:
         table.add_row(str(d.cpu_domain), str(d.memory_domain), d.kind, _fig(d.stream_gbs), _fig(d.latency_ns))
     console.print(table)
     console.print(f"remote memory: {bench.remote}")
+    console.print(f"reference probe alone: {_fig(bench.probe_alone_s)} s")
     for c in bench.l3:
         size = f"{c.size_bytes / 2**20:.1f} MiB" if c.size_bytes else "size unknown"
         console.print(f"L3 {c.id}: {size}, {c.ways} way(s), CPUs {format_cpulist(c.cpus)} (discovery)")

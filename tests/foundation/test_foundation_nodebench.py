@@ -60,7 +60,8 @@ def test_two_domains_local_and_remote_and_one_step_of_cat_and_mba(fake_sysroot, 
     assert bench.mba.available and bench.mba.step == "100 -> 90 %" and bench.mba.slowdown_pct == pytest.approx(10.0)
     assert [p.l3_ways for p in rec.asked if p.job == PROBE and p.l3_ways] == [11, 11, 10, 10]
     assert bench.simulated and "between all 2 domains" in bench.remote
-    assert bench.node_seconds == pytest.approx(16 * 0.1 + 4 * 0.5 + 4 * 0.55)
+    assert bench.probe_alone_s.median == 0.5 and len(bench.runs) == 2 and bench.runs[0].domains[1].bandwidth_gbs == 50.0
+    assert bench.node_seconds == pytest.approx(2 * (8 * 0.1 + 0.5) + 4 * 0.5 + 4 * 0.55)
 
 
 def test_this_machine_for_real(tmp_path: Path) -> None:
@@ -68,7 +69,7 @@ def test_this_machine_for_real(tmp_path: Path) -> None:
     bench = run_bench(RealMeasuringBackend(node, sizes=SMALL, work_dir=tmp_path), "here", repeats=2)
     assert not bench.simulated and len(bench.domains) == len(node.numa) ** 2
     d = bench.domains[0]
-    assert d.stream_gbs.n == 2 and d.stream_gbs.min <= d.stream_gbs.median <= d.stream_gbs.max and d.latency_ns.median > 0
+    assert d.stream_gbs.n == 2 and len(bench.runs) == 2 and d.stream_gbs.min <= d.stream_gbs.median <= d.stream_gbs.max and d.latency_ns.median > 0
     if len(node.numa) == 1:
         assert "one NUMA domain" in bench.remote
     if not node.capabilities.l3_cat.available:
