@@ -31,16 +31,12 @@ static int run_stream(size_t bytes, long threads, long reps)
 
 static int run_latency(size_t bytes, long loads, long seed)
 {
-    size_t n = bytes / CS_LINE;
-    if (n < 2)
-        n = 2;
-    uint64_t *buf = aligned_alloc(CS_LINE, n * CS_LINE);
+    size_t n;
+    uint64_t *buf = cs_chase_alloc(bytes, (uint64_t)seed, &n);
     if (!buf) {
-        fprintf(stderr, "cosched-membench: cannot allocate %zu bytes\n", n * CS_LINE);
+        fprintf(stderr, "cosched-membench: cannot allocate %zu bytes\n", bytes);
         return 1;
     }
-    memset(buf, 0, n * CS_LINE);
-    cs_chase_build(buf, n, (uint64_t)seed);
     size_t p = cs_chase(buf, 0, n);  /* one lap to warm the TLB and caches alike for every run */
     double t0 = cs_now();
     p = cs_chase(buf, p, (uint64_t)loads);

@@ -111,6 +111,17 @@ void cs_chase_build(uint64_t *buf, size_t n, uint64_t seed)
     free(perm);
 }
 
+uint64_t *cs_chase_alloc(size_t bytes, uint64_t seed, size_t *n)
+{
+    *n = bytes / CS_LINE < 2 ? 2 : bytes / CS_LINE;
+    uint64_t *buf = aligned_alloc(CS_LINE, *n * CS_LINE);
+    if (!buf)
+        return NULL;
+    memset(buf, 0, *n * CS_LINE);
+    cs_chase_build(buf, *n, seed);
+    return buf;
+}
+
 size_t cs_chase(const uint64_t *buf, size_t start, uint64_t steps)
 {
     const size_t step = CS_LINE / sizeof(uint64_t);

@@ -33,6 +33,10 @@ uint64_t cs_rand(uint64_t *state);
  * of slot i holds the index of the next slot. Deterministic for a seed. n >= 1. */
 void cs_chase_build(uint64_t *buf, size_t n, uint64_t seed);
 
+/* A zeroed, line-aligned buffer of max(2, bytes / CS_LINE) slots linked into one cycle (cs_chase_build);
+ * *n gets the slot count. NULL when out of memory (the caller reports it; free() releases it). */
+uint64_t *cs_chase_alloc(size_t bytes, uint64_t seed, size_t *n);
+
 /* Follows the cycle for `steps` dependent loads from slot `start`; returns the slot reached. */
 size_t cs_chase(const uint64_t *buf, size_t start, uint64_t steps);
 

@@ -4,7 +4,6 @@
  * of the work ("seconds", setup excluded). Its slowdown next to a job is that job's pressure. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "memkern.h"
 #include "opts.h"
@@ -25,16 +24,12 @@ int main(int argc, char **argv)
     if (rc != CS_OK)
         return rc == CS_HELP ? 0 : 2;
     size_t ws = ws_mb > 0 ? (size_t)(ws_mb * 1048576.0) : cs_l3_bytes((size_t)32 << 20);
-    size_t n = ws / CS_LINE;
-    if (n < 2)
-        n = 2;
-    uint64_t *buf = aligned_alloc(CS_LINE, n * CS_LINE);
+    size_t n;
+    uint64_t *buf = cs_chase_alloc(ws, (uint64_t)seed, &n);
     if (!buf) {
-        fprintf(stderr, "cosched-probe: cannot allocate %zu bytes\n", n * CS_LINE);
+        fprintf(stderr, "cosched-probe: cannot allocate %zu bytes\n", ws);
         return 1;
     }
-    memset(buf, 0, n * CS_LINE);
-    cs_chase_build(buf, n, (uint64_t)seed);
     size_t p = 0;
     uint64_t sum = 0;
     double t0 = cs_now();
