@@ -216,7 +216,8 @@ def calibrate(backend: MeasuringBackend, cfg: CalibrationConfig = CalibrationCon
 
 def choose_probes(fit: Fit, res, jobs: Sequence[str], node: NodeSpec, n: int, rng: random.Random,
                   nrng: np.random.Generator, cfg: CalibrationConfig) -> list[list[Placement]]:
-    """The ``n`` candidate pairs whose predicted makespan varies most over the fit's ensemble (one per job pair)."""
+    """The ``n`` candidate pairs whose predicted makespan varies most over the fit's ensemble: one per job pair
+    first (spread over the jobs), then the next most uncertain placements of pairs already chosen."""
     members = fit.ensemble(res, cfg.ensemble, nrng)
     cands = [random_group(node, jobs, rng, 2) for _ in range(cfg.candidates)]
     scored = []
@@ -232,8 +233,9 @@ def choose_probes(fit: Fit, res, jobs: Sequence[str], node: NodeSpec, n: int, rn
         seen.add(pair)
         out.append(c)
         if len(out) == n:
-            break
-    return out
+            return out
+    rest = [c for _, c in scored if not any(c is o for o in out)]
+    return out + rest[: n - len(out)]
 
 
 def build_model(node: NodeSpec, spec: NodeSpec, base: SimParams, space: Space, x: np.ndarray, jobs: Sequence[str],
@@ -286,18 +288,20 @@ def refit(model: NodeModel, records: Sequence[RunRecord], cfg: CalibrationConfig
     return new, fit, len(usable)
 
 
-def predict_records(model: NodeModel, records: Sequence[RunRecord]) -> list[float | None]:
-    """The model's predicted makespan of each record's group (None where the record holds a job it lacks)."""
+def predict_times(model: NodeModel, records: Sequence[RunRecord]) -> list[list[float | None] | None]:
+    """The model's predicted time of each program of each record's group (None where it holds a job the model lacks)."""
     from env.probing import BUILTINS
     from env.sim.probes import GroupModel
 
     gm = GroupModel(model.node, model.params.to_params(), model.job_params(), model.probe.to_params())
-    out: list[float | None] = []
+    out: list[list[float | None] | None] = []
     for r in records:
         group = [to_placement(p) for p in r.group]
-        if not all(p.job in gm.jobs or p.job in BUILTINS for p in group):
-            out.append(None)
-            continue
-        times, _ = gm.times(group)
-        out.append(makespan(times, group))
+        out.append(gm.times(group)[0] if all(p.job in gm.jobs or p.job in BUILTINS for p in group) else None)
     return out
+
+
+def predict_records(model: NodeModel, records: Sequence[RunRecord]) -> list[float | None]:
+    """The model's predicted makespan of each record's group (None where it holds a job the model lacks)."""
+    return [None if t is None else makespan(t, [to_placement(p) for p in r.group])
+            for t, r in zip(predict_times(model, records), records)]
