@@ -13,6 +13,7 @@ over time and the worst-predicted groups from them.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
@@ -66,6 +67,12 @@ class StoredRun:
 
 def default_calibration_path() -> Path:
     return cosched_home() / CALIB_FILENAME
+
+
+def model_path(node_key: str) -> Path:
+    """Where ``cosched calibrate`` keeps a node's model: ``$COSCHED_HOME/node-models/NODE.json``."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", node_key.removesuffix(".json").split("/")[-1]).strip("-") or "node"
+    return cosched_home() / "node-models" / f"{slug}.json"
 
 
 def group_makespans(rec: RunRecord) -> tuple[float | None, float | None]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import statistics
 import sys
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 
 from rich.console import Console
 
+from env.calibration.store import model_path as default_model_path
 from env.errors import InputError
 from service.output import emit
 
@@ -44,16 +44,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--report", action="store_true", help="show the prediction error over time and the worst-predicted groups")
     p.add_argument("--json", action="store_true", help="print the result as one JSON document")
     p.set_defaults(handler=run)
-
-
-def _slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name.removesuffix(".json").split("/")[-1]).strip("-") or "node"
-
-
-def default_model_path(node_key: str) -> Path:
-    from profiler.store import cosched_home
-
-    return cosched_home() / "node-models" / f"{_slug(node_key)}.json"
 
 
 def _write_atomic(path: Path, text: str) -> None:

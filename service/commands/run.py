@@ -98,8 +98,8 @@ def _timeshare_from_profiles(plan: Plan, groups: list[RunGroup], node_id: str) -
                 total += prof.duration_s
     total += sum(g.makespan_s for g in groups if g.solo_profile)
     if missing:
-        return None, f"profiles (missing on this node: {', '.join(sorted(set(missing)))})"
-    return total, "profiles"
+        return None, f"predicted from profiles: missing on this node: {', '.join(sorted(set(missing)))}"
+    return total, "predicted from profiles: the sum of the stored solo times"
 
 
 def _measure_timeshare(plan: Plan, run_dir: Path, progress: LiveProgress) -> float:
@@ -187,12 +187,15 @@ def _execute(args: argparse.Namespace, plan: Plan, node: NodeSpec, run_dir: Path
         executor = Executor(plan, node, run_dir, timeout_s=args.timeout, fail_fast=args.fail_fast, progress=progress, solo_runner=_solo_runner(nid))
         groups = executor.run(state)
         if args.measure_timeshare:
-            timeshare, source = _measure_timeshare(plan, run_dir, progress) + sum(g.makespan_s for g in groups if g.solo_profile), "measured solo runs"
+            timeshare, source = _measure_timeshare(plan, run_dir, progress) + sum(g.makespan_s for g in groups if g.solo_profile), "measured in this run: each job alone"
         else:
             timeshare, source = _timeshare_from_profiles(plan, groups, nid)
     finally:
         progress.close()
     report = build_report(plan, groups, backend="real", run_dir=str(run_dir), timeshare_s=timeshare, timeshare_source=source)
+    from env.calibration.runs import predict_and_record
+
+    report = predict_and_record(report, nid)  # each group beside the node model's prediction, kept for --update
     (run_dir / "report.json").write_text(report.model_dump_json(indent=2))
     schedule_chart(report, run_dir / "schedule.png", node.cpus)
     emit(report, args.json, lambda: render_report(report))
