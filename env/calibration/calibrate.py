@@ -65,12 +65,14 @@ class CalibrationConfig:
     rounds: int = 2
     ensemble: int = 12
     candidates: int = 250
+    noise_sd: float | None = None  # the sim backend's noise, recorded in the provenance
 
 
 @dataclass
 class CalibrationResult:
     model: NodeModel
-    records: list[RunRecord]  # every measurement, probes and held-out with the model's prediction
+    records: list[RunRecord]  # every measurement the fit used (probes with the prediction made when chosen)
+    heldout_records: list[RunRecord] = field(default_factory=list)  # held-out co-runs, with the final prediction
     heldout: list[tuple[float, float]] = field(default_factory=list)  # (measured, predicted) group makespans
     node_seconds: dict[str, float] = field(default_factory=dict)  # profiling / probes / heldout
 
@@ -206,15 +208,16 @@ def calibrate(backend: MeasuringBackend, cfg: CalibrationConfig = CalibrationCon
 
     model = build_model(node, spec, base, space, x, jobs, profiles, bench, fit, backend_simulated=bool(b.simulated),
                         probes=len(probe_records), profiling_runs=len(records), summary=summary,
-                        seconds=(profiling_s, probe_runner.node_seconds, held_runner.node_seconds))
-    return CalibrationResult(model=model, records=records + probe_records + held_runner.records, heldout=heldout,
+                        seconds=(profiling_s, probe_runner.node_seconds, held_runner.node_seconds), noise_sd=cfg.noise_sd)
+    return CalibrationResult(model=model, records=records + probe_records, heldout_records=held_runner.records, heldout=heldout,
                              node_seconds={"profiling": profiling_s, "probes": probe_runner.node_seconds,
                                            "heldout": held_runner.node_seconds})
 
 
 def choose_probes(fit: Fit, res, jobs: Sequence[str], node: NodeSpec, n: int, rng: random.Random,
                   nrng: np.random.Generator, cfg: CalibrationConfig) -> list[list[Placement]]:
-    """The ``n`` candidate pairs whose predicted makespan varies most over the fit's ensemble (one per job pair)."""
+    """The ``n`` candidate pairs whose predicted makespan varies most over the fit's ensemble: one per job pair
+    first (spread over the jobs), then the next most uncertain placements of pairs already chosen."""
     members = fit.ensemble(res, cfg.ensemble, nrng)
     cands = [random_group(node, jobs, rng, 2) for _ in range(cfg.candidates)]
     scored = []
@@ -230,8 +233,9 @@ def choose_probes(fit: Fit, res, jobs: Sequence[str], node: NodeSpec, n: int, rn
         seen.add(pair)
         out.append(c)
         if len(out) == n:
-            break
-    return out
+            return out
+    rest = [c for _, c in scored if not any(c is o for o in out)]
+    return out + rest[: n - len(out)]
 
 
 def build_model(node: NodeSpec, spec: NodeSpec, base: SimParams, space: Space, x: np.ndarray, jobs: Sequence[str],
@@ -255,3 +259,49 @@ def build_model(node: NodeSpec, spec: NodeSpec, base: SimParams, space: Space, x
             fit_rms_log=fit.rms_log(x), heldout=summary, bench=bench, updates=updates,
         ),
     )
+
+
+def refit(model: NodeModel, records: Sequence[RunRecord], cfg: CalibrationConfig = CalibrationConfig(),
+          progress: Progress | None = None) -> tuple[NodeModel, Fit, int]:
+    """``model`` refitted from ``records`` (everything measured on its node so far), warm-started from its own
+    parameters with the same prior as the first fit. Returns (the new model, the fit, the records used)."""
+    from env.probing import BUILTINS
+
+    jobs = [j.name for j in model.jobs]
+    known = set(jobs) | set(BUILTINS)
+    usable = [r for r in records if all(p.job in known for p in r.group)]
+    if not usable:
+        raise InputError(f"no stored measurement of {model.node.name}'s jobs to refit from: run 'cosched calibrate' first")
+    base = model.params.to_params()
+    space = Space(jobs + [PROBE])
+    profiles = {j.name: j.interference for j in model.jobs if j.interference is not None}
+    prior = initial_x(space, profiles, len(model.node.cpus))
+    x0 = space.encode(base, {**model.job_params(), PROBE: model.probe.to_params()})
+    fit = Fit(model.node, base, space, _obs(usable), prior)
+    (progress or (lambda _m: None))(f"refit: {space.size} parameters from {len(fit.rows)} timed runs")
+    res = fit.run(x0, cfg.max_nfev, progress)
+    x = res.x
+    new_jobs = [j.model_copy(update={"params": JobParamsDoc.of(space.job_params(x, j.name))}) for j in model.jobs]
+    prov = model.provenance.model_copy(update={"updates": model.provenance.updates + 1, "fit_rms_log": fit.rms_log(x)})
+    new = model.model_copy(update={"params": SimParamsDoc.of(space.node_params(x, base)), "jobs": new_jobs,
+                                   "probe": JobParamsDoc.of(space.job_params(x, PROBE, PROBE)), "provenance": prov})
+    return new, fit, len(usable)
+
+
+def predict_times(model: NodeModel, records: Sequence[RunRecord]) -> list[list[float | None] | None]:
+    """The model's predicted time of each program of each record's group (None where it holds a job the model lacks)."""
+    from env.probing import BUILTINS
+    from env.sim.probes import GroupModel
+
+    gm = GroupModel(model.node, model.params.to_params(), model.job_params(), model.probe.to_params())
+    out: list[list[float | None] | None] = []
+    for r in records:
+        group = [to_placement(p) for p in r.group]
+        out.append(gm.times(group)[0] if all(p.job in gm.jobs or p.job in BUILTINS for p in group) else None)
+    return out
+
+
+def predict_records(model: NodeModel, records: Sequence[RunRecord]) -> list[float | None]:
+    """The model's predicted makespan of each record's group (None where it holds a job the model lacks)."""
+    return [None if t is None else makespan(t, [to_placement(p) for p in r.group])
+            for t, r in zip(predict_times(model, records), records)]

@@ -81,6 +81,17 @@ def _variant(spec: NodeSpec, sp: SimParams, probe, what: str) -> NodeModel:
                      provenance=Provenance(source="variant", description=what))
 
 
+def model_for_node(node: NodeSpec) -> NodeModel:
+    """The node model a simulated node simulates with: its file's, or the paper's jobs and numbers on its shape."""
+    from env.sim.world import world_for
+
+    w = world_for(node)
+    if w.model is not None:
+        return w.model  # type: ignore[return-value]
+    ref = reference_model()
+    return ref.model_copy(update={"node": node, "provenance": Provenance(source="reference", description=f"the paper's catalogue on {node.name}")})
+
+
 def write_variants(directory: Path = NODES_DIR) -> list[Path]:
     out = []
     for name, m in variant_models().items():

@@ -25,6 +25,7 @@ class World:
     probe: object = None  # env.sim.model.JobParams of the reference probe (None: env.sim.probes' own)
     profiles: dict = field(default_factory=dict)  # name -> measured Profile (a calibrated node model)
     source: str = "the paper's catalogue"
+    model: object = None  # the env.sim.nodemodel.NodeModel it came from (None: the paper's catalogue)
 
     def is_known(self, name: str) -> bool:
         from env.sim.synthetic import is_synthetic
@@ -69,4 +70,4 @@ def world_of_model(model) -> World:
     held = tuple(j.name for j in model.jobs if j.role == "held-out")
     profiles = {j.name: j.profile for j in model.jobs if j.profile is not None}
     return World(model.params.to_params(), entries, train, held, names, model.probe.to_params(), profiles,
-                 source=f"node model ({model.provenance.source})")
+                 source=f"node model ({model.provenance.source})", model=model)

@@ -100,8 +100,8 @@ def _timeshare_from_profiles(plan: Plan, groups: list[RunGroup], node_id: str) -
                 total += prof.duration_s
     total += sum(g.makespan_s for g in groups if g.solo_profile)
     if missing:
-        return None, f"profiles (missing on this node: {', '.join(sorted(set(missing)))})"
-    return total, "profiles"
+        return None, f"predicted from profiles: missing on this node: {', '.join(sorted(set(missing)))}"
+    return total, "predicted from profiles: the sum of the stored solo times"
 
 
 def timeshare_plan(plan: Plan, node: NodeSpec) -> Plan:
@@ -130,7 +130,7 @@ def _measure_timeshare(plan: Plan, node: NodeSpec, run_dir: Path, timeout_s: flo
     failed = [j.id for g in groups for j in g.jobs if j.exit_code != 0]
     if failed:
         return None, f"not measured: {', '.join(failed)} failed alone (see {ts_dir})"
-    return sum(g.makespan_s for g in groups), "measured solo runs"
+    return sum(g.makespan_s for g in groups), "measured in this run: each job alone"
 
 
 def _print_dry_run(plan: Plan) -> None:
@@ -211,6 +211,9 @@ def _execute(args: argparse.Namespace, plan: Plan, node: NodeSpec, run_dir: Path
     finally:
         progress.close()
     report = build_report(plan, groups, backend="real", run_dir=str(run_dir), timeshare_s=timeshare, timeshare_source=source)
+    from env.calibration.runs import predict_and_record
+
+    report = predict_and_record(report, nid)  # each group beside the node model's prediction, kept for --update
     (run_dir / "report.json").write_text(report.model_dump_json(indent=2))
     schedule_chart(report, run_dir / "schedule.png", node.cpus)
     emit(report, args.json, lambda: render_report(report))
