@@ -43,8 +43,9 @@ _KIND = {BUBBLE: "bubble", PROBE: "probe", STREAM: "stream", LATENCY: "latency"}
 
 @dataclass(frozen=True)
 class ProbeSizes:
-    """How much work the built-in programs do (the defaults: a probe of ~0.4 s and a STREAM over 4 x L3
-    on this 2-CPU node; tests pass smaller sizes). ``None``: the program's own default (from the L3 size)."""
+    """How much work the built-in programs do (the defaults, on this 2-CPU node when idle: a probe of ~0.4 s, a
+    STREAM over 3 arrays of 4 x L3 in ~0.7 s, 5 M dependent loads over 4 x L3 in ~1 s; tests pass smaller
+    sizes). ``None``: the program's own default (from the L3 size)."""
 
     probe_rounds: int = 20
     probe_ws_mb: float | None = None
@@ -52,7 +53,7 @@ class ProbeSizes:
     stream_mb: float | None = None
     stream_reps: int = 5
     latency_mb: float | None = None
-    latency_loads: int = 20_000_000
+    latency_loads: int = 5_000_000
 
 
 def builtin_command(p: Placement, sizes: ProbeSizes, build: Path = NATIVE_BUILD) -> list[str]:

@@ -93,7 +93,7 @@ def run_bench(args: argparse.Namespace) -> int:
         raise InputError(f"--repeats must be at least 1, not {args.repeats}")
     node = discover()
     sizes = ProbeSizes(probe_rounds=5, probe_ws_mb=8, stream_mb=16, stream_reps=2, latency_mb=16, latency_loads=500_000) if args.quick \
-        else ProbeSizes(latency_loads=5_000_000)
+        else ProbeSizes()
     home = cosched_home()
     backend = RealMeasuringBackend(node, sizes=sizes, work_dir=home / "measure")
     err = Console(stderr=True)
