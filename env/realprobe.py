@@ -27,7 +27,7 @@ from typing import Sequence
 
 from env.allocate import Allocation, GroupState, mba_hardware_value, place_mask
 from env.errors import InputError, RunError
-from env.execute import Executor, preflight
+from env.execute import Executor, Interrupted, preflight
 from env.launch import enforcement, launch_argv
 from env.models import Enforcement, NodeRef, Plan, PlanGroup, PlanJob, SchedulePolicy
 from env.nodespec import NodeSpec
@@ -246,7 +246,10 @@ class RealMeasuringBackend:
             preflight(plan, self.node)
             background = {j.id for p, j in zip(group, plan.groups[0].jobs) if p.job == BUBBLE}
             t0 = time.monotonic()
-            result = Executor(plan, self.node, run_dir, timeout_s=self.timeout_s, background=background).run()[0]
+            try:
+                result = Executor(plan, self.node, run_dir, timeout_s=self.timeout_s, background=background).run()[0]
+            except Interrupted:
+                raise Interrupted(f"interrupted: the measurement was stopped, its programs too (its files: {run_dir})") from None
             node_seconds = time.monotonic() - t0
             out = self._read(group, plan, result.jobs, run_dir)
         except BaseException:

@@ -70,7 +70,7 @@ def test_update_changes_the_fit_after_new_runs(home, capsys):
 
 @pytest.mark.parametrize("argv, says", [
     (["--backend", "sim", "--probes", "0"], "--probes must be at least 1"),
-    (["--backend", "real"], "real measuring backend is not in this build"),
+    (["--backend", "real"], "has no jobs to calibrate on: profile some first"),  # the real backend (env.realprobe) is here
     (["--backend", "sim", "--node", "sim:/nonexistent/x.json"], "unknown simulated node"),
     (["--backend", "sim", "--jobs", "nosuch,EP"], "unknown job"),
     (["--backend", "sim", "--update"], "no node model at"),
