@@ -56,6 +56,11 @@ class ProbeSizes:
     latency_loads: int = 5_000_000
 
 
+def missing_programs(build: Path = NATIVE_BUILD) -> list[str]:
+    """The built-in programs not built yet (``make native`` builds them)."""
+    return sorted({str(build / name) for name in _PROGRAMS.values() if not (build / name).is_file()})
+
+
 def builtin_command(p: Placement, sizes: ProbeSizes, build: Path = NATIVE_BUILD) -> list[str]:
     """The argv of a built-in program for a placement (before the launch prefix)."""
     prog = str(build / _PROGRAMS[p.job])

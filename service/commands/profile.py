@@ -81,6 +81,7 @@ def run_profile(args: argparse.Namespace) -> int:
     store = ProfileStore()  # open (and check) the store before spending time on runs
     node = local_node_id()
     launcher = partial(solo_prefix, load_node("local"))
+    curves_skipped = None if args.no_interference else _why_no_curves()
     logs = cosched_home() / "logs"
     try:
         logs.mkdir(parents=True, exist_ok=True)
@@ -93,7 +94,7 @@ def run_profile(args: argparse.Namespace) -> int:
     if len(shown) > 60:
         shown = shown[:57] + "..."
     shown = escape(shown)
-    steps = (1 if args.no_scale else 2) + (0 if args.no_interference else 1)
+    steps = (1 if args.no_scale else 2) + (0 if args.no_interference or curves_skipped else 1)
     with Progress(
         SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=False
     ) as progress:
@@ -128,8 +129,10 @@ def run_profile(args: argparse.Namespace) -> int:
         replaced = store.get(name, node) is not None
         store.put(profile)
         curves = None
-        if args.no_interference:
+        if args.no_interference or curves_skipped:
             store.delete_interference(name, node)  # measured for an earlier profile: may not be this command's
+            if curves_skipped:
+                console.print(f"[yellow]interference curves not measured:[/] {curves_skipped}")
         else:
             task = progress.add_task(f"[{steps}/{steps}] {name}: interference curves", total=None)
             curves = _measure_curves(name, command, args.timeout, lambda msg: progress.update(task, description=f"[{steps}/{steps}] {escape(msg)}"))
@@ -138,6 +141,19 @@ def run_profile(args: argparse.Namespace) -> int:
     emit(_document(profile, curves), args.json,
          lambda: _render_profile(profile, store.path, saved="replaced" if replaced else "stored", curves=curves))
     return 0
+
+
+def _why_no_curves() -> str | None:
+    """Why this node cannot measure interference curves (checked before any run), or None."""
+    from env.realprobe import missing_programs
+
+    missing = missing_programs()
+    if missing:
+        raise ProfilerInputError(f"the interference curves need the native programs ({', '.join(missing)}): "
+                                 "build them with 'make native', or profile with --no-interference")
+    if len(load_node("local").cpus) < 2:
+        return "this node has one CPU: the pressure generator and the probe need a second one"
+    return None
 
 
 def _measure_curves(name: str, command: list[str], timeout_s: float | None, say: Callable[[str], None]) -> InterferenceProfile:

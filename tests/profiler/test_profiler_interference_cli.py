@@ -51,16 +51,22 @@ def test_profile_measures_stores_shows_and_plots_the_curves(home: Path, tmp_path
 def test_failing_curves_keep_the_solo_profile(home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     import env.realprobe as realprobe
 
-    # as if 'make native' had not run: the backend looks for its programs in an empty place
-    monkeypatch.setattr(realprobe.RealMeasuringBackend, "__init__", _without_build(realprobe.RealMeasuringBackend.__init__, home / "no-build"))
+    def no_job_time(*_a, **_kw):  # noqa: ANN002, ANN003, ANN202
+        raise realprobe.RunError("sysbench (p0-job) failed with exit status 1 during a measurement")
+
+    monkeypatch.setattr(realprobe.RealMeasuringBackend, "measure", no_job_time)  # a measurement that fails
     assert main(["profile", "--name", "tiny", "--no-scale", "--", *TINY]) == 1
     err = capsys.readouterr().err
-    assert "interference curves of tiny failed" in err and "make native" in err and "solo profile is stored" in err
+    assert "interference curves of tiny failed" in err and "exit status 1" in err and "solo profile is stored" in err
     assert ProfileStore().get("tiny", local_node_id()) is not None
 
 
-def _without_build(init, build: Path):  # noqa: ANN001, ANN202
-    def patched(self, *a, **kw):  # noqa: ANN001, ANN002, ANN003
-        kw["build"] = build
-        init(self, *a, **kw)
-    return patched
+def test_without_the_native_programs_nothing_runs(home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import env.realprobe as realprobe
+
+    real = realprobe.missing_programs
+    monkeypatch.setattr(realprobe, "missing_programs", lambda build=home / "no-build": real(build))  # as before 'make native'
+    assert main(["profile", "--name", "tiny", "--no-scale", "--", *TINY]) == 2
+    err = capsys.readouterr().err
+    assert "make native" in err and "--no-interference" in err
+    assert ProfileStore().get("tiny", local_node_id()) is None  # refused before any run
