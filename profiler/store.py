@@ -142,6 +142,12 @@ class ProfileStore:
             )
             _after_write(conn)
 
+    def list_interference(self, node_id: str) -> dict[str, InterferenceProfile]:
+        """Every stored job's curves on a node, by name (what a calibration can reuse instead of re-measuring)."""
+        with self._read() as conn:
+            names = [r[0] for r in conn.execute("SELECT name FROM interference WHERE node_id = ? ORDER BY name", (node_id,))]
+        return {n: c for n in names if (c := self.get_interference(n, node_id)) is not None}
+
     def delete_interference(self, name: str, node_id: str) -> bool:
         """Remove a job's curves (its solo profile was re-measured without them: they may be stale)."""
         with self._write() as conn:
