@@ -34,10 +34,10 @@ def test_curves_beside_the_profile(home: Path, make_profile: MakeProfile) -> Non
     assert ProfileStore().get_interference("a", "node-a") == c
     store.put_interference(curves(pressure=1.5))  # replaced
     assert store.get_interference("a", "node-a").pressure == 1.5
+    assert store.get_interference("a", "node-b") is None
     store.put_interference(curves("b"))
     store.put_interference(curves("a", "node-b"))
     assert sorted(store.list_interference("node-a")) == ["a", "b"] and store.list_interference("node-c") == {}
-    assert store.get_interference("a", "node-b") is None
     assert store.delete("a", "node-a") is True
     assert store.get_interference("a", "node-a") is None  # deleted with its profile
     assert store.delete_interference("b", "node-a") is True and store.list_interference("node-a") == {}
