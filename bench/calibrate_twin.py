@@ -8,7 +8,7 @@ error of group makespans <= 5 %. Every figure is SIMULATED; the node time is the
 calibration needed (the paper: 10-12 h of real runs per node).
 
     .venv/bin/python bench/calibrate_twin.py [--nodes sim:reference,sim:variant-a,sim:variant-b] [--seeds 0]
-        [--jobs all|N] [--heldout 60] [--noise 0.03] [--json]
+        [--jobs all|N] [--heldout 60] [--noise 0.03] [--probes N] [--json]
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from env.sim.variants import model_for_node  # noqa: E402
 TARGET_PCT = 5.0
 
 
-def one(node_name: str, seed: int, jobs: int | None, heldout: int, noise: float) -> dict:
+def one(node_name: str, seed: int, jobs: int | None, heldout: int, noise: float, probes: int | None = None) -> dict:
     model = model_for_node(load_node(node_name))
     backend = sim_measuring_backend(model, noise_sd=noise, seed=1000 + seed)
     names = [j.name for j in model.jobs][: jobs] if jobs else None
     n_jobs = len(names) if names else len(model.jobs)
     t = time.monotonic()
-    r = calibrate(backend, CalibrationConfig(probes=2 * n_jobs + 30, heldout=heldout, seed=seed, jobs=names, noise_sd=noise))
+    r = calibrate(backend, CalibrationConfig(probes=probes or 2 * n_jobs + 30, heldout=heldout, seed=seed, jobs=names, noise_sd=noise))
     h = r.model.provenance.heldout
     return {"node": node_name, "seed": seed, "jobs": n_jobs, "probes": r.model.provenance.corun_probes,
             "median_abs_error_pct": h.median_abs_error_pct, "p90_abs_error_pct": h.p90_abs_error_pct, "n": h.n,
@@ -51,13 +51,14 @@ def main() -> int:
     ap.add_argument("--jobs", default="all", help="all (the node's 19 programs) or the first N")
     ap.add_argument("--heldout", type=int, default=60)
     ap.add_argument("--noise", type=float, default=0.03)
+    ap.add_argument("--probes", type=int, default=None, help="co-run probes (default and most: 2 per job + 30)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     jobs = None if a.jobs == "all" else int(a.jobs)
     rows = []
     for node in a.nodes.split(","):
         for seed in (int(s) for s in a.seeds.split(",")):
-            row = one(node, seed, jobs, a.heldout, a.noise)
+            row = one(node, seed, jobs, a.heldout, a.noise, a.probes)
             rows.append(row)
             if not a.json:
                 ok = "meets" if row["median_abs_error_pct"] <= TARGET_PCT else "MISSES"

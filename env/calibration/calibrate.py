@@ -36,6 +36,7 @@ from env.probing import BUBBLE, PROBE, Measurement, MeasuringBackend, Placement
 from env.sim.nodemodel import HeldOutError, JobParamsDoc, ModelJob, NodeModel, Provenance, SimParamsDoc
 from env.sim.params import SimParams
 from profiler.interference import InterferenceProfile, NodeBench, RunRecord
+from profiler.models import Profile
 
 Progress = Callable[[str], None]
 PROTOCOL = ("simulated", "shape", "jobs", "measure")
@@ -238,6 +239,18 @@ def choose_probes(fit: Fit, res, jobs: Sequence[str], node: NodeSpec, n: int, rn
     return out + rest[: n - len(out)]
 
 
+def measured_profile(prof: InterferenceProfile, simulated: bool) -> Profile:
+    """The job's profile from its calibration runs: the whole-node solo run's time and counters (what the node
+    counted; the rest missing), the one-core run's scale factor. Planning on the node model uses it as features."""
+    from profiler.events import PERF_EVENTS
+
+    counters = {e: v for e, v in (prof.counters or {}).items() if e in PERF_EVENTS}
+    counters.setdefault("duration_time", prof.solo_s * 1e9)
+    return Profile(name=prof.name, node_id=prof.node_id, command=[f"node/{prof.name}"], counters=counters,
+                   wall_s=prof.solo_s, scale_factor=prof.one_core_s / prof.solo_s, one_core_s=prof.one_core_s,
+                   simulated=simulated, created_at=prof.created_at)
+
+
 def build_model(node: NodeSpec, spec: NodeSpec, base: SimParams, space: Space, x: np.ndarray, jobs: Sequence[str],
                 profiles: dict[str, InterferenceProfile], bench: NodeBench, fit: Fit, *, backend_simulated: bool,
                 probes: int, profiling_runs: int, summary: HeldOutError, seconds: tuple[float, float, float],
@@ -248,7 +261,7 @@ def build_model(node: NodeSpec, spec: NodeSpec, base: SimParams, space: Space, x
         prof = profiles.get(j)
         model_jobs.append(ModelJob(params=JobParamsDoc.of(space.job_params(x, j)), role="train", suite="node",
                                    character="calibrated from its own measurements", interference=prof,
-                                   profile=None))
+                                   profile=measured_profile(prof, backend_simulated) if prof else None))
     return NodeModel(
         node=spec.model_copy(update={"notes": {**spec.notes, "model": "calibrated by cosched calibrate"}}),
         params=SimParamsDoc.of(sp), jobs=model_jobs, probe=JobParamsDoc.of(space.job_params(x, PROBE, PROBE)),

@@ -63,3 +63,19 @@ def test_noise_is_seeded_per_measurement():
     quiet = sim_measuring_backend(reference_model(), noise_sd=0.0, seed=0).measure(g, seed=5)
     assert all(abs(x / y - 1) < 0.25 for x, y in zip(a1.times_s, quiet.times_s))
     assert a1.node_seconds == max(a1.times_s)
+
+
+def test_a_node_without_jobs_is_one_line():
+    from env.errors import InputError
+
+    b = sim_measuring_backend(reference_model())
+
+    class NoJobs:
+        simulated = True
+        shape, measure = b.shape, b.measure
+
+        def jobs(self):
+            return []
+
+    with pytest.raises(InputError, match="no jobs to calibrate on: profile some first"):
+        calibrate(NoJobs(), SMALL.__class__(probes=2))
