@@ -18,8 +18,10 @@ JOBS = {
 }
 
 
-def test_calibration_runs_for_real_at_a_small_budget(tmp_path: Path) -> None:
-    backend = RealMeasuringBackend(discover(), JOBS, sizes=SMALL, work_dir=tmp_path)
+def test_calibration_runs_for_real_at_a_small_budget(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setenv("COSCHED_HOME", str(tmp_path / "home"))  # nothing of this test goes to the user's home
+    work = tmp_path / "work"
+    backend = RealMeasuringBackend(discover(), JOBS, sizes=SMALL, work_dir=work)
     result = calibrate(backend, CalibrationConfig(probes=1, heldout=1, rounds=1, ensemble=2, candidates=10, max_nfev=5))
     kinds = {r.kind for r in result.records}
     assert {"stream", "latency", "solo", "bubble", "probe", "corun"} <= kinds
@@ -27,4 +29,4 @@ def test_calibration_runs_for_real_at_a_small_budget(tmp_path: Path) -> None:
     assert sorted(j.params.name for j in result.model.jobs) == ["cpu", "mem"]
     assert len(result.heldout) == 1 and all(m > 0 and math.isfinite(p) for m, p in result.heldout)
     assert result.node_seconds["profiling"] > 0 and backend.node_seconds >= sum(result.node_seconds.values()) - 1e-6
-    assert not any(tmp_path.iterdir())  # every measurement's files were removed after it succeeded
+    assert not any(work.iterdir())  # every measurement's files were removed after it succeeded
