@@ -45,6 +45,10 @@ static int opt_cb(int val, const char *optarg, int remote)
 {
     (void)val;
     char err[256];
+    /* sbatch/srun export a bare --cosched to the job's environment as the
+     * text "(null)", and a step started inside the job reads it back. */
+    if (optarg && !strcmp(optarg, "(null)"))
+        optarg = NULL;
     if (cp_opts_parse(&S.opts, optarg, err, sizeof err)) {
         slurm_error("cosched: %s", err);
         return remote ? 0 : -1; /* refuse the submission; never fail a step on the node for it */

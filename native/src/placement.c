@@ -448,10 +448,10 @@ int cp_check(const cp_placement *p, const pr_cpuset *alloc, const char *sysroot,
     return 0;
 }
 
-static int write_file(const char *path, const char *text, char *err, size_t elen)
+static int write_file(const char *path, const char *text, int mode, char *err, size_t elen)
 {
     /* O_CREAT: a fake resctrl root has no kernel to make the group's files. */
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int fd = open(path, O_WRONLY | O_CREAT | mode | O_CLOEXEC, 0644);
     if (fd < 0) {
         errf(err, elen, "cannot open %s: %s", path, strerror(errno));
         return -1;
@@ -470,7 +470,7 @@ static int write_file(const char *path, const char *text, char *err, size_t elen
 
 int cp_resctrl_create(const char *root, const cp_placement *p, int *created, char *err, size_t elen)
 {
-    char path[CP_PATH + 128], line[300];
+    char path[CP_PATH + 128], line[600];
     *created = 0;
     snprintf(path, sizeof path, "%s/schemata", root);
     if (access(path, F_OK)) {
@@ -484,13 +484,13 @@ int cp_resctrl_create(const char *root, const cp_placement *p, int *created, cha
         errf(err, elen, "cannot create resctrl group %s: %s", path, strerror(errno));
         return -1;
     }
-    const char *sch[2] = {p->l3_schemata, p->mb_schemata};
-    for (int i = 0; i < 2; i++) {
-        if (!sch[i][0])
-            continue;
+    if (p->l3_schemata[0] || p->mb_schemata[0]) {
+        /* One write of both lines, truncating: the same result when a later
+         * step of the job (or a retry) writes it again. */
         snprintf(path, sizeof path, "%s/%s/schemata", root, p->resctrl_group);
-        snprintf(line, sizeof line, "%s\n", sch[i]);
-        if (write_file(path, line, err, elen))
+        snprintf(line, sizeof line, "%s%s%s%s", p->l3_schemata, p->l3_schemata[0] ? "\n" : "", p->mb_schemata,
+                 p->mb_schemata[0] ? "\n" : "");
+        if (write_file(path, line, O_TRUNC, err, elen))
             goto fail;
     }
     return 0;
@@ -508,7 +508,7 @@ int cp_resctrl_add(const char *root, const char *group, pid_t pid, char *err, si
     char path[CP_PATH + 128], line[32];
     snprintf(path, sizeof path, "%s/%s/tasks", root, group);
     snprintf(line, sizeof line, "%ld\n", (long)pid);
-    return write_file(path, line, err, elen);
+    return write_file(path, line, O_APPEND, err, elen);
 }
 
 int cp_resctrl_remove(const char *root, const char *group, char *err, size_t elen)
@@ -537,6 +537,16 @@ int cp_runtime_wanted(const cp_placement *p, const cp_opts *o)
     return p->pinrt == 1 || (p->pinrt == -1 && o->pinrt);
 }
 
+/* Whether lib is one of the entries of an LD_PRELOAD value (':' or ' ' separated). */
+static int in_preload(const char *list, const char *lib)
+{
+    size_t n = strlen(lib);
+    for (const char *s = list; s && (s = strstr(s, lib)); s += n)
+        if ((s == list || s[-1] == ':' || s[-1] == ' ') && (s[n] == '\0' || s[n] == ':' || s[n] == ' '))
+            return 1;
+    return 0;
+}
+
 int cp_build_env(cp_env *e, const cp_placement *p, const cp_opts *o, const char *pinrt_lib, const char *old_preload,
                  char *err, size_t elen)
 {
@@ -556,8 +566,12 @@ int cp_build_env(cp_env *e, const cp_placement *p, const cp_opts *o, const char 
         strcpy(e->value[e->n++], p->pinrt_value[i]);
     }
     strcpy(e->name[e->n], "LD_PRELOAD");
-    int w = snprintf(e->value[e->n], sizeof e->value[0], "%s%s%s", pinrt_lib, old_preload && *old_preload ? ":" : "",
-                     old_preload ? old_preload : "");
+    /* A step inside a batch job inherits the batch step's LD_PRELOAD: the
+     * library is not put in front twice. */
+    int w = in_preload(old_preload, pinrt_lib)
+                ? snprintf(e->value[e->n], sizeof e->value[0], "%s", old_preload)
+                : snprintf(e->value[e->n], sizeof e->value[0], "%s%s%s", pinrt_lib,
+                           old_preload && *old_preload ? ":" : "", old_preload ? old_preload : "");
     if (w < 0 || (size_t)w >= sizeof e->value[0]) {
         errf(err, elen, "LD_PRELOAD would be too long");
         return -1;

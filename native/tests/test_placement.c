@@ -217,7 +217,9 @@ static void test_resctrl(void)
     CHECK(slurp(path, buf, sizeof buf) == 0 && !strcmp(buf, "L3:0=f\nMB:0=30\n"));
     cp_placement q = p;
     q.l3_schemata[0] = q.mb_schemata[0] = '\0';
-    CHECK(cp_resctrl_create(root, &q, &created, err, sizeof err) == 0 && created == 0); /* another step's group */
+    CHECK(cp_resctrl_create(root, &p, &created, err, sizeof err) == 0 && created == 0); /* another step's group */
+    CHECK(slurp(path, buf, sizeof buf) == 0 && !strcmp(buf, "L3:0=f\nMB:0=30\n"));            /* written again, same */
+    CHECK(cp_resctrl_create(root, &q, &created, err, sizeof err) == 0 && created == 0);
     CHECK(cp_resctrl_add(root, "job9", 1234, err, sizeof err) == 0 && cp_resctrl_add(root, "job9", 1235, err, sizeof err) == 0);
     snprintf(path, sizeof path, "%s/job9/tasks", root);
     CHECK(slurp(path, buf, sizeof buf) == 0 && !strcmp(buf, "1234\n1235\n"));
@@ -250,6 +252,10 @@ static void test_env(void)
     snprintf(want, sizeof want, "%s:/other.so", lib);
     CHECK(!strcmp(e.name[0], "PINRT_SEED") && !strcmp(e.value[0], "5") && !strcmp(e.name[1], "PINRT_LOG") &&
           !strcmp(e.name[2], "LD_PRELOAD") && !strcmp(e.value[2], want));
+    snprintf(want, sizeof want, "/a.so:%s", lib); /* a step inside a batch job: already there */
+    CHECK(cp_build_env(&e, &p, &o, lib, want, err, sizeof err) == 0 && e.n == 3 && !strcmp(e.value[2], want));
+    snprintf(want, sizeof want, "%s.old", lib); /* a longer name is another library */
+    CHECK(cp_build_env(&e, &p, &o, lib, want, err, sizeof err) == 0 && strstr(e.value[2], ":") == e.value[2] + strlen(lib));
     CHECK(cp_build_env(&e, &p, &o, "", NULL, err, sizeof err) == -1 && strstr(err, "no pinrt_lib"));
     CHECK(cp_build_env(&e, &p, &o, "/nonexistent/libpinrt.so", NULL, err, sizeof err) == -1 &&
           strstr(err, "not readable"));
