@@ -12,31 +12,30 @@
 
 #include "config.h"
 
-static void usage(FILE *f)
+/* The option table as --help lines or as the README's markdown table (the
+ * README's table is this output, verbatim: a test checks). */
+static void print_options(FILE *f, int md)
 {
-    fprintf(f, "usage: pinrt-run [options] -- CMD [ARGS...]\noptions (--opt VALUE or --opt=VALUE):\n");
+    if (md)
+        fprintf(f, "| variable | `pinrt-run` | default | accepted | meaning |\n| --- | --- | --- | --- | --- |\n");
+    else
+        fprintf(f, "usage: pinrt-run [options] -- CMD [ARGS...]\noptions (--opt VALUE or --opt=VALUE):\n");
     char range[256];
     for (size_t i = 0; i < pr_noptions; i++) {
         const pr_option *o = &pr_options[i];
         pr_option_range(o, range, sizeof range);
-        fprintf(f, "  --%-17s %-23s %s (default %s; %s)\n", o->flag, o->env, o->help, pr_option_default(o), range);
-    }
-    fprintf(f, "  --%-17s %-23s %s\n", "lib", "", "path of libpinrt.so (default: next to pinrt-run)");
-    fprintf(f, "  --%-17s %-23s %s\n", "help-markdown", "", "print the options as the README's markdown table");
-}
-
-/* The README's table of variables is this output, verbatim (a test checks). */
-static void markdown(FILE *f)
-{
-    fprintf(f, "| variable | `pinrt-run` | default | accepted | meaning |\n| --- | --- | --- | --- | --- |\n");
-    char range[256];
-    for (size_t i = 0; i < pr_noptions; i++) {
-        const pr_option *o = &pr_options[i];
-        pr_option_range(o, range, sizeof range);
+        if (!md) {
+            fprintf(f, "  --%-17s %-23s %s (default %s; %s)\n", o->flag, o->env, o->help, pr_option_default(o), range);
+            continue;
+        }
         fprintf(f, "| `%s` | `--%s` | %s | %s | ", o->env, o->flag, pr_option_default(o), range);
         for (const char *h = o->help; *h; h++) /* a | would end the cell */
             fputs(*h == '|' ? "\\|" : (char[]){*h, 0}, f);
         fputs(" |\n", f);
+    }
+    if (!md) {
+        fprintf(f, "  --%-17s %-23s %s\n", "lib", "", "path of libpinrt.so (default: next to pinrt-run)");
+        fprintf(f, "  --%-17s %-23s %s\n", "help-markdown", "", "print the options as the README's markdown table");
     }
 }
 
@@ -51,11 +50,11 @@ int main(int argc, char **argv)
             break;
         }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
+            print_options(stdout, 0);
             return 0;
         }
         if (!strcmp(a, "--help-markdown")) {
-            markdown(stdout);
+            print_options(stdout, 1);
             return 0;
         }
         if (strncmp(a, "--", 2)) {
@@ -91,7 +90,7 @@ int main(int argc, char **argv)
         setenv(o->env, val, 1);
     }
     if (i >= argc) {
-        usage(stderr);
+        print_options(stderr, 0);
         return 2;
     }
     if (!lib[0]) {

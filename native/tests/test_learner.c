@@ -9,17 +9,7 @@
 #include "harness.h"
 #include "learner.h"
 
-static int n_pass, n_fail;
-
-#define CHECK(cond)                                                                                                    \
-    do {                                                                                                               \
-        if (cond) {                                                                                                    \
-            n_pass++;                                                                                                  \
-        } else {                                                                                                       \
-            n_fail++;                                                                                                  \
-            printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);                                                     \
-        }                                                                                                              \
-    } while (0)
+#include "check.h"
 
 static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 

@@ -14,16 +14,7 @@
 
 #include "placement.h"
 
-static int n_pass, n_fail;
-#define CHECK(c)                                                                                                       \
-    do {                                                                                                               \
-        if (c)                                                                                                         \
-            n_pass++;                                                                                                  \
-        else {                                                                                                         \
-            n_fail++;                                                                                                  \
-            printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #c);                                                       \
-        }                                                                                                              \
-    } while (0)
+#include "check.h"
 
 static char tmpdir[256];
 
