@@ -35,6 +35,7 @@ static struct {
     int state;   /* ST_* */
     cp_opts opts;
     cp_conf conf;
+    char conf_err[256]; /* a bad plugstack.conf line, reported to jobs that ask */
     cp_placement p;
     unsigned jobid;
     int group_created;
@@ -71,11 +72,8 @@ __attribute__((visibility("default"))) int slurm_spank_init(spank_t sp, int ac, 
     if (spank_option_register(sp, &cosched_option) != ESPANK_SUCCESS)
         slurm_error("cosched: cannot register the --cosched option");
     if (ctx == S_CTX_REMOTE) {
-        char err[256];
-        if (cp_conf_parse(&S.conf, ac, av, err, sizeof err)) {
-            slurm_error("cosched: %s; cosched is off on this node", err);
+        if (cp_conf_parse(&S.conf, ac, av, S.conf_err, sizeof S.conf_err))
             S.conf.placement_dir[0] = '\0';
-        }
     }
     return 0;
 }
@@ -97,7 +95,7 @@ __attribute__((visibility("default"))) int slurm_spank_init_post_opt(spank_t sp,
     spank_get_item(sp, S_JOB_ID, &jobid);
     S.jobid = jobid;
     if (!S.conf.placement_dir[0]) {
-        step_error("the plugin is not configured (placement_dir=DIR in plugstack.conf)");
+        step_error(S.conf_err);
         return 0;
     }
     char path[CP_PATH + 32], err[768];

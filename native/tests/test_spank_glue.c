@@ -313,6 +313,18 @@ static void bad_file(void)
     CHECK(H.nlog == 1 && strstr(H.log[0], "106.placement: line 3: unknown key 'speed'"));
 }
 
+static void bad_plugstack_line(void)
+{
+    struct spank_handle h = {1};
+    char *av[] = {"placement_dir=/x", "colour=blue"};
+    H.ctx = S_CTX_REMOTE;
+    H.jobid = 107;
+    CHECK(slurm_spank_init(&h, 2, av) == 0 && H.nlog == 0 && H.opt);
+    CHECK(H.opt->cb(0, NULL, 1) == 0 && slurm_spank_init_post_opt(&h, 2, av) == 0);
+    CHECK(slurm_spank_task_init_privileged(&h, 2, av) == 0 && slurm_spank_task_init(&h, 2, av) == 0);
+    CHECK(H.nlog == 1 && strstr(H.log[0], "error: cosched: job 107: plugstack.conf argument 'colour=blue' is unknown"));
+}
+
 static void bad_option(void)
 {
     struct spank_handle h = {0};
@@ -363,6 +375,7 @@ int main(void)
     in_child(no_resctrl, "no resctrl");
     in_child(bad_file, "bad placement file");
     in_child(bad_option, "bad option");
+    in_child(bad_plugstack_line, "bad plugstack.conf line");
     snprintf(path, sizeof path, "rm -rf '%s'", tmpdir);
     if (system(path))
         printf("could not remove %s\n", tmpdir);
