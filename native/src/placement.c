@@ -208,6 +208,8 @@ static int set_key(cp_placement *p, const char *k, const char *v, int line, unsi
         return -1;
     }
     case 3:
+        if (!*v) /* "mems=" : no nodes named */
+            return 0;
         if (pr_parse_cpulist(v, &p->mems)) {
             errf(err, elen, "line %d: mems='%s' is not a list of NUMA nodes (e.g. 0,1)", line, v);
             return -1;
@@ -279,14 +281,12 @@ int cp_parse(cp_placement *p, const char *text, char *err, size_t elen)
         errf(err, elen, "no version=1 line");
         return -1;
     }
-    int nodes = p->mempolicy == CP_MEM_BIND || p->mempolicy == CP_MEM_INTERLEAVE;
-    if (nodes != p->has_mems) {
-        errf(err, elen, nodes ? "mempolicy=bind or interleave needs mems=NODES"
-                              : "mems= needs mempolicy=bind or mempolicy=interleave");
-        return -1;
-    }
-    if (nodes && pr_set_count(&p->mems) == 0) {
-        errf(err, elen, "mems= is empty");
+    /* mems= only means something to bind and interleave; with local or
+     * default it is accepted and not used (a controller may always write it). */
+    if (p->mempolicy != CP_MEM_BIND && p->mempolicy != CP_MEM_INTERLEAVE)
+        p->has_mems = 0;
+    else if (!p->has_mems) {
+        errf(err, elen, "mempolicy=bind or interleave needs mems=NODES");
         return -1;
     }
     if (!p->resctrl_group[0] && (p->l3_schemata[0] || p->mb_schemata[0])) {

@@ -39,7 +39,7 @@ typedef struct {
     int has_cpus;
     pr_cpuset cpus;
     int mempolicy; /* CP_MEM_* */
-    int has_mems;
+    int has_mems;   /* mems= given and used (bind or interleave) */
     pr_cpuset mems; /* NUMA nodes */
     char resctrl_group[64];
     char l3_schemata[256];

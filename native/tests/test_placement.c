@@ -93,6 +93,9 @@ static void test_parse(void)
           p.npinrt == 2 && !strcmp(p.pinrt_name[1], "PINRT_OBJECTIVE") && !strcmp(p.pinrt_value[0], "0.1"));
     CHECK(cp_parse(&p, "version=1", err, sizeof err) == 0 && !p.has_cpus && p.mempolicy == CP_MEM_UNSET &&
           p.pinrt == -1);
+    /* mems= with local/default (or empty) is accepted and not used: a controller may always write it */
+    CHECK(cp_parse(&p, "version=1\nmempolicy=default\nmems=0,7\n", err, sizeof err) == 0 && !p.has_mems);
+    CHECK(cp_parse(&p, "version=1\nmempolicy=local\nmems=\n", err, sizeof err) == 0 && !p.has_mems);
 
     static const struct {
         const char *text, *want;
@@ -104,7 +107,7 @@ static void test_parse(void)
         {"version=1\ncpus=0\ncpus=1\n", "line 3: cpus given twice"},
         {"version=1\njust words\n", "line 2: 'just words' is not key=value"},
         {"version=1\nmempolicy=bind\n", "mempolicy=bind or interleave needs mems=NODES"},
-        {"version=1\nmempolicy=local\nmems=0\n", "mems= needs mempolicy=bind"},
+        {"version=1\nmempolicy=interleave\nmems=\n", "mempolicy=bind or interleave needs mems=NODES"},
         {"version=1\nmempolicy=spread\n", "mempolicy='spread' is unknown"},
         {"version=1\nresctrl_group=../etc\n", "resctrl_group='../etc' is not a plain name"},
         {"version=1\nresctrl_group=g\nl3_schemata=MB:0=50\n", "l3_schemata='MB:0=50' is not of the form"},
