@@ -1,20 +1,9 @@
 /* What the runtime does to threads: sched_setaffinity to the learner's
  * placement (leaving threads that pin themselves alone) and mbind of stacks. */
-#include <dirent.h>
-#include <dlfcn.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <pthread.h>
-#include <sched.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stdatomic.h>
-#include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 #include <linux/mempolicy.h>
 

@@ -1,21 +1,9 @@
 /* Discovery: pthread_create is interposed (dlsym(RTLD_NEXT)); each new
  * thread registers its tid and stack and deregisters on return, pthread_exit
  * or cancellation. The manager starts with the first pthread_create. */
-#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <pthread.h>
-#include <sched.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stdatomic.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "rt.h"

@@ -1,20 +1,9 @@
 /* Speed of each thread: instructions (perf_event_open), CPU time from the
  * thread's CPU clock, or /proc/self/task/TID/schedstat. */
-#include <dirent.h>
-#include <dlfcn.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <pthread.h>
-#include <sched.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stdatomic.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 #include <linux/perf_event.h>
 

@@ -1,20 +1,9 @@
 /* Domains (NUMA nodes inside the allowed CPUs, or PINRT_TOPOLOGY) and units
  * (a CPU or a group of g CPUs of a domain). */
-#include <dirent.h>
-#include <dlfcn.h>
-#include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <sched.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stdatomic.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "rt.h"
