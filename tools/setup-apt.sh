@@ -9,6 +9,7 @@ PKGS=(
   sysbench xz-utils p7zip-full   # real fixed-work programs for the batch runner and the runtime tests
   stress-ng                 # stream/matrix/cache stressors: real programs for calibrating the node model
   wrk                       # the HTTP load generator of bench/
+  slurm-wlm munge libslurm-dev   # the local Slurm cluster of tests/slurm and the SPANK plugin's spank.h
   python3-venv
 )
 missing=()

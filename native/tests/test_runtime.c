@@ -18,16 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int n_pass, n_fail;
-#define CHECK(cond)                                                                                                    \
-    do {                                                                                                               \
-        if (cond)                                                                                                      \
-            n_pass++;                                                                                                  \
-        else {                                                                                                         \
-            n_fail++;                                                                                                  \
-            printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);                                                     \
-        }                                                                                                              \
-    } while (0)
+#include "check.h"
 
 /* ---------------- child side ---------------- */
 
