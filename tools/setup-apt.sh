@@ -8,6 +8,7 @@ PKGS=(
   build-essential libasan8 libtsan2 libubsan1 util-linux   # gcc, make, sanitizer runtimes, setarch for native/
   sysbench xz-utils p7zip-full   # real fixed-work programs for the batch runner and the runtime tests
   wrk                       # the HTTP load generator of bench/
+  slurm-wlm munge libslurm-dev   # the local Slurm cluster of tests/slurm and the SPANK plugin's spank.h
   python3-venv
 )
 missing=()
