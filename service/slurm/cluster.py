@@ -408,9 +408,50 @@ def down(state_dir: Path, progress: Callable[[str], None] = lambda s: None) -> b
             if d.name == name:
                 progress(f"stopping {name} (pid {d.pid})")
                 _stop(d)
+    stepds = _our_stepds(st)  # steps of jobs slurmctld could not cancel (it was down): theirs is our cluster
+    for pid in _with_descendants(stepds):
+        progress(f"stopping a leftover job process (pid {pid})")
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     st.daemons = []
     _save_state(st)
     return True
+
+
+def _with_descendants(roots: list[int]) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            children.setdefault(int(stat[stat.rindex(")") + 2:].split()[1]), []).append(int(entry.name))
+    out, todo = [], list(roots)
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def _our_stepds(st: ClusterState) -> list[int]:
+    """slurmstepd processes of this cluster: started by its slurmd, they carry its SLURM_CONF."""
+    mine = f"SLURM_CONF={st.slurm_conf}".encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if (entry / "comm").read_text().strip() != "slurmstepd":
+                continue
+            if mine in (entry / "environ").read_bytes().split(b"\0"):
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
 
 
 def _cancel_all(st: ClusterState, timeout_s: float = 15.0) -> None:

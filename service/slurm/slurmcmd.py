@@ -115,9 +115,16 @@ class SlurmCommands:
         if r.returncode != 0:
             raise SlurmUnavailable(f"{' '.join(argv)} failed: {_first_line(r.stderr or r.stdout)}")
         try:
-            return json.loads(r.stdout)
+            doc = json.loads(r.stdout)
         except json.JSONDecodeError:
             raise SlurmUnavailable(f"{' '.join(argv)} printed no JSON: {_first_line(r.stdout)}") from None
+        # With slurmctld down, 22.05 still exits 0 and prints an empty list beside its errors: an empty queue
+        # read as the truth would make every journaled job look cancelled.
+        errors = doc.get("errors") or []
+        if errors:
+            e = errors[0]
+            raise SlurmUnavailable(f"{argv[0]} --json: {e.get('description') or e.get('error') or e}")
+        return doc
 
     def jobs(self) -> list[SlurmJob]:
         doc = self._json(["squeue", "--json"])
