@@ -10,49 +10,34 @@
 #include <string.h>
 #include <unistd.h>
 
-static const struct {
-    const char *opt, *var, *help;
-} OPTS[] = {
-    {"period", "PINRT_PERIOD", "seconds between epochs (0.2)"},
-    {"objective", "PINRT_OBJECTIVE", "O1 or O2 (O2)"},
-    {"gamma", "PINRT_GAMMA", "O2 imbalance weight (0.04)"},
-    {"utility", "PINRT_UTILITY", "shared or own (shared)"},
-    {"core-method", "PINRT_CORE_METHOD", "RL or NULL (RL)"},
-    {"domain-method", "PINRT_DOMAIN_METHOD", "AL or NULL (AL)"},
-    {"resources", "PINRT_RESOURCES", "papers' names: NUMA_BANDWIDTH,NUMA_MEMORY"},
-    {"child-resources", "PINRT_CHILD_RESOURCES", "papers' names: CPU_BANDWIDTH or NULL"},
-    {"opt-methods", "PINRT_OPT_METHODS", "alias of --domain-method"},
-    {"child-opt-methods", "PINRT_CHILD_OPT_METHODS", "alias of --core-method"},
-    {"eps", "PINRT_EPS", "RL step size (0.3)"},
-    {"nu", "PINRT_NU", "RL running-average rate (0.05)"},
-    {"lambda", "PINRT_LAMBDA", "RL perturbation (0.02)"},
-    {"eps-a", "PINRT_EPS_A", "AL running-average rate (0.5)"},
-    {"lambda-a", "PINRT_LAMBDA_A", "AL experimentation (0.05)"},
-    {"eta", "PINRT_ETA", "AL benchmark ratio > 1 (1.25)"},
-    {"numa-every", "PINRT_NUMA_EVERY", "epochs between domain decisions (5)"},
-    {"zeta", "PINRT_ZETA", "bind stacks when > zeta of threads share a domain (off)"},
-    {"mempolicy", "PINRT_MEMPOLICY", "preferred or bind (preferred)"},
-    {"group", "PINRT_GROUP", "pin to groups of g CPUs (1)"},
-    {"topology", "PINRT_TOPOLOGY", "force domains, e.g. '0:0;1:1'"},
-    {"cpus", "PINRT_CPUS", "restrict to a cpulist inside the allowed set"},
-    {"trace", "PINRT_TRACE", "trace file (.csv or .jsonl)"},
-    {"trace-format", "PINRT_TRACE_FORMAT", "csv or json"},
-    {"summary", "PINRT_SUMMARY", "stderr, none, or a file to append to"},
-    {"log", "PINRT_LOG", "quiet, error, info, debug (error)"},
-    {"seed", "PINRT_SEED", "random seed (1)"},
-    {"speed", "PINRT_SPEED", "auto, instructions, cputime, schedstat (auto)"},
-    {"max-threads", "PINRT_MAX_THREADS", "threads followed at most (1024)"},
-    {"pin-main", "PINRT_PIN_MAIN", "also pin the main thread, 0 or 1 (0)"},
-    {"enable", "PINRT_ENABLE", "1 or 0"},
-};
-#define NOPTS (sizeof OPTS / sizeof OPTS[0])
+#include "config.h"
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: pinrt-run [options] -- CMD [ARGS...]\noptions (--opt VALUE or --opt=VALUE):\n");
-    for (size_t i = 0; i < NOPTS; i++)
-        fprintf(f, "  --%-17s %-23s %s\n", OPTS[i].opt, OPTS[i].var, OPTS[i].help);
-    fprintf(f, "  --%-17s %-23s %s\n", "lib", "", "path of libpinrt.so (next to pinrt-run)");
+    char range[256];
+    for (size_t i = 0; i < pr_noptions; i++) {
+        const pr_option *o = &pr_options[i];
+        pr_option_range(o, range, sizeof range);
+        fprintf(f, "  --%-17s %-23s %s (default %s; %s)\n", o->flag, o->env, o->help, pr_option_default(o), range);
+    }
+    fprintf(f, "  --%-17s %-23s %s\n", "lib", "", "path of libpinrt.so (default: next to pinrt-run)");
+    fprintf(f, "  --%-17s %-23s %s\n", "help-markdown", "", "print the options as the README's markdown table");
+}
+
+/* The README's table of variables is this output, verbatim (a test checks). */
+static void markdown(FILE *f)
+{
+    fprintf(f, "| variable | `pinrt-run` | default | accepted | meaning |\n| --- | --- | --- | --- | --- |\n");
+    char range[256];
+    for (size_t i = 0; i < pr_noptions; i++) {
+        const pr_option *o = &pr_options[i];
+        pr_option_range(o, range, sizeof range);
+        fprintf(f, "| `%s` | `--%s` | %s | %s | ", o->env, o->flag, pr_option_default(o), range);
+        for (const char *h = o->help; *h; h++) /* a | would end the cell */
+            fputs(*h == '|' ? "\\|" : (char[]){*h, 0}, f);
+        fputs(" |\n", f);
+    }
 }
 
 int main(int argc, char **argv)
@@ -67,6 +52,10 @@ int main(int argc, char **argv)
         }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--help-markdown")) {
+            markdown(stdout);
             return 0;
         }
         if (strncmp(a, "--", 2)) {
@@ -94,15 +83,12 @@ int main(int argc, char **argv)
             snprintf(lib, sizeof lib, "%s", val);
             continue;
         }
-        size_t k;
-        for (k = 0; k < NOPTS; k++)
-            if (!strcmp(name, OPTS[k].opt))
-                break;
-        if (k == NOPTS) {
+        const pr_option *o = pr_option_by_flag(name);
+        if (!o) {
             fprintf(stderr, "pinrt-run: unknown option --%s (see --help)\n", name);
             return 2;
         }
-        setenv(OPTS[k].var, val, 1);
+        setenv(o->env, val, 1);
     }
     if (i >= argc) {
         usage(stderr);

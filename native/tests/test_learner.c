@@ -572,6 +572,43 @@ static void test_config(void)
     CHECK(pr_parse_cpulist("", &s) == -1 && pr_parse_cpulist("3-1", &s) == -1 && pr_parse_cpulist("99999", &s) == -1);
 }
 
+/* The option table: names unique, defaults agree with the learner's own,
+ * a set value is reported under the alias actually used. */
+static void test_option_table(void)
+{
+    int unique = 1;
+    for (size_t i = 0; i < pr_noptions; i++)
+        for (size_t j = i + 1; j < pr_noptions; j++)
+            if (!strcmp(pr_options[i].env, pr_options[j].env) || !strcmp(pr_options[i].flag, pr_options[j].flag))
+                unique = 0;
+    CHECK(unique && pr_noptions >= 30);
+    CHECK(pr_option_by_env("PINRT_PERIOD") == pr_option_by_flag("period") && !pr_option_by_env("PINRT_NOPE"));
+    pr_config c;
+    pl_params d;
+    char err[256];
+    const char *none[] = {NULL};
+    CHECK(parse_kv(&c, none, err) == 0);
+    pl_params_default(&d);
+    CHECK(c.lp.objective == d.objective && c.lp.gamma == d.gamma && c.lp.utility == d.utility &&
+          c.lp.core_rl == d.core_rl && c.lp.domain_al == d.domain_al && c.lp.eps == d.eps && c.lp.nu == d.nu &&
+          c.lp.lambda == d.lambda && c.lp.eps_a == d.eps_a && c.lp.lambda_a == d.lambda_a && c.lp.eta == d.eta &&
+          c.lp.numa_every == d.numa_every && c.lp.seed == d.seed);
+    CHECK(c.max_threads == 1024 && c.log == PR_LOG_ERROR && c.summary[0] == '\0' && !c.pin_main && !c.has_cpus);
+    const char *alias[] = {"PINRT_CHILD_OPT_METHODS", "XX", NULL};
+    CHECK(parse_kv(&c, alias, err) == -1 && strstr(err, "PINRT_CHILD_OPT_METHODS='XX' is unknown (expected RL or NULL)"));
+    const char *both[] = {"PINRT_CORE_METHOD", "NULL", "PINRT_CHILD_OPT_METHODS", "XX", NULL};
+    CHECK(parse_kv(&c, both, err) == 0 && !c.lp.core_rl);
+    const char *fmt[] = {"PINRT_TRACE", "/tmp/t.jsonl", "PINRT_TRACE_FORMAT", "csv", "PINRT_LOG", "DEBUG", NULL};
+    CHECK(parse_kv(&c, fmt, err) == 0 && c.trace_fmt == PR_TRACE_CSV && c.log == PR_LOG_DEBUG);
+    const char *empty[] = {"PINRT_ZETA", "", "PINRT_CPUS", "", NULL};
+    CHECK(parse_kv(&c, empty, err) == 0 && !c.mem_on && !c.has_cpus);
+    char range[128];
+    pr_option_range(pr_option_by_env("PINRT_EPS"), range, sizeof range);
+    CHECK(!strcmp(range, "(0, 1]"));
+    pr_option_range(pr_option_by_env("PINRT_DOMAIN_METHOD"), range, sizeof range);
+    CHECK(!strcmp(range, "AL, NULL")); /* NONE is accepted, not listed */
+}
+
 int main(void)
 {
     test_rng();
@@ -590,6 +627,7 @@ int main(void)
     test_own_utility();
     test_farm();
     test_config();
+    test_option_table();
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
 }

@@ -1,0 +1,191 @@
+/* cosched_spank.so: Slurm's side of cosched on a node (SPANK plugin).
+ * The logic lives in placement.c; this file only wires it to Slurm's hooks:
+ *
+ *   slurm_spank_init               registers --cosched[=strict,pinrt] (srun, sbatch, salloc, slurmstepd)
+ *   slurm_spank_init_post_opt      slurmstepd, once per step, as root: reads DIR/<jobid>.placement, checks
+ *                                  it against the step's allocated cores, creates the resctrl group
+ *   slurm_spank_task_init_privileged  each task, as root, after fork: joins the resctrl group
+ *   slurm_spank_task_init          each task, just before execve (after Slurm's task plugin bound it):
+ *                                  CPU affinity, memory policy, PINRT_* and LD_PRELOAD
+ *   slurm_spank_exit               slurmstepd: removes the resctrl group this step created
+ *
+ * A job without --cosched is not touched. On any error one line is logged
+ * (slurmd's log) and the task runs as Slurm would, unless --cosched=strict.
+ * SPANK gives a plugin no handle for its own data: the state of this step
+ * lives in the one static `S` (one slurmstepd per step; tasks are forked
+ * children with their own copy). */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <slurm/spank.h>
+
+#include "placement.h"
+
+#pragma GCC visibility push(default)
+SPANK_PLUGIN(cosched, 1);
+#pragma GCC visibility pop
+
+enum { ST_OFF, ST_APPLY, ST_SKIP, ST_FAIL };
+
+static struct {
+    int asked;   /* --cosched given */
+    int state;   /* ST_* */
+    cp_opts opts;
+    cp_conf conf;
+    cp_placement p;
+    unsigned jobid;
+    int group_created;
+    int task_failed; /* in a task's process: its resctrl join failed */
+} S;
+
+static int opt_cb(int val, const char *optarg, int remote)
+{
+    (void)val;
+    char err[256];
+    if (cp_opts_parse(&S.opts, optarg, err, sizeof err)) {
+        slurm_error("cosched: %s", err);
+        return remote ? 0 : -1; /* refuse the submission; never fail a step on the node for it */
+    }
+    S.asked = 1;
+    return 0;
+}
+
+static struct spank_option cosched_option = {
+    "cosched", "[strict,pinrt]",
+    "Co-schedule this job with cosched: apply the placement cosched decided (CPUs, memory policy, resctrl "
+    "group, pinning runtime). strict: fail the task if it cannot be applied; pinrt: load the pinning runtime.",
+    2, 0, opt_cb};
+
+__attribute__((visibility("default"))) int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+    spank_context_t ctx = spank_context();
+    if (ctx != S_CTX_LOCAL && ctx != S_CTX_REMOTE && ctx != S_CTX_ALLOCATOR)
+        return 0;
+    if (spank_option_register(sp, &cosched_option) != ESPANK_SUCCESS)
+        slurm_error("cosched: cannot register the --cosched option");
+    if (ctx == S_CTX_REMOTE) {
+        char err[256];
+        if (cp_conf_parse(&S.conf, ac, av, err, sizeof err)) {
+            slurm_error("cosched: %s; cosched is off on this node", err);
+            S.conf.placement_dir[0] = '\0';
+        }
+    }
+    return 0;
+}
+
+/* One line for an error of the whole step; the task then runs as Slurm would. */
+static void step_error(const char *why)
+{
+    slurm_error("cosched: job %u: %s; %s", S.jobid, why,
+                S.opts.strict ? "failing the task (--cosched=strict)" : "the task runs without cosched's placement");
+    S.state = S.opts.strict ? ST_FAIL : ST_SKIP;
+}
+
+__attribute__((visibility("default"))) int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+    (void)ac, (void)av;
+    if (!spank_remote(sp) || !S.asked)
+        return 0;
+    uint32_t jobid = 0;
+    spank_get_item(sp, S_JOB_ID, &jobid);
+    S.jobid = jobid;
+    if (!S.conf.placement_dir[0]) {
+        step_error("the plugin is not configured (placement_dir=DIR in plugstack.conf)");
+        return 0;
+    }
+    char path[CP_PATH + 32], err[768];
+    int rc = cp_read(&S.p, S.conf.placement_dir, S.jobid, path, sizeof path, err, sizeof err);
+    if (rc == 1) {
+        slurm_info("cosched: job %u: no placement file %s; running unchanged", S.jobid, path);
+        S.state = ST_OFF;
+        return 0;
+    }
+    if (rc < 0) {
+        step_error(err);
+        return 0;
+    }
+    char *cores = NULL;
+    pr_cpuset alloc;
+    if (spank_get_item(sp, S_STEP_ALLOC_CORES, &cores) != ESPANK_SUCCESS || !cores) {
+        step_error("Slurm did not say which cores it allocated to the step");
+        return 0;
+    }
+    if (cp_cores_to_cpus("", cores, &alloc, err, sizeof err) || cp_check(&S.p, &alloc, "", err, sizeof err)) {
+        step_error(err);
+        return 0;
+    }
+    if (S.p.resctrl_group[0]) {
+        /* Created here, in slurmstepd, so that slurm_spank_exit (same process)
+         * knows whether this step made the group; tasks join it after fork. */
+        if (cp_resctrl_create(S.conf.resctrl_root, &S.p, &S.group_created, err, sizeof err)) {
+            step_error(err);
+            return 0;
+        }
+    }
+    S.state = ST_APPLY;
+    return 0;
+}
+
+__attribute__((visibility("default"))) int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
+{
+    (void)sp, (void)ac, (void)av;
+    if (S.state == ST_FAIL)
+        return -1;
+    if (S.state != ST_APPLY || !S.p.resctrl_group[0])
+        return 0;
+    char err[768];
+    if (cp_resctrl_add(S.conf.resctrl_root, S.p.resctrl_group, getpid(), err, sizeof err)) {
+        slurm_error("cosched: job %u: %s; %s", S.jobid, err,
+                    S.opts.strict ? "failing the task (--cosched=strict)" : "the task runs without cosched's placement");
+        S.task_failed = 1;
+        return S.opts.strict ? -1 : 0;
+    }
+    return 0;
+}
+
+__attribute__((visibility("default"))) int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+    (void)ac, (void)av;
+    if (S.state == ST_FAIL)
+        return -1;
+    if (S.state != ST_APPLY || S.task_failed)
+        return 0;
+    char old[4096] = "", err[768], what[512];
+    if (spank_getenv(sp, "LD_PRELOAD", old, sizeof old) != ESPANK_SUCCESS)
+        old[0] = '\0';
+    cp_env env;
+    int runtime = cp_runtime_wanted(&S.p, &S.opts);
+    int rc = cp_build_env(&env, &S.p, &S.opts, S.conf.pinrt_lib, old, err, sizeof err);
+    if (!rc)
+        rc = cp_apply_self(&S.p, err, sizeof err);
+    for (int i = 0; !rc && i < env.n; i++)
+        if (spank_setenv(sp, env.name[i], env.value[i], 1) != ESPANK_SUCCESS) {
+            snprintf(err, sizeof err, "cannot set %s in the task's environment", env.name[i]);
+            rc = -1;
+        }
+    int task = -1;
+    spank_get_item(sp, S_TASK_ID, &task);
+    if (rc) {
+        slurm_error("cosched: job %u task %d: %s; %s", S.jobid, task, err,
+                    S.opts.strict ? "failing the task (--cosched=strict)" : "the task runs without cosched's placement");
+        return S.opts.strict ? -1 : 0;
+    }
+    cp_describe(&S.p, runtime, what, sizeof what);
+    slurm_info("cosched: job %u task %d pid %ld: applied %s", S.jobid, task, (long)getpid(), what);
+    return 0;
+}
+
+__attribute__((visibility("default"))) int slurm_spank_exit(spank_t sp, int ac, char **av)
+{
+    (void)ac, (void)av;
+    if (!spank_remote(sp) || !S.group_created)
+        return 0;
+    char err[768];
+    if (cp_resctrl_remove(S.conf.resctrl_root, S.p.resctrl_group, err, sizeof err))
+        slurm_error("cosched: job %u: %s", S.jobid, err);
+    S.group_created = 0;
+    return 0;
+}

@@ -1,0 +1,89 @@
+/* The placement cosched decided for one job on one node, as the SPANK plugin
+ * applies it (native/README.md, "Slurm"). Everything here works without
+ * Slurm so that it is unit-tested: the plugin's configuration and --cosched
+ * option, the placement file, its check against the CPUs Slurm allocated,
+ * the resctrl group (on any root: a fake one in tests), the environment for
+ * the pinning runtime, and the CPU / memory policy of the calling process.
+ * Every function that can fail returns 0 or -1 with one line (no newline)
+ * in err. */
+#ifndef COSCHED_PLACEMENT_H
+#define COSCHED_PLACEMENT_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "config.h"
+
+#define CP_MAX_PINRT 64
+#define CP_PATH 512
+
+/* plugstack.conf arguments: placement_dir=DIR [resctrl_root=DIR] [pinrt_lib=PATH]. */
+typedef struct {
+    char placement_dir[CP_PATH];
+    char resctrl_root[CP_PATH]; /* default /sys/fs/resctrl */
+    char pinrt_lib[CP_PATH];    /* "" when not configured */
+} cp_conf;
+int cp_conf_parse(cp_conf *c, int ac, char **av, char *err, size_t elen);
+
+/* --cosched[=OPTS]: OPTS a comma list of strict, pinrt. */
+typedef struct {
+    int strict; /* fail the task on any cosched error */
+    int pinrt;  /* load the pinning runtime unless the placement says pinrt=0 */
+} cp_opts;
+int cp_opts_parse(cp_opts *o, const char *optarg, char *err, size_t elen);
+
+enum { CP_MEM_UNSET = -1, CP_MEM_DEFAULT = 0, CP_MEM_LOCAL, CP_MEM_BIND, CP_MEM_INTERLEAVE };
+
+typedef struct {
+    int version;
+    int has_cpus;
+    pr_cpuset cpus;
+    int mempolicy; /* CP_MEM_* */
+    int has_mems;
+    pr_cpuset mems; /* NUMA nodes */
+    char resctrl_group[64];
+    char l3_schemata[256];
+    char mb_schemata[256];
+    int pinrt; /* -1 unset, 0, 1 */
+    int npinrt;
+    char pinrt_name[CP_MAX_PINRT][32];
+    char pinrt_value[CP_MAX_PINRT][256];
+} cp_placement;
+
+/* Parses the text of a placement file (key=value lines, # comments). */
+int cp_parse(cp_placement *p, const char *text, char *err, size_t elen);
+/* Reads DIR/<jobid>.placement. Returns 0, 1 when there is no such file, or -1. */
+int cp_read(cp_placement *p, const char *dir, unsigned jobid, char *path, size_t plen, char *err, size_t elen);
+
+/* The Linux CPUs of Slurm's abstract core list ("0-1,4") on this node: core k
+ * is the k-th (package, core) pair in sysfs order, with all its threads.
+ * sysroot "" is the real root. */
+int cp_cores_to_cpus(const char *sysroot, const char *cores, pr_cpuset *cpus, char *err, size_t elen);
+/* cpus= must lie inside the allocation; mems= must be online NUMA nodes. */
+int cp_check(const cp_placement *p, const pr_cpuset *alloc, const char *sysroot, char *err, size_t elen);
+
+/* Creates ROOT/GROUP (created = 1 when this call made it) and writes the
+ * schemata; cp_resctrl_add puts a process in the group. */
+int cp_resctrl_create(const char *root, const cp_placement *p, int *created, char *err, size_t elen);
+int cp_resctrl_add(const char *root, const char *group, pid_t pid, char *err, size_t elen);
+int cp_resctrl_remove(const char *root, const char *group, char *err, size_t elen);
+
+/* The variables to set in the task's environment: the PINRT_* lines, and
+ * LD_PRELOAD = pinrt_lib in front of old_preload, when the runtime is wanted. */
+typedef struct {
+    int n;
+    char name[CP_MAX_PINRT + 1][32];
+    char value[CP_MAX_PINRT + 1][CP_PATH + 256];
+} cp_env;
+int cp_runtime_wanted(const cp_placement *p, const cp_opts *o);
+int cp_build_env(cp_env *e, const cp_placement *p, const cp_opts *o, const char *pinrt_lib, const char *old_preload,
+                 char *err, size_t elen);
+
+/* Applies cpus= (sched_setaffinity) and mempolicy= (set_mempolicy) to the
+ * calling process; both survive execve. */
+int cp_apply_self(const cp_placement *p, char *err, size_t elen);
+
+/* One phrase describing what was applied ("cpus=0-3 mempolicy=bind mems=0 ..."). */
+void cp_describe(const cp_placement *p, int runtime, char *buf, size_t len);
+
+#endif
