@@ -15,7 +15,7 @@ from typing import Callable
 
 REPO = Path(__file__).resolve().parents[2]
 RECORD = Path(__file__).resolve().parent / "record.py"
-PORT = 16817  # this suite's ports: 16817 (slurmctld) and 16818-16821 (n1-n4)
+PORT = 16850  # this suite's ports: 16850 (slurmctld) and 16851-16854 (n1-n4); 16817 is the default a user's cluster takes
 
 # The real programs of the windows: ~1 s of fixed work each on this machine.
 PROGRAMS: dict[str, str] = {
