@@ -138,19 +138,28 @@ class Controller:
             return
         now = self.clock()
         oldest = min(j.submit_time for j in new)
+        planned: list[tuple[str, list[tuple[int, bool, float | None]], list[NewJob], str]] = []
         while new and (len(new) >= self.cfg.window or flush or now - oldest >= self.cfg.gather_s):
             batch, new = new[: self.cfg.window], new[self.cfg.window:]
             try:
-                self._plan_window(batch, nodes, res)
+                planned.append(self._plan_window(batch, nodes))
             except PlannerUnavailable as exc:
                 if not self._planner_down_logged:
                     self.log(f"planner unreachable; {len(batch)} jobs stay held and planning is retried: {exc}")
                     self._planner_down_logged = True
                 res.error = str(exc)
-                return
+                break
             self._planner_down_logged = False
+        # One transaction for all the windows of this step (a commit is a disk flush).
+        wids = self.journal.add_windows([(p, g, j) for p, g, j, _ in planned])
+        for wid, (_, groups, jobs, what) in zip(wids, planned):
+            res.planned += len(jobs)
+            res.windows += 1
+            self.log(f"window {wid}: {len(jobs)} jobs in {len(groups)} groups{what}")
 
-    def _plan_window(self, batch: list[SlurmJob], nodes: list[SlurmNode], res: StepResult) -> None:
+    def _plan_window(self, batch: list[SlurmJob], nodes: list[SlurmNode]
+                     ) -> tuple[str, list[tuple[int, bool, float | None]], list[NewJob], str]:
+        """One window's plan as the journal keeps it: (plan JSON, groups, jobs, what to log)."""
         valid = [j for j in batch if _NAME.match(j.profile)]
         solo_ids = {j.job_id for j in batch if not _NAME.match(j.profile)}
         plan: Plan | None = None
@@ -195,32 +204,39 @@ class Controller:
             sj = by_id[jid]
             groups.append((len(groups), True, None))
             new_jobs.append(NewJob(jid, groups[-1][0], sj.profile, sj.options, None, float(sj.submit_time)))
-        wid = self.journal.add_window(plan.model_dump_json() if plan is not None else "null", groups, new_jobs)
-        res.planned += len(new_jobs)
-        res.windows += 1
-        self.log(f"window {wid}: {len(new_jobs)} jobs in {len(groups)} groups"
-                 + (f" (policy {plan.policy}, planned for {plan.node.name})" if plan is not None else " (each alone)"))
+        what = f" (policy {plan.policy}, planned for {plan.node.name})" if plan is not None else " (each alone)"
+        return (plan.model_dump_json() if plan is not None else "null", groups, new_jobs, what)
 
     # ------------------------------------------------------------------ groups to nodes
 
     def _dispatch(self, jobs: dict[int, SlurmJob], nodes: list[SlurmNode], res: StepResult) -> None:
         by_name = {n.name: n for n in nodes}
         ours = {g.node for g in self.journal.groups(("dispatched", "released")) if g.node}
-        # First finish what a previous life started (its node is already ours), then new groups on free nodes.
-        for g in self.journal.groups(("dispatched",)):
-            node = by_name.get(g.node or "")
-            if node is not None:
-                self._start_group(g, node, jobs, res)
+        # First what a previous life started (its node is already ours), then new groups on free nodes. The
+        # nodes are journaled before any Slurm call, all in one transaction (and the releases in another).
+        todo = [(g, by_name[g.node]) for g in self.journal.groups(("dispatched",)) if g.node in by_name]
         free = [n for n in nodes if n.idle and n.name not in ours]
+        fresh = []
         for g in self.journal.groups(("waiting",)):
             if not free:
                 break
             node = free.pop(0)
-            self.journal.set_group(g.window_id, g.idx, "dispatched", node.name)
-            g = GroupRow(g.window_id, g.idx, node.name, "dispatched", g.solo, g.predicted_s)
-            self._start_group(g, node, jobs, res)
+            fresh.append((GroupRow(g.window_id, g.idx, node.name, "dispatched", g.solo, g.predicted_s), node))
+        self.journal.set_groups([(g.window_id, g.idx, g.node) for g, _ in fresh], "dispatched")
+        started: list[GroupRow] = []
+        for g, node in todo + fresh:
+            try:
+                started.append(self._start_group(g, node, jobs, res))
+            except SlurmUnavailable as exc:  # the rest stay dispatched: the next step finishes them
+                self.log(f"slurmctld unreachable while starting window {g.window_id}, group {g.idx}; retrying: {exc}")
+                break
+            except RunError as exc:
+                self.log(f"window {g.window_id}, group {g.idx} not started this cycle (retried): {exc}")
+        self.journal.set_groups([(g.window_id, g.idx, None) for g in started], "released")
 
-    def _start_group(self, g: GroupRow, node: SlurmNode, jobs: dict[int, SlurmJob], res: StepResult) -> None:
+    def _start_group(self, g: GroupRow, node: SlurmNode, jobs: dict[int, SlurmJob], res: StepResult) -> GroupRow:
+        """Write the placements, pin the jobs to ``node`` and release them in one request (the caller journals
+        the group released afterwards)."""
         members = [r for r in self.journal.jobs_of(g.window_id, g.idx) if r.status in ("planned", "dispatched", "released")]
         to_release: list[int] = []
         for r in members:
@@ -252,11 +268,11 @@ class Controller:
             for r in members:
                 if r.job_id in to_release:
                     self.release_delays.append(now - r.eligible)
-        self.journal.set_group(g.window_id, g.idx, "released")
         res.released += to_release
         if to_release:
             self.log(f"window {g.window_id}, group {g.idx}: released {len(to_release)} job(s) "
                      f"{','.join(map(str, to_release))} together on {node.name}")
+        return g
 
     # ------------------------------------------------------------------ loop
 

@@ -76,33 +76,49 @@ class Journal:
     # ------------------------------------------------------------------ writes (each one transaction)
 
     def add_window(self, plan_json: str, groups: list[tuple[int, bool, float | None]], jobs: list[NewJob]) -> int:
+        return self.add_windows([(plan_json, groups, jobs)])[0]
+
+    def add_windows(self, windows: list[tuple[str, list[tuple[int, bool, float | None]], list[NewJob]]]) -> list[int]:
+        """Journal planned windows (plan, groups as (index, solo, predicted s), jobs) in one transaction."""
         now = time.time()
+        ids = []
         with self._tx():
-            cur = self.db.execute("INSERT INTO windows (created, plan) VALUES (?, ?)", (now, plan_json))
-            wid = int(cur.lastrowid or 0)
-            self.db.executemany("INSERT INTO groups VALUES (?, ?, NULL, 'waiting', ?, ?, ?)",
-                                [(wid, idx, int(solo), pred, now) for idx, solo, pred in groups])
-            self.db.executemany(
-                "INSERT INTO jobs VALUES (?, ?, ?, ?, ?, ?, 'planned', ?, NULL, ?)",
-                [(j.job_id, wid, j.group_idx, j.profile, ",".join(j.options),
-                  json.dumps(j.placement) if j.placement is not None else None, j.eligible, now) for j in jobs])
-        return wid
+            for plan_json, groups, jobs in windows:
+                cur = self.db.execute("INSERT INTO windows (created, plan) VALUES (?, ?)", (now, plan_json))
+                wid = int(cur.lastrowid or 0)
+                ids.append(wid)
+                self.db.executemany("INSERT INTO groups VALUES (?, ?, NULL, 'waiting', ?, ?, ?)",
+                                    [(wid, idx, int(solo), pred, now) for idx, solo, pred in groups])
+                self.db.executemany(
+                    "INSERT INTO jobs VALUES (?, ?, ?, ?, ?, ?, 'planned', ?, NULL, ?)",
+                    [(j.job_id, wid, j.group_idx, j.profile, ",".join(j.options),
+                      json.dumps(j.placement) if j.placement is not None else None, j.eligible, now) for j in jobs])
+        return ids
 
     def set_group(self, window_id: int, idx: int, status: str, node: str | None = None) -> None:
-        now = time.time()
+        self.set_groups([(window_id, idx, node)], status)
+
+    def set_groups(self, groups: list[tuple[int, int, str | None]], status: str) -> None:
+        """Several groups (window id, index, node or None to keep it) to ``status`` in one transaction."""
+        if not groups:
+            return
         with self._tx():
-            if node is not None:
-                self.db.execute("UPDATE groups SET status=?, node=?, updated=? WHERE window_id=? AND idx=?",
-                                (status, node, now, window_id, idx))
-            else:
-                self.db.execute("UPDATE groups SET status=?, updated=? WHERE window_id=? AND idx=?",
-                                (status, now, window_id, idx))
-            job_status = {"dispatched": "dispatched", "released": "released", "done": "done"}.get(status)
-            if job_status is not None:
-                # Jobs that left the group (gone, outside) keep their own status.
-                self.db.execute("UPDATE jobs SET status=?, updated=? WHERE window_id=? AND group_idx=? "
-                                "AND status IN ('planned', 'dispatched', 'released')",
-                                (job_status, now, window_id, idx))
+            for window_id, idx, node in groups:
+                self._set_group(window_id, idx, status, node)
+
+    def _set_group(self, window_id: int, idx: int, status: str, node: str | None) -> None:
+        now = time.time()
+        if node is not None:
+            self.db.execute("UPDATE groups SET status=?, node=?, updated=? WHERE window_id=? AND idx=?",
+                            (status, node, now, window_id, idx))
+        else:
+            self.db.execute("UPDATE groups SET status=?, updated=? WHERE window_id=? AND idx=?",
+                            (status, now, window_id, idx))
+        job_status = {"dispatched": "dispatched", "released": "released", "done": "done"}.get(status)
+        if job_status is not None:
+            # Jobs that left the group (gone, outside) keep their own status.
+            self.db.execute("UPDATE jobs SET status=?, updated=? WHERE window_id=? AND group_idx=? "
+                            "AND status IN ('planned', 'dispatched', 'released')", (job_status, now, window_id, idx))
 
     def set_job(self, job_id: int, status: str, note: str | None = None) -> None:
         with self._tx():

@@ -57,10 +57,10 @@ def write(directory: Path, slurm_job_id: int, lines: list[str]) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     final = path_for(directory, slurm_job_id)
     tmp = directory / f".{slurm_job_id}.placement.tmp"
+    # No fsync: the rename makes the file whole for the plugin; after a crash of this host the journal (group
+    # dispatched, not released) has the file written again before any release.
     with open(tmp, "w") as f:
         f.write("\n".join(lines) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
     os.replace(tmp, final)
     return final
 
