@@ -155,3 +155,17 @@ def test_an_unreachable_planner_keeps_jobs_held_and_is_retried(tmp_path: Path) -
     up["ok"] = True
     drain(ctl, sim)
     assert all(sim.started(i) == 1 for i in ids)
+
+
+def test_the_scale_bench_runs_and_prints_its_figures() -> None:
+    import json
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run([sys.executable, str(root / "bench" / "slurm_scale.py"), "--nodes", "10", "--repeats", "1",
+                        "--duration", "5", "--rate", "5", "--json"], capture_output=True, text=True, timeout=300, cwd=root)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["burst"]["windows"] == 10 and doc["burst"]["windows_per_s"]["median"] > 0
+    assert doc["steady"]["jobs_released"]["median"] > 0 and "simulated" in doc["label"]
