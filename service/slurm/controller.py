@@ -73,6 +73,7 @@ class Controller:
         self.release_delays: list[float] = []  # seconds from a job's eligibility to its group's release
         self._planner_down_logged = False
         self._slurm_down_logged = False
+        self._known: set[int] | None = None  # job ids in the journal
 
     # ------------------------------------------------------------------ one cycle
 
@@ -100,38 +101,47 @@ class Controller:
     # ------------------------------------------------------------------ reconcile with Slurm
 
     def _reconcile(self, jobs: dict[int, SlurmJob]) -> None:
+        active = self.journal.active_jobs()
+        done: list[tuple[int, int, str | None]] = []
+        again: list[tuple[int, int, str | None]] = []
         for g in self.journal.groups(("waiting", "dispatched", "released")):
-            members = [r for r in self.journal.jobs_of(g.window_id, g.idx) if r.status in ("planned", "dispatched", "released")]
-            for r in members:
+            members = []
+            for r in active.get((g.window_id, g.idx), []):
                 sj = jobs.get(r.job_id)
                 if g.status == "waiting" or (g.status == "dispatched" and sj is not None and sj.held):
                     if sj is None or sj.finished:
                         self.journal.set_job(r.job_id, "gone", "cancelled or ended before its group started")
                         self.log(f"job {r.job_id} ended before its group started (window {g.window_id}, group {g.idx}): "
                                  "the group starts without it")
-                    elif not sj.held and g.status == "waiting":
+                        continue
+                    if not sj.held and g.status == "waiting":
                         self.journal.set_job(r.job_id, "outside", f"started outside the controller ({sj.state})")
                         self.log(f"job {r.job_id} was released by someone else ({sj.state}): it leaves window "
                                  f"{g.window_id}, group {g.idx}")
-            members = [r for r in self.journal.jobs_of(g.window_id, g.idx) if r.status in ("planned", "dispatched", "released")]
+                        continue
+                members.append(r)
             if not members:
-                self.journal.set_group(g.window_id, g.idx, "done")
+                done.append((g.window_id, g.idx, None))
                 continue
             if g.status == "released":
                 states = [jobs.get(r.job_id) for r in members]
                 if all(s is None or s.finished for s in states):
-                    self.journal.set_group(g.window_id, g.idx, "done")
+                    done.append((g.window_id, g.idx, None))
                     for r in members:
                         placement.remove(self.cfg.placement_dir, r.job_id)
                 elif any(s is not None and s.held for s in states):
                     # A release slurmctld did not keep (restarted before saving it): send it again.
                     self.log(f"window {g.window_id}, group {g.idx}: jobs held again after a slurmctld restart; releasing again")
-                    self.journal.set_group(g.window_id, g.idx, "dispatched")
+                    again.append((g.window_id, g.idx, None))
+        self.journal.set_groups(done, "done")
+        self.journal.set_groups(again, "dispatched")
 
     # ------------------------------------------------------------------ windows
 
     def _plan_new(self, jobs: dict[int, SlurmJob], nodes: list[SlurmNode], flush: bool, res: StepResult) -> None:
-        known = self.journal.known_ids()
+        if self._known is None:
+            self._known = self.journal.known_ids()  # once a life; then kept up to date here
+        known = self._known
         new = sorted((j for j in jobs.values() if j.partition == self.cfg.partition and j.managed and j.held
                       and j.job_id not in known), key=lambda j: j.job_id)
         if not new:
@@ -152,6 +162,7 @@ class Controller:
             self._planner_down_logged = False
         # One transaction for all the windows of this step (a commit is a disk flush).
         wids = self.journal.add_windows([(p, g, j) for p, g, j, _ in planned])
+        known.update(j.job_id for _, _, jobs_, _ in planned for j in jobs_)
         for wid, (_, groups, jobs, what) in zip(wids, planned):
             res.planned += len(jobs)
             res.windows += 1

@@ -25,6 +25,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     job_id INTEGER PRIMARY KEY, window_id INTEGER NOT NULL, group_idx INTEGER NOT NULL, profile TEXT NOT NULL,
     options TEXT NOT NULL, placement TEXT, status TEXT NOT NULL, eligible REAL NOT NULL, note TEXT,
     updated REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status);
+CREATE INDEX IF NOT EXISTS jobs_group ON jobs (window_id, group_idx);
+CREATE INDEX IF NOT EXISTS groups_status ON groups (status);
 """
 
 
@@ -142,6 +145,16 @@ class Journal:
         return [self._job(r) for r in self.db.execute(
             "SELECT job_id, window_id, group_idx, profile, options, placement, status, eligible, note FROM jobs "
             "WHERE window_id=? AND group_idx=? ORDER BY job_id", (window_id, idx))]
+
+    def active_jobs(self) -> dict[tuple[int, int], list[JobRow]]:
+        """(window id, group index) -> its jobs still in it (planned, dispatched, released), in one query."""
+        out: dict[tuple[int, int], list[JobRow]] = {}
+        for r in self.db.execute(
+                "SELECT job_id, window_id, group_idx, profile, options, placement, status, eligible, note FROM jobs "
+                "WHERE status IN ('planned', 'dispatched', 'released') ORDER BY job_id"):
+            row = self._job(r)
+            out.setdefault((row.window_id, row.group_idx), []).append(row)
+        return out
 
     def all_jobs(self) -> list[JobRow]:
         return [self._job(r) for r in self.db.execute(
