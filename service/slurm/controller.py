@@ -15,6 +15,7 @@ each job alone with the whole node. Each such event is one line in the log.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,8 +28,6 @@ from env.resctrl import group_name
 from service.slurm import placement
 from service.slurm.journal import GroupRow, Journal, NewJob
 from service.slurm.slurmcmd import JobGone, SlurmAPI, SlurmJob, SlurmNode, SlurmUnavailable
-
-import re
 
 _NAME = re.compile(NAME_PATTERN)
 
