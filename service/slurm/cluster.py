@@ -214,6 +214,9 @@ def slurm_conf_text(spec: ClusterSpec, cpus: int, dirs: dict[str, Path]) -> str:
         # Every slurmd sees the same (real) hardware: the node lines, not the hardware, say what a node has.
         "SlurmdParameters=config_overrides",
         "SchedulerType=sched/backfill",
+        # Schedule batch jobs at once (the default lets slurmctld delay them up to 3 s to batch submissions):
+        # a released group then starts in the next pass, which is what the controller's groups wait for.
+        "SchedulerParameters=batch_sched_delay=0",
         "MpiDefault=none",
         "ReturnToService=2",
         "AccountingStorageType=accounting_storage/none",
