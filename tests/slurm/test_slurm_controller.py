@@ -169,3 +169,48 @@ def test_the_scale_bench_runs_and_prints_its_figures() -> None:
     doc = json.loads(r.stdout)
     assert doc["burst"]["windows"] == 10 and doc["burst"]["windows_per_s"]["median"] > 0
     assert doc["steady"]["jobs_released"]["median"] > 0 and "simulated" in doc["label"]
+
+
+def test_plans_from_the_http_service_are_the_in_process_plans(tmp_path: Path) -> None:
+    """--service URL: the controller's windows go to a real 'cosched serve' through httpx."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    from service.slurm.planner import over_http
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k != "COSCHED_TOKEN"}
+    env["COSCHED_HOME"] = str(tmp_path / "home")
+    proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--node", NODE],
+                            cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "cosched serve did not start"
+            time.sleep(0.1)
+        sim = SimCluster(n_nodes=2, cpus=24)
+        ids = [sim.submit(name, runtime_s=2.0) for name in JOBS[:6]]
+        ctl = make(tmp_path, sim, planner=over_http(url))
+        drain(ctl, sim)
+        assert all(sim.started(i) == 1 for i in ids)
+        served = Plan.model_validate_json(ctl.journal.windows()[0][2])
+        window = Window(jobs=[{"id": str(i), "profile": n} for i, n in zip(ids, JOBS[:6])], max_concurrency=4)
+        local = in_process(NODE, None, None)(window)  # the service's default policy for the node, in process
+        assert [[j.id for j in g.jobs] for g in served.groups] == [[j.id for j in g.jobs] for g in local.groups]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
