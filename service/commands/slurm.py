@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from env.errors import InputError
+from env.errors import InputError, RunError
 from service.slurm import cluster as cl
 
 _STATE_HELP = "the local cluster's state directory (default $COSCHED_HOME/slurm, i.e. ~/.local/share/cosched/slurm)"
@@ -176,7 +176,8 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def status_document(cdir: Path, placement_dir: Path | None) -> dict[str, Any]:
+def status_document(cdir: Path, placement_dir: Path | None, live: dict[int, str] | None = None) -> dict[str, Any]:
+    """The journal as a document; ``live``: Slurm's state of each job now, when Slurm answers."""
     from service.slurm import placement
     from service.slurm.journal import Journal
 
@@ -197,6 +198,7 @@ def status_document(cdir: Path, placement_dir: Path | None) -> dict[str, Any]:
                     if lines is None and placement_dir is not None and placement.path_for(placement_dir, r.job_id).exists():
                         lines = placement.path_for(placement_dir, r.job_id).read_text().splitlines()
                     jobs.append({"job_id": r.job_id, "profile": r.profile, "options": r.options, "status": r.status,
+                                 "slurm_state": (live or {}).get(r.job_id),
                                  "placement": dict(ln.split("=", 1) for ln in lines) if lines else None,
                                  "note": r.note})
                 wg.append({"index": g.idx, "node": g.node, "status": g.status, "solo": g.solo,
@@ -209,9 +211,20 @@ def status_document(cdir: Path, placement_dir: Path | None) -> dict[str, Any]:
 
 
 def _status(args: argparse.Namespace) -> int:
+    from service.slurm.slurmcmd import SlurmCommands
+
     sd = (args.state_dir or cl.default_state_dir()).resolve()
     st = cl.load_state(sd)
-    doc = status_document(sd / "controller", Path(st.placement_dir) if st is not None else None)
+    env = dict(os.environ)
+    if "SLURM_CONF" not in env and st is not None:
+        env["SLURM_CONF"] = st.slurm_conf
+    live = None
+    if "SLURM_CONF" in env:
+        try:
+            live = {j.job_id: j.state for j in SlurmCommands(env, timeout_s=10).jobs()}
+        except RunError as exc:  # status shows the journal even when Slurm does not answer
+            _say(f"Slurm's job states not shown: {exc}")
+    doc = status_document(sd / "controller", Path(st.placement_dir) if st is not None else None, live)
     if args.json:
         print(json.dumps(doc, indent=2))
         return 0
@@ -223,7 +236,7 @@ def _status(args: argparse.Namespace) -> int:
         console.print(f"no windows yet (journal {doc['journal']})")
         return 0
     table = Table(title=f"cosched slurm: {len(doc['windows'])} window(s)")
-    for col in ("window", "group", "node", "state", "job", "profile", "job state", "cpus", "memory", "pinrt"):
+    for col in ("window", "group", "node", "state", "job", "profile", "job state", "in Slurm", "cpus", "memory", "pinrt"):
         table.add_column(col)
     for w in doc["windows"]:
         for g in w["groups"]:
@@ -231,7 +244,8 @@ def _status(args: argparse.Namespace) -> int:
                 p = jb["placement"] or {}
                 table.add_row(str(w["id"]) if k == 0 else "", str(g["index"]) if k == 0 else "",
                               (g["node"] or "-") if k == 0 else "", g["status"] if k == 0 else "", str(jb["job_id"]),
-                              jb["profile"], jb["status"], p.get("cpus", "whole node"), p.get("mempolicy", "default"),
+                              jb["profile"], jb["status"], (jb["slurm_state"] or "-").lower(), p.get("cpus", "whole node"),
+                              p.get("mempolicy", "default"),
                               p.get("pinrt", "0"))
     console.print(table)
     return 0

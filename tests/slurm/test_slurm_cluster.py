@@ -62,6 +62,7 @@ def test_window_runs_as_planned_and_plain_jobs_are_untouched(cluster: Cluster, t
     groups = _groups(status)
     journaled = {j["job_id"]: j for g in groups for j in g["jobs"]}
     assert set(journaled) == set(tags), "every --cosched job exactly once in the window, nothing else"
+    assert {j["slurm_state"] for j in journaled.values()} == {"COMPLETED"}, "status shows Slurm's state of each job"
     assert plain not in journaled and not (cluster.placement_dir / f"{plain}.placement").exists()
     assert any(len(g["jobs"]) > 1 for g in groups), "the plan co-schedules some jobs"
     _check_groups_ran_together(cluster, status, tags, jobs)
