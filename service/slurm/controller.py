@@ -1,0 +1,301 @@
+"""The window controller: held jobs of the co-scheduling partition -> windows -> plans -> groups released
+together, one group a node at a time.
+
+One ``step``: read Slurm's jobs and nodes; reconcile the journal with them (jobs cancelled, started by
+someone else, finished; releases lost by a restarted slurmctld are sent again); journal a window for the
+new held jobs when W of them wait, or the oldest has waited ``gather_s``; give each waiting group, in plan
+order, a free node (idle in Slurm, no group of ours on it): journal the node, write the placement files, pin
+the jobs to the node, release them in one request. Every Slurm-side action is idempotent, so a step redone
+after a crash does no harm; the journal (service/slurm/journal.py) is what makes it safe.
+
+Bad input never loses a job: an unreachable planner or slurmctld leaves the jobs held and is retried; a
+cancelled job leaves its group; a plan for CPUs the partition's nodes do not have is replaced by running
+each job alone with the whole node. Each such event is one line in the log.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from env.errors import CoschedError, RunError
+from env.models import NAME_PATTERN, Plan, Window, WindowJob
+from env.nodespec import NodeSpec
+from env.resctrl import group_name
+from service.slurm import placement
+from service.slurm.journal import GroupRow, Journal, NewJob
+from service.slurm.slurmcmd import JobGone, SlurmAPI, SlurmJob, SlurmNode, SlurmUnavailable
+
+_NAME = re.compile(NAME_PATTERN)
+
+Planner = Callable[[Window], Plan]
+
+
+class PlannerUnavailable(RunError):
+    """The planner (the HTTP service) did not answer: the jobs stay held and planning is retried."""
+
+
+@dataclass
+class ControllerConfig:
+    partition: str
+    placement_dir: Path
+    window: int = 8
+    cmax: int = 4
+    gather_s: float = 2.0  # a partial window waits this long for more jobs (a burst lands in one window)
+    pinrt_env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class StepResult:
+    planned: int = 0  # jobs journaled into new windows
+    windows: int = 0
+    released: list[int] = field(default_factory=list)
+    waiting_groups: int = 0
+    active_groups: int = 0
+    error: str | None = None
+
+
+class Controller:
+    def __init__(self, cfg: ControllerConfig, slurm: SlurmAPI, planner: Planner, journal: Journal,
+                 plan_node: Callable[[], NodeSpec | None] = lambda: None, log: Callable[[str], None] = print,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.cfg = cfg
+        self.slurm = slurm
+        self.planner = planner
+        self.journal = journal
+        self.plan_node = plan_node
+        self.log = log
+        self.clock = clock
+        self.release_delays: list[float] = []  # seconds from a job's eligibility to its group's release
+        self._planner_down_logged = False
+        self._slurm_down_logged = False
+        self._known: set[int] | None = None  # job ids in the journal
+
+    # ------------------------------------------------------------------ one cycle
+
+    def step(self, flush: bool = False) -> StepResult:
+        res = StepResult()
+        try:
+            jobs = {j.job_id: j for j in self.slurm.jobs()}
+            nodes = [n for n in self.slurm.nodes() if self.cfg.partition in n.partitions]
+        except SlurmUnavailable as exc:
+            if not self._slurm_down_logged:
+                self.log(f"slurmctld unreachable, retrying (nothing changes meanwhile): {exc}")
+                self._slurm_down_logged = True
+            res.error = str(exc)
+            return res
+        if self._slurm_down_logged:
+            self.log("slurmctld answers again")
+            self._slurm_down_logged = False
+        self._reconcile(jobs)
+        self._plan_new(jobs, nodes, flush, res)
+        self._dispatch(jobs, nodes, res)
+        res.waiting_groups = len(self.journal.groups(("waiting",)))
+        res.active_groups = len(self.journal.groups(("dispatched", "released")))
+        return res
+
+    # ------------------------------------------------------------------ reconcile with Slurm
+
+    def _reconcile(self, jobs: dict[int, SlurmJob]) -> None:
+        active = self.journal.active_jobs()
+        done: list[tuple[int, int, str | None]] = []
+        again: list[tuple[int, int, str | None]] = []
+        for g in self.journal.groups(("waiting", "dispatched", "released")):
+            members = []
+            for r in active.get((g.window_id, g.idx), []):
+                sj = jobs.get(r.job_id)
+                if g.status == "waiting" or (g.status == "dispatched" and sj is not None and sj.held):
+                    if sj is None or sj.finished:
+                        self.journal.set_job(r.job_id, "gone", "cancelled or ended before its group started")
+                        self.log(f"job {r.job_id} ended before its group started (window {g.window_id}, group {g.idx}): "
+                                 "the group starts without it")
+                        continue
+                    if not sj.held and g.status == "waiting":
+                        self.journal.set_job(r.job_id, "outside", f"started outside the controller ({sj.state})")
+                        self.log(f"job {r.job_id} was released by someone else ({sj.state}): it leaves window "
+                                 f"{g.window_id}, group {g.idx}")
+                        continue
+                members.append(r)
+            if not members:
+                done.append((g.window_id, g.idx, None))
+                continue
+            if g.status == "released":
+                states = [jobs.get(r.job_id) for r in members]
+                if all(s is None or s.finished for s in states):
+                    done.append((g.window_id, g.idx, None))
+                    for r in members:
+                        placement.remove(self.cfg.placement_dir, r.job_id)
+                elif any(s is not None and s.held for s in states):
+                    # A release slurmctld did not keep (restarted before saving it): send it again.
+                    self.log(f"window {g.window_id}, group {g.idx}: jobs held again after a slurmctld restart; releasing again")
+                    again.append((g.window_id, g.idx, None))
+        self.journal.set_groups(done, "done")
+        self.journal.set_groups(again, "dispatched")
+
+    # ------------------------------------------------------------------ windows
+
+    def _plan_new(self, jobs: dict[int, SlurmJob], nodes: list[SlurmNode], flush: bool, res: StepResult) -> None:
+        if self._known is None:
+            self._known = self.journal.known_ids()  # once a life; then kept up to date here
+        known = self._known
+        new = sorted((j for j in jobs.values() if j.partition == self.cfg.partition and j.managed and j.held
+                      and j.job_id not in known), key=lambda j: j.job_id)
+        if not new:
+            return
+        now = self.clock()
+        oldest = min(j.submit_time for j in new)
+        planned: list[tuple[str, list[tuple[int, bool, float | None]], list[NewJob], str]] = []
+        while new and (len(new) >= self.cfg.window or flush or now - oldest >= self.cfg.gather_s):
+            batch, new = new[: self.cfg.window], new[self.cfg.window:]
+            try:
+                planned.append(self._plan_window(batch, nodes))
+            except PlannerUnavailable as exc:
+                if not self._planner_down_logged:
+                    self.log(f"planner unreachable; {len(batch)} jobs stay held and planning is retried: {exc}")
+                    self._planner_down_logged = True
+                res.error = str(exc)
+                break
+            self._planner_down_logged = False
+        # One transaction for all the windows of this step (a commit is a disk flush).
+        wids = self.journal.add_windows([(p, g, j) for p, g, j, _ in planned])
+        known.update(j.job_id for _, _, jobs_, _ in planned for j in jobs_)
+        for wid, (_, groups, jobs, what) in zip(wids, planned):
+            res.planned += len(jobs)
+            res.windows += 1
+            self.log(f"window {wid}: {len(jobs)} jobs in {len(groups)} groups{what}")
+
+    def _plan_window(self, batch: list[SlurmJob], nodes: list[SlurmNode]
+                     ) -> tuple[str, list[tuple[int, bool, float | None]], list[NewJob], str]:
+        """One window's plan as the journal keeps it: (plan JSON, groups, jobs, what to log)."""
+        valid = [j for j in batch if _NAME.match(j.profile)]
+        solo_ids = {j.job_id for j in batch if not _NAME.match(j.profile)}
+        plan: Plan | None = None
+        groups: list[tuple[int, bool, float | None]] = []
+        new_jobs: list[NewJob] = []
+        by_id = {j.job_id: j for j in batch}
+        if valid:
+            window = Window(jobs=[WindowJob(id=str(j.job_id), profile=j.profile) for j in valid],
+                            max_concurrency=self.cfg.cmax)
+            try:
+                plan = self.planner(window)
+            except PlannerUnavailable:
+                raise
+            except CoschedError as exc:
+                self.log(f"planning failed ({exc}); {len(valid)} jobs run one at a time with the whole node")
+                plan = None
+                solo_ids |= {j.job_id for j in valid}
+            if plan is not None:
+                min_cpus = min((n.cpus for n in nodes), default=0)
+                too_big = sorted({c for g in plan.groups for pj in g.jobs for c in pj.cpus if c >= min_cpus})
+                if too_big:
+                    self.log(f"the plan (for node {plan.node.name}) gives CPUs {too_big[:8]} that Slurm's nodes of "
+                             f"partition {self.cfg.partition} do not have (they have {min_cpus}): plan for the partition's "
+                             f"node kind (--plan-node); these {len(valid)} jobs run one at a time with the whole node")
+                    solo_ids |= {j.job_id for j in valid}
+                    plan = None
+        node_spec = self.plan_node() if plan is not None else None
+        if plan is not None:
+            resctrl = plan.enforcement.method == "resctrl" and (plan.enforcement.l3 or plan.enforcement.mem_bw)
+            for g in plan.groups:
+                groups.append((len(groups), False, g.predicted_makespan_s))
+                for pj in g.jobs:
+                    sj = by_id[int(pj.id)]
+                    lines = placement.placement_lines(
+                        pj, node_spec, pinrt="pinrt" in sj.options, pinrt_env=self.cfg.pinrt_env,
+                        resctrl_group=group_name(g.index, pj.id) if resctrl and node_spec is not None else None)
+                    new_jobs.append(NewJob(sj.job_id, groups[-1][0], sj.profile, sj.options, lines, float(sj.submit_time)))
+            for e in plan.excluded:
+                solo_ids.add(int(e.id))
+                self.log(f"job {e.id} runs alone with the whole node: {e.reason}")
+        for jid in sorted(solo_ids):
+            sj = by_id[jid]
+            groups.append((len(groups), True, None))
+            new_jobs.append(NewJob(jid, groups[-1][0], sj.profile, sj.options, None, float(sj.submit_time)))
+        what = f" (policy {plan.policy}, planned for {plan.node.name})" if plan is not None else " (each alone)"
+        return (plan.model_dump_json() if plan is not None else "null", groups, new_jobs, what)
+
+    # ------------------------------------------------------------------ groups to nodes
+
+    def _dispatch(self, jobs: dict[int, SlurmJob], nodes: list[SlurmNode], res: StepResult) -> None:
+        by_name = {n.name: n for n in nodes}
+        ours = {g.node for g in self.journal.groups(("dispatched", "released")) if g.node}
+        # First what a previous life started (its node is already ours), then new groups on free nodes. The
+        # nodes are journaled before any Slurm call, all in one transaction (and the releases in another).
+        todo = [(g, by_name[g.node]) for g in self.journal.groups(("dispatched",)) if g.node in by_name]
+        free = [n for n in nodes if n.idle and n.name not in ours]
+        fresh = []
+        for g in self.journal.groups(("waiting",)):
+            if not free:
+                break
+            node = free.pop(0)
+            fresh.append((GroupRow(g.window_id, g.idx, node.name, "dispatched", g.solo, g.predicted_s), node))
+        self.journal.set_groups([(g.window_id, g.idx, g.node) for g, _ in fresh], "dispatched")
+        started: list[GroupRow] = []
+        for g, node in todo + fresh:
+            try:
+                started.append(self._start_group(g, node, jobs, res))
+            except SlurmUnavailable as exc:  # the rest stay dispatched: the next step finishes them
+                self.log(f"slurmctld unreachable while starting window {g.window_id}, group {g.idx}; retrying: {exc}")
+                break
+            except RunError as exc:
+                self.log(f"window {g.window_id}, group {g.idx} not started this cycle (retried): {exc}")
+        self.journal.set_groups([(g.window_id, g.idx, None) for g in started], "released")
+
+    def _start_group(self, g: GroupRow, node: SlurmNode, jobs: dict[int, SlurmJob], res: StepResult) -> GroupRow:
+        """Write the placements, pin the jobs to ``node`` and release them in one request (the caller journals
+        the group released afterwards)."""
+        members = [r for r in self.journal.jobs_of(g.window_id, g.idx) if r.status in ("planned", "dispatched", "released")]
+        to_release: list[int] = []
+        for r in members:
+            sj = jobs.get(r.job_id)
+            if sj is None or not sj.held:
+                continue  # already released (a previous life got that far) or gone: reconcile sees to it
+            lines = r.placement if r.placement is not None else placement.whole_node_lines(
+                list(range(node.cpus)), pinrt="pinrt" in r.options)
+            placement.write(self.cfg.placement_dir, r.job_id, lines)
+            try:
+                self.slurm.pin(r.job_id, node.name, node.cpus)
+            except JobGone as exc:
+                self.journal.set_job(r.job_id, "gone", str(exc))
+                self.log(f"job {r.job_id} was cancelled before its group started: {exc}")
+                placement.remove(self.cfg.placement_dir, r.job_id)
+                continue
+            to_release.append(r.job_id)
+        if to_release:
+            try:
+                self.slurm.release(to_release)
+            except JobGone:
+                for jid in to_release:  # one of them went meanwhile: release the others one by one
+                    try:
+                        self.slurm.release([jid])
+                    except JobGone as exc:
+                        self.journal.set_job(jid, "gone", str(exc))
+                        self.log(f"job {jid} was cancelled before its group started: {exc}")
+            now = self.clock()
+            for r in members:
+                if r.job_id in to_release:
+                    self.release_delays.append(now - r.eligible)
+        res.released += to_release
+        if to_release:
+            self.log(f"window {g.window_id}, group {g.idx}: released {len(to_release)} job(s) "
+                     f"{','.join(map(str, to_release))} together on {node.name}")
+        return g
+
+    # ------------------------------------------------------------------ loop
+
+    def pending_work(self) -> bool:
+        return bool(self.journal.groups(("waiting", "dispatched")))
+
+    def run(self, poll_s: float = 1.0, once: bool = False, stop: Callable[[], bool] = lambda: False) -> None:
+        """Cycle every ``poll_s``; with ``once``, plan what is held now and return when it has all been released."""
+        first = True
+        while not stop():
+            res = self.step(flush=once and first)
+            if res.error is None:
+                first = False
+            if once and not first and not self.pending_work():
+                return
+            time.sleep(poll_s)
