@@ -252,7 +252,9 @@ def plugstack_text(spec: ClusterSpec, placement_dir: Path) -> str:
         args.append(f"resctrl_root={spec.resctrl_root}")
     if spec.pinrt_lib.exists():
         args.append(f"pinrt_lib={spec.pinrt_lib}")
-    return f"optional {spec.plugin} {' '.join(args)}\n"
+    # required: Slurm honours a failing hook only of a required plugin (--cosched=strict); the plugin fails a
+    # task only when strict was asked for.
+    return f"required {spec.plugin} {' '.join(args)}\n"
 
 
 def _dirs(state: Path) -> dict[str, Path]:

@@ -128,6 +128,23 @@ def test_plugin_error_leaves_the_job_running(cluster: Cluster, tmp_path: Path) -
     assert any("cosched" in line and str(jid) in line for line in log.splitlines()), "one line in slurmd's log"
 
 
+def test_strict_makes_a_plugin_error_fail_the_task(cluster: Cluster, tmp_path: Path) -> None:
+    # The same refused placement under --cosched=strict: the task fails before its program runs (the plugin is
+    # loaded as required, the only way Slurm honours a failing hook).
+    jid = cluster.submit("nap", "strict-bad-placement", cosched="strict")
+    cluster.wait([jid], lambda j: j["state_reason"] in HELD, what="held")
+    (cluster.placement_dir / f"{jid}.placement").write_text("version=1\ncpus=63\nmempolicy=bind\nmems=0\npinrt=0\n")
+    cluster.slurm("scontrol", "update", f"JobId={jid}", "ReqNodeList=n1", "NumCPUs=2", "MinCPUsNode=2")
+    cluster.slurm("scontrol", "release", str(jid))
+    # Slurm either ends the job FAILED or, for a batch launch failure, requeues it held: either way it never ran.
+    jobs = cluster.wait([jid], lambda j: j["job_state"] in ("FAILED", "COMPLETED", "CANCELLED")
+                        or (j["job_state"] == "PENDING" and "launch failed" in (j.get("state_description") or "")),
+                        what="failed or held after a failed launch")
+    assert jobs[jid]["job_state"] != "COMPLETED"
+    assert not (cluster.work / "strict-bad-placement.out").exists() or cluster.records("strict-bad-placement") == []
+    cluster.cancel([jid])
+
+
 def test_unreachable_service_keeps_jobs_held_then_a_plan_for_another_node_runs_them_alone(cluster: Cluster, tmp_path: Path) -> None:
     ids = [cluster.submit("nap", f"u{k}", name="MG") for k in range(2)]
     cluster.wait(ids, lambda j: j["state_reason"] in HELD, what="held")
