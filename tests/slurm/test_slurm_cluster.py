@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -126,6 +127,17 @@ def test_plugin_error_leaves_the_job_running(cluster: Cluster, tmp_path: Path) -
     assert [r["what"] for r in recs] == ["start", "end"]
     log = (cluster.state_dir / "log" / "slurmd-n1.log").read_text()
     assert any("cosched" in line and str(jid) in line for line in log.splitlines()), "one line in slurmd's log"
+
+
+def test_an_unknown_cosched_option_is_refused_at_submission_in_one_line(cluster: Cluster, tmp_path: Path) -> None:
+    before = set(cluster.jobs())
+    r = subprocess.run(["sbatch", "--parsable", "--cosched=fast", "--wrap", "true"], env=cluster.env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    # the plugin's one line (sbatch adds its own generic "Invalid --cosched argument" after it)
+    lines = [ln for ln in r.stderr.splitlines() if "error: cosched:" in ln]
+    assert len(lines) == 1 and "'fast' is unknown" in lines[0], r.stderr
+    assert set(cluster.jobs()) == before  # nothing was queued
 
 
 def test_strict_makes_a_plugin_error_fail_the_task(cluster: Cluster, tmp_path: Path) -> None:
