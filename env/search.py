@@ -1,0 +1,265 @@
+"""Agent-guided search at planning time (``agent-search``) and the time-sharing guard every plan passes.
+
+The search (a best-first *rollout* search, after Bertsekas' rollout algorithms and limited discrepancy search):
+
+* the agent's own greedy episode is the first rollout, so the search never returns a plan predicted worse than
+  the agent alone;
+* every state a rollout passed through offers the agent's other valid actions as *branches*; a branch's cost is
+  its discrepancy from the agent, ``score(chosen) - score(branch)`` summed along its prefix (scores are logits
+  or log-probabilities: both give the same differences), so the branches the agent nearly took come first;
+* expanding a branch = replaying its prefix, taking the branch's action, and completing the episode with the
+  agent's greedy choices (one rollout); the completed plan is scored on the node model (``Scorer``: the sum of
+  its groups' makespans; ``env.baselines.GroupEvaluator`` on a simulated node or a node-model file, whose memo
+  makes repeated groups free);
+* the best plan after ``budget`` rollouts wins. The budget counts rollouts, not seconds, so the same window
+  gives the same plan on any machine.
+
+The search takes the agent as two functions (``env`` does not import ``agent/`` or ``training/``): ``scores(obs,
+mask, episode)`` (the actor's logits, or log-probabilities) and the greedy rule it implies (the first maximal
+valid index, as the agent's chooser picks). Windows longer than the network's W are planned in chunks of W
+jobs, as ``env.episode.plan_window`` plans them for the agent; each chunk is searched with the full budget
+(groups never cross chunks, so a chunk's plan is scored alone). A network that takes any W (a set encoder)
+plans the whole window as one chunk, and the search then sees every partition the agent can reach.
+
+The guard (``guard_plan``): a plan predicted below time sharing (throughput < 1 on the node model) is replaced by
+the best baseline's plan (predicted), and says which policy asked, which made it, and why.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from env.actions import SKIP
+from env.episode import Episode
+from env.nodespec import NodeSpec
+
+#: Rollouts a chunk gets by default: the W = 8 latency target (<= 50 ms a window, median, one core) measured with
+#: bench/search_bench.py on the shipped model (see the README's figures).
+DEFAULT_BUDGET = 24
+MAX_BUDGET = 10_000
+#: Branches kept per visited state: the agent's next-best valid actions (more are rarely expanded within a budget).
+BRANCHES_PER_STATE = 4
+
+Scores = Callable[[np.ndarray, np.ndarray, Episode], np.ndarray]  # (obs, mask, episode) -> a score per action
+Scorer = Callable[[int, Sequence[tuple[str, int]]], float]  # (schedule action, [(job, action)...]) -> makespan (s)
+
+
+def check_budget(budget: int) -> int:
+    from env.errors import InputError
+
+    if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= MAX_BUDGET:
+        raise InputError(f"--search-budget must be a whole number of rollouts from 1 to {MAX_BUDGET}, not {budget!r} "
+                         f"(default {DEFAULT_BUDGET})")
+    return budget
+
+
+def episode_groups(ep: Episode) -> list[list[tuple[str, int]]]:
+    """Each group's (profile name, job action) in placement order, replayed from the episode's history: what the
+    node model scores (the plan builder places a group's members in this order)."""
+    queue = list(range(len(ep.jobs)))
+    groups: dict[int, list[tuple[str, int]]] = {}
+    for a in ep.history[1:]:
+        if a == SKIP:
+            queue.append(queue.pop(0))
+        else:
+            slot = queue.pop(0)
+            groups.setdefault(ep.group_of[slot], []).append((ep.infos[slot].name, a))
+    return [groups[g] for g in sorted(groups)]
+
+
+def episode_makespans(ep: Episode, scorer: Scorer) -> list[float]:
+    assert ep.schedule_index is not None
+    return [scorer(ep.schedule_index, members) for members in episode_groups(ep)]
+
+
+@dataclass
+class SearchResult:
+    """The best action sequence found for one chunk, its predicted group makespans, and what it cost."""
+
+    actions: list[int]
+    makespans: list[float]
+    agent_total_s: float  # the agent's own plan (the first rollout), predicted
+    rollouts: int
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.makespans)
+
+
+@dataclass(order=True)
+class _Branch:
+    cost: float
+    seq: int  # ties: first pushed first (deterministic)
+    prefix: tuple[int, ...] = field(compare=False)
+
+
+def _greedy(scores: np.ndarray, valid: np.ndarray) -> int:
+    """The agent's greedy rule: the first maximal valid index."""
+    return int(valid[scores[valid].argmax()])
+
+
+def search_chunk(new_episode: Callable[[], Episode], scores: Scores, scorer: Scorer, budget: int = DEFAULT_BUDGET,
+                 branches: int = BRANCHES_PER_STATE) -> SearchResult:
+    """Best-first rollout search over one chunk's episodes (``new_episode`` makes a fresh one each call)."""
+    heap: list[_Branch] = []
+    counter = itertools.count()
+    best: tuple[float, list[int], list[float]] | None = None
+    agent_total = math.inf
+    rollouts = 0
+    prefix: tuple[int, ...] = ()
+    base_cost = 0.0
+    while True:
+        ep = new_episode()
+        for a in prefix:
+            ep._apply(a)  # the prefix was valid when it was recorded, in this very sequence of states
+        first_free = len(prefix)
+        while not ep.done:
+            mask = ep.action_mask()
+            valid = mask.nonzero()[0]
+            if valid.size == 1:
+                ep._apply(int(valid[0]))
+                continue
+            s = np.asarray(scores(ep.observation(), mask, ep), dtype=np.float64)
+            a = _greedy(s, valid)
+            if len(ep.history) >= first_free:
+                others = valid[valid != a]
+                top = others[np.argsort(-s[others], kind="stable")[:branches]]
+                here = tuple(ep.history)
+                for alt in top:
+                    gap = float(s[a] - s[alt])
+                    if math.isfinite(gap):
+                        heapq.heappush(heap, _Branch(base_cost + gap, next(counter), here + (int(alt),)))
+            ep._apply(a)
+        rollouts += 1
+        makespans = episode_makespans(ep, scorer)
+        total = sum(makespans)
+        if rollouts == 1:
+            agent_total = total
+        if best is None or total < best[0] - 1e-9:
+            best = (total, list(ep.history), makespans)
+        if rollouts >= budget or not heap:
+            break
+        nxt = heapq.heappop(heap)
+        prefix, base_cost = nxt.prefix, nxt.cost
+    return SearchResult(actions=best[1], makespans=best[2], agent_total_s=agent_total, rollouts=rollouts)
+
+
+class ReplayChooser:
+    """Replays an action sequence through an episode (the plan is then built as the agent's is)."""
+
+    def __init__(self, actions: Sequence[int]) -> None:
+        self.actions = list(actions)
+        self.i = 0
+
+    def __call__(self, obs: np.ndarray, mask: np.ndarray, ep: Episode) -> int:
+        a = self.actions[self.i]
+        self.i += 1
+        return a
+
+
+# -- the node model a plan is scored on -------------------------------------------------------------
+
+_SCORERS: dict[int, tuple[NodeSpec, object]] = {}
+
+
+def node_scorer(node: NodeSpec) -> Scorer | None:
+    """The node model's group makespan for ``node``, or None when no node model exists for it. Simulated nodes
+    (``sim:NAME``, a node-model file ``sim:FILE``) have one: ``GroupEvaluator`` (memoised; one per node object,
+    kept while the node object lives). The real local node has none here."""
+    if not node.name.startswith("sim:"):
+        return None
+    hit = _SCORERS.get(id(node))
+    if hit is None or hit[0] is not node:
+        from env.baselines import GroupEvaluator
+
+        if len(_SCORERS) > 8:
+            _SCORERS.clear()
+        ev = GroupEvaluator(node)
+        hit = _SCORERS[id(node)] = (node, ev)
+    ev = hit[1]
+    if len(ev.memo) > 200_000:  # bound a long-running service's memory
+        from env.baselines import GroupEvaluator
+
+        ev = GroupEvaluator(node)
+        _SCORERS[id(node)] = (node, ev)
+    return ev.makespan  # type: ignore[attr-defined,no-any-return]
+
+
+def no_prediction_reason(node: NodeSpec) -> str:
+    return (f"no node model for node {node.name!r}: plans on it have no predicted throughput "
+            "(a simulated node, sim:NAME or sim:FILE, has one)")
+
+
+# -- the guard: never below time sharing ------------------------------------------------------------
+
+#: The baselines a plan predicted below time sharing is replaced by (the best of them, predicted).
+FALLBACKS = ("pairs", "greedy", "timeshare")
+
+
+def predicted_throughput(plan, node: NodeSpec, solo_total_s: float) -> tuple[float, list[float]] | None:  # noqa: ANN001
+    """(throughput vs time sharing, group makespans) of ``plan`` on the node model, or None without one."""
+    if not node.name.startswith("sim:") or not plan.groups:
+        return None
+    from env.backend import SimBackend
+
+    makespans = SimBackend(node).evaluate(plan)
+    total = sum(makespans)
+    return (solo_total_s / total if total > 0 else 1.0), makespans
+
+
+def guard_plan(plan, window, ctx, make_baseline: Callable[[str], object]):  # noqa: ANN001, ANN201
+    """``plan`` with its prediction filled in, or, when it is predicted below time sharing, the best baseline's
+    plan saying why. ``make_baseline(name)`` plans the window with that baseline."""
+    node = ctx.node
+    if plan.policy == "timeshare":
+        return plan
+    if not node.name.startswith("sim:"):
+        if plan.predicted_throughput_vs_timeshare is None and plan.no_prediction is None:
+            plan.no_prediction = no_prediction_reason(node)
+        return plan
+    solo = sum(info.solo_s for g in plan.groups for j in g.jobs if (info := ctx.provider.get(j.profile)) is not None)
+    pred = predicted_throughput(plan, node, solo)
+    if pred is None:
+        return plan
+    thr, makespans = pred
+    if plan.predicted_throughput_vs_timeshare is None:
+        plan.predicted_throughput_vs_timeshare = thr
+        plan.predictions_source = f"simulated: {node.name}"
+        for g, t in zip(plan.groups, makespans):
+            g.predicted_makespan_s = t
+    if thr >= 1.0 - 1e-9:
+        return plan
+    best = None
+    for name in FALLBACKS:
+        try:
+            alt = make_baseline(name)
+        except Exception:  # noqa: BLE001 - a baseline that cannot plan here (e.g. a search's grid) is skipped
+            continue
+        alt_pred = predicted_throughput(alt, node, solo) if name != "timeshare" else (1.0, None)
+        if alt_pred is None:
+            continue
+        if best is None or alt_pred[0] > best[1] + 1e-9:
+            best = (alt, alt_pred[0], alt_pred[1])
+    if best is None:
+        return plan
+    alt, alt_thr, alt_ms = best
+    if alt.predicted_throughput_vs_timeshare is None and alt_ms is not None:
+        alt.predicted_throughput_vs_timeshare = alt_thr
+        alt.predictions_source = f"simulated: {node.name}"
+        for g, t in zip(alt.groups, alt_ms):
+            g.predicted_makespan_s = t
+    alt.requested_policy = plan.policy
+    alt.fallback_reason = (f"policy {plan.policy!r} planned {thr:.3f} x time sharing (predicted, {node.name}), below "
+                           f"time sharing: replaced by {alt.policy!r}, the best baseline ({alt_thr:.3f}, predicted)")
+    alt.model = plan.model
+    return alt
+
+
+__all__ = ["DEFAULT_BUDGET", "SearchResult", "search_chunk", "ReplayChooser", "node_scorer", "guard_plan",
+           "check_budget", "episode_groups", "predicted_throughput"]
