@@ -224,11 +224,14 @@ def guard_plan(plan, window, ctx, make_baseline: Callable[[str], object]):  # no
             plan.no_prediction = no_prediction_reason(node)
         return plan
     solo = sum(info.solo_s for g in plan.groups for j in g.jobs if (info := ctx.provider.get(j.profile)) is not None)
-    pred = predicted_throughput(plan, node, solo)
+    if plan.predicted_throughput_vs_timeshare is not None and (plan.predictions_source or "").startswith("simulated"):
+        pred: tuple[float, list[float] | None] | None = (plan.predicted_throughput_vs_timeshare, None)  # the search's own
+    else:
+        pred = predicted_throughput(plan, node, solo)
     if pred is None:
         return plan
     thr, makespans = pred
-    if plan.predicted_throughput_vs_timeshare is None:
+    if makespans is not None and plan.predicted_throughput_vs_timeshare is None:
         plan.predicted_throughput_vs_timeshare = thr
         plan.predictions_source = f"simulated: {node.name}"
         for g, t in zip(plan.groups, makespans):
