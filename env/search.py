@@ -39,9 +39,9 @@ from env.actions import SKIP
 from env.episode import Episode
 from env.nodespec import NodeSpec
 
-#: Rollouts a chunk gets by default: the W = 8 latency target (<= 50 ms a window, median, one core) measured with
-#: bench/search_bench.py on the shipped model (see the README's figures).
-DEFAULT_BUDGET = 24
+#: Rollouts a chunk gets by default, for the W = 8 latency target (<= 50 ms a window, median, one core): measured
+#: with bench/search_bench.py on the shipped model, 36 ms median CPU time at 32 (simulated windows, cold memo).
+DEFAULT_BUDGET = 32
 MAX_BUDGET = 10_000
 #: Branches kept per visited state: the agent's next-best valid actions (more are rarely expanded within a budget).
 BRANCHES_PER_STATE = 4

@@ -145,7 +145,13 @@ def _baseline_plan(name: str, window: Window, node: NodeSpec, seed: int | None, 
     """A baseline's plan for the guard, with the baselines' own job information (profiles, no model pipeline)."""
     ctx = PlanContext(node=node, provider=provider_for(node), seed=seed, simulated=node.name.startswith("sim:"),
                       pin_runtime=pin_runtime)  # type: ignore[arg-type]
-    return get_policy(name).plan(window, ctx)
+    pol = _BASELINES.get(name)
+    if pol is None:  # one object a baseline: the searches keep their evaluator's memo between plans
+        pol = _BASELINES[name] = get_policy(name)
+    return pol.plan(window, ctx)
+
+
+_BASELINES: dict[str, object] = {}
 
 
 def simulate(plan: Plan, seed: int | None = None) -> RunReport:

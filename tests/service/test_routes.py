@@ -206,6 +206,7 @@ def test_service_plan_equals_cosched_schedule(server: Server, planning: None, tm
     served = server.client.post("/schedule", json=window)
     assert served.status_code == 200, served.text
     assert served.json() == printed
+    assert served.content == Plan.model_validate(printed).model_dump_json().encode()  # the same bytes, compact
     assert server.client.get("/model").json()["policy"] in (printed["policy"], printed["requested_policy"])
 
 
