@@ -11,6 +11,9 @@ The search (a best-first *rollout* search, after Bertsekas' rollout algorithms a
   agent's greedy choices (one rollout); the completed plan is scored on the node model (``Scorer``: the sum of
   its groups' makespans; ``env.baselines.GroupEvaluator`` on a simulated node or a node-model file, whose memo
   makes repeated groups free);
+* finally the groups every rollout scored are recombined: the best partition of the chunk into already-scored
+  groups (per schedule action, dynamic programming over subsets as ``best-found`` does; no new simulation), so a
+  good group found in one rollout and another found in a second make one plan;
 * the best plan after ``budget`` rollouts wins. The budget counts rollouts, not seconds, so the same window
   gives the same plan on any machine.
 
@@ -39,9 +42,10 @@ from env.actions import SKIP
 from env.episode import Episode
 from env.nodespec import NodeSpec
 
-#: Rollouts a chunk gets by default, for the W = 8 latency target (<= 50 ms a window, median, one core): measured
-#: with bench/search_bench.py on the shipped model, 36 ms median CPU time at 32 (simulated windows, cold memo).
-DEFAULT_BUDGET = 32
+#: Rollouts a chunk gets by default, for the W = 8 latency target (<= 50 ms a window, median, one core): measured with
+#: bench/search_bench.py on the shipped model (cold evaluator memo, on the shared 2-CPU machine, so noisy): budget 24
+#: 30-47 ms median CPU time, 32 36-55 ms; 24 keeps under 50 ms.
+DEFAULT_BUDGET = 24
 MAX_BUDGET = 10_000
 #: Branches kept per visited state: the agent's next-best valid actions (more are rarely expanded within a budget).
 BRANCHES_PER_STATE = 4
@@ -108,6 +112,7 @@ def search_chunk(new_episode: Callable[[], Episode], scores: Scores, scorer: Sco
                  branches: int = BRANCHES_PER_STATE) -> SearchResult:
     """Best-first rollout search over one chunk's episodes (``new_episode`` makes a fresh one each call)."""
     heap: list[_Branch] = []
+    seen: dict[int, dict[int, tuple[float, list[tuple[int, int]]]]] = {}  # see seen_groups
     counter = itertools.count()
     best: tuple[float, list[int], list[float]] | None = None
     agent_total = math.inf
@@ -143,11 +148,78 @@ def search_chunk(new_episode: Callable[[], Episode], scores: Scores, scorer: Sco
             agent_total = total
         if best is None or total < best[0] - 1e-9:
             best = (total, list(ep.history), makespans)
+        seen_groups(ep, makespans, seen)
         if rollouts >= budget or not heap:
             break
         nxt = heapq.heappop(heap)
         prefix, base_cost = nxt.prefix, nxt.cost
-    return SearchResult(actions=best[1], makespans=best[2], agent_total_s=agent_total, rollouts=rollouts)
+    result = SearchResult(actions=best[1], makespans=best[2], agent_total_s=agent_total, rollouts=rollouts)
+    return recombine(result, seen, new_episode, scorer)
+
+
+def seen_groups(ep: Episode, makespans: list[float], seen: dict[int, dict[int, tuple[float, list[tuple[int, int]]]]]) -> None:
+    """Record a finished rollout's groups: schedule action -> slot bitmask -> (best makespan, [(slot, action)...] in
+    placement order). A group's makespan depends only on the schedule and its members in order, so groups seen in
+    different rollouts combine freely into other partitions of the window."""
+    queue = list(range(len(ep.jobs)))
+    groups: dict[int, list[tuple[int, int]]] = {}
+    for a in ep.history[1:]:
+        if a == SKIP:
+            queue.append(queue.pop(0))
+        else:
+            slot = queue.pop(0)
+            groups.setdefault(ep.group_of[slot], []).append((slot, a))
+    per = seen.setdefault(int(ep.schedule_index), {})  # type: ignore[arg-type]
+    for members, t in zip((groups[g] for g in sorted(groups)), makespans):
+        mask = sum(1 << slot for slot, _ in members)
+        if mask not in per or t < per[mask][0] - 1e-12:
+            per[mask] = (t, members)
+
+
+#: Recombination enumerates submasks (3^W steps): up to this many jobs a chunk (W = 10: 59,049).
+RECOMBINE_MAX_JOBS = 10
+
+
+def recombine(result: SearchResult, seen: dict[int, dict[int, tuple[float, list[tuple[int, int]]]]],
+              new_episode: Callable[[], Episode], scorer: Scorer) -> SearchResult:
+    """The best partition of the chunk into groups the rollouts have scored (any mix of rollouts, per schedule
+    action: dynamic programming over subsets, ``env.baselines._best_partition``), replayed through a fresh
+    episode; the result when it predicts less time than the best single rollout. No new group is simulated."""
+    from env.baselines import Script, ScriptChooser, _best_partition
+
+    probe = new_episode()
+    n = len(probe.jobs)
+    if n > RECOMBINE_MAX_JOBS:
+        return result
+    full = (1 << n) - 1
+    best: tuple[float, int, dict[int, int], dict[int, tuple[float, list[tuple[int, int]]]]] | None = None
+    for schedule in sorted(seen):
+        sub = seen[schedule]
+        total, choice = _best_partition({m: (t, []) for m, (t, _) in sub.items()}, full)
+        if best is None or total < best[0] - 1e-9:
+            best = (total, schedule, choice, sub)
+    if best is None or best[0] >= result.total_s - 1e-9:
+        return result
+    total, schedule, choice, sub = best
+    groups, m = [], full
+    while m:
+        groups.append(list(sub[choice[m]][1]))
+        m ^= choice[m]
+    groups.sort(key=lambda g: min(slot for slot, _ in g))  # earlier queue jobs first: fewer skips to replay
+    chooser = ScriptChooser(Script(schedule, groups))
+    ep = probe
+    ep.step_limit = 2 * ep.window_size * ep.window_size + 4  # a scripted replay may skip more than a chooser would
+    while not ep.done:
+        mask = ep.action_mask()
+        a = chooser(None, mask, ep)  # type: ignore[arg-type]
+        if not mask[a]:
+            return result  # not replayable in this episode (cannot happen for groups it played): keep the rollout's
+        ep._apply(a)
+    makespans = episode_makespans(ep, scorer)
+    if sum(makespans) >= result.total_s - 1e-9:
+        return result
+    return SearchResult(actions=list(ep.history), makespans=makespans, agent_total_s=result.agent_total_s,
+                        rollouts=result.rollouts)
 
 
 class ReplayChooser:
