@@ -12,7 +12,8 @@ The search (a best-first *rollout* search, after Bertsekas' rollout algorithms a
   its groups' makespans; ``env.baselines.GroupEvaluator`` on a simulated node or a node-model file, whose memo
   makes repeated groups free);
 * finally the groups every rollout scored are recombined: the best partition of the chunk into already-scored
-  groups (per schedule action, dynamic programming over subsets as ``best-found`` does; no new simulation), so a
+  groups, plus every pair of the chunk's jobs on five core splits (``pair_groups``, like ``pairs``: a fixed
+  amount of work a chunk), per schedule action, by dynamic programming over subsets as ``best-found`` does, so a
   good group found in one rollout and another found in a second make one plan;
 * the best plan after ``budget`` rollouts wins. The budget counts rollouts, not seconds, so the same window
   gives the same plan on any machine.
@@ -34,6 +35,7 @@ import heapq
 import itertools
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Callable, Sequence
 
 import numpy as np
@@ -43,9 +45,9 @@ from env.episode import Episode
 from env.nodespec import NodeSpec
 
 #: Rollouts a chunk gets by default, for the W = 8 latency target (<= 50 ms a window, median, one core): measured with
-#: bench/search_bench.py on the shipped model (cold evaluator memo, on the shared 2-CPU machine, so noisy): budget 24
-#: 30-47 ms median CPU time, 32 36-55 ms; 24 keeps under 50 ms.
-DEFAULT_BUDGET = 24
+#: bench/search_bench.py on the shipped model (cold evaluator memo, on the shared 2-CPU machine, so noisy): with the
+#: pair candidates, budget 16: 37.5 ms median CPU time (mean 1.375 x time sharing), 24: 52.8 ms (1.374).
+DEFAULT_BUDGET = 16
 MAX_BUDGET = 10_000
 #: Branches kept per visited state: the agent's next-best valid actions (more are rarely expanded within a budget).
 BRANCHES_PER_STATE = 4
@@ -109,13 +111,14 @@ def _greedy(scores: np.ndarray, valid: np.ndarray) -> int:
 
 
 def search_chunk(new_episode: Callable[[], Episode], scores: Scores, scorer: Scorer, budget: int = DEFAULT_BUDGET,
-                 branches: int = BRANCHES_PER_STATE) -> SearchResult:
-    """Best-first rollout search over one chunk's episodes (``new_episode`` makes a fresh one each call)."""
+                 branches: int = BRANCHES_PER_STATE, pairs: bool = True) -> SearchResult:
+    """Best-first rollout search over one chunk's episodes (``new_episode`` makes a fresh one each call), then
+    (``pairs``) every pair of its jobs under the agent's schedule action, then the recombination."""
     heap: list[_Branch] = []
     seen: dict[int, dict[int, tuple[float, list[tuple[int, int]]]]] = {}  # see seen_groups
     counter = itertools.count()
     best: tuple[float, list[int], list[float]] | None = None
-    agent_total = math.inf
+    agent_total, agent_schedule = math.inf, 0
     rollouts = 0
     prefix: tuple[int, ...] = ()
     base_cost = 0.0
@@ -145,7 +148,7 @@ def search_chunk(new_episode: Callable[[], Episode], scores: Scores, scorer: Sco
         makespans = episode_makespans(ep, scorer)
         total = sum(makespans)
         if rollouts == 1:
-            agent_total = total
+            agent_total, agent_schedule = total, ep.history[0]
         if best is None or total < best[0] - 1e-9:
             best = (total, list(ep.history), makespans)
         seen_groups(ep, makespans, seen)
@@ -154,6 +157,9 @@ def search_chunk(new_episode: Callable[[], Episode], scores: Scores, scorer: Sco
         nxt = heapq.heappop(heap)
         prefix, base_cost = nxt.prefix, nxt.cost
     result = SearchResult(actions=best[1], makespans=best[2], agent_total_s=agent_total, rollouts=rollouts)
+    if pairs:
+        pair_groups(ep, agent_schedule, scorer, seen)  # the agent's schedule: the same for any budget, so more
+        # budget only adds candidates (the pool of a smaller budget is a subset): never a worse plan
     return recombine(result, seen, new_episode, scorer)
 
 
@@ -174,6 +180,34 @@ def seen_groups(ep: Episode, makespans: list[float], seen: dict[int, dict[int, t
         mask = sum(1 << slot for slot, _ in members)
         if mask not in per or t < per[mask][0] - 1e-12:
             per[mask] = (t, members)
+
+
+#: The core splits a pair is scored with (all ways, no bandwidth cap): the complementary splits of the encoding.
+PAIR_SPLITS = ((Fraction(1, 8), Fraction(7, 8)), (Fraction(1, 4), Fraction(3, 4)), (Fraction(1, 2), Fraction(1, 2)),
+               (Fraction(3, 4), Fraction(1, 4)), (Fraction(7, 8), Fraction(1, 8)))
+
+
+def pair_groups(ep: Episode, schedule: int, scorer: Scorer,
+                seen: dict[int, dict[int, tuple[float, list[tuple[int, int]]]]]) -> None:
+    """Add every pair of the chunk's jobs as a candidate group (like ``pairs``, the paper's OCRP-ML, on a small
+    grid: the five complementary core splits, all ways, no cap) under ``schedule``: a fixed amount of work a chunk
+    (at most 15 pairs x 5 splits for 6 jobs; the evaluator's memo makes repeats free), not counted in the budget.
+    Where the agent pairs poorly (Cmax 2) the recombination then finds the good pairing."""
+    if ep.max_concurrency < 2:
+        return
+    from env.actions import BW_PERCENTS, SPLITS, WAY_FRACTIONS, JobAction, encode
+
+    acts = [(encode(JobAction(a, max(WAY_FRACTIONS), max(BW_PERCENTS), SPLITS[0])),  # type: ignore[arg-type]
+             encode(JobAction(b, max(WAY_FRACTIONS), max(BW_PERCENTS), SPLITS[0])))  # type: ignore[arg-type]
+            for a, b in PAIR_SPLITS]
+    per = seen.setdefault(schedule, {})
+    names = [i.name for i in ep.infos]
+    for i, j in itertools.combinations(range(len(names)), 2):
+        mask = (1 << i) | (1 << j)
+        for ai, aj in acts:
+            t = scorer(schedule, [(names[i], ai), (names[j], aj)])
+            if mask not in per or t < per[mask][0] - 1e-12:
+                per[mask] = (t, [(i, ai), (j, aj)])
 
 
 #: Recombination enumerates submasks (3^W steps): up to this many jobs a chunk (W = 10: 59,049).

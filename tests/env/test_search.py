@@ -73,9 +73,10 @@ def test_search_is_never_worse_than_the_agent_and_predicts_right(policies, names
 def test_more_budget_never_predicts_worse(policies) -> None:
     _, searching, ctx = policies
     w = window(*WINDOWS[0])
-    thr = [searching(b).plan(w, ctx).predicted_throughput_vs_timeshare for b in (1, 4, 16)]
-    assert thr[0] <= thr[1] + 1e-12 <= thr[2] + 2e-12
-    assert thr[2] > thr[0]  # on this window the agent alone is improvable (0.80 -> 0.98 predicted)
+    plans = [searching(b).plan(w, ctx) for b in (1, 4, 16)]
+    thr = [p.predicted_throughput_vs_timeshare for p in plans]
+    assert thr[0] <= thr[1] + 1e-12 <= thr[2] + 2e-12  # a smaller budget's candidates are a subset of a larger's
+    assert thr[2] > plans[2].search.agent_predicted_throughput_vs_timeshare + 0.1  # the agent alone: 0.80 (predicted)
 
 
 def test_the_same_window_gives_the_same_plan(policies) -> None:
@@ -103,11 +104,12 @@ def test_the_search_expands_the_agents_near_misses() -> None:
     def scores(obs, mask, ep):  # noqa: ANN001 - prefers the first valid action: a poor, deterministic agent
         return -np.arange(mask.size, dtype=np.float64)
 
-    one = search_chunk(fresh, scores, ev.makespan, budget=1)
-    many = search_chunk(fresh, scores, ev.makespan, budget=40)
+    one = search_chunk(fresh, scores, ev.makespan, budget=1, pairs=False)
+    many = search_chunk(fresh, scores, ev.makespan, budget=40, pairs=False)
     assert one.rollouts == 1 and many.rollouts == 40
     assert one.total_s == one.agent_total_s and many.agent_total_s == one.total_s
     assert many.total_s < one.total_s
+    assert search_chunk(fresh, scores, ev.makespan, budget=40).total_s <= many.total_s  # pair candidates only add
     replayed = fresh()
     for a in many.actions:
         replayed.step(a)
