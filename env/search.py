@@ -65,18 +65,23 @@ def check_budget(budget: int) -> int:
     return budget
 
 
-def episode_groups(ep: Episode) -> list[list[tuple[str, int]]]:
-    """Each group's (profile name, job action) in placement order, replayed from the episode's history: what the
-    node model scores (the plan builder places a group's members in this order)."""
+def placed_groups(ep: Episode) -> list[list[tuple[int, int]]]:
+    """Each group's (slot, job action) in placement order, replayed from the episode's history: what the node model
+    scores (the plan builder places a group's members in this order)."""
     queue = list(range(len(ep.jobs)))
-    groups: dict[int, list[tuple[str, int]]] = {}
+    groups: dict[int, list[tuple[int, int]]] = {}
     for a in ep.history[1:]:
         if a == SKIP:
             queue.append(queue.pop(0))
         else:
             slot = queue.pop(0)
-            groups.setdefault(ep.group_of[slot], []).append((ep.infos[slot].name, a))
+            groups.setdefault(ep.group_of[slot], []).append((slot, a))
     return [groups[g] for g in sorted(groups)]
+
+
+def episode_groups(ep: Episode) -> list[list[tuple[str, int]]]:
+    """Each group's (profile name, job action) in placement order."""
+    return [[(ep.infos[slot].name, a) for slot, a in members] for members in placed_groups(ep)]
 
 
 def episode_makespans(ep: Episode, scorer: Scorer) -> list[float]:
@@ -167,16 +172,8 @@ def seen_groups(ep: Episode, makespans: list[float], seen: dict[int, dict[int, t
     """Record a finished rollout's groups: schedule action -> slot bitmask -> (best makespan, [(slot, action)...] in
     placement order). A group's makespan depends only on the schedule and its members in order, so groups seen in
     different rollouts combine freely into other partitions of the window."""
-    queue = list(range(len(ep.jobs)))
-    groups: dict[int, list[tuple[int, int]]] = {}
-    for a in ep.history[1:]:
-        if a == SKIP:
-            queue.append(queue.pop(0))
-        else:
-            slot = queue.pop(0)
-            groups.setdefault(ep.group_of[slot], []).append((slot, a))
     per = seen.setdefault(int(ep.schedule_index), {})  # type: ignore[arg-type]
-    for members, t in zip((groups[g] for g in sorted(groups)), makespans):
+    for members, t in zip(placed_groups(ep), makespans):
         mask = sum(1 << slot for slot, _ in members)
         if mask not in per or t < per[mask][0] - 1e-12:
             per[mask] = (t, members)

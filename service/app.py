@@ -197,12 +197,7 @@ class TokenCheck:
     def authorized(self, request: Request) -> bool:
         if self.expected is None or request.url.path in OPEN_PATHS:
             return True
-        given = b""
-        for key, value in request.scope["headers"]:
-            if key == b"authorization":
-                given = value
-                break
-        return hmac.compare_digest(given, self.expected)
+        return hmac.compare_digest(_header(request.scope, b"authorization") or b"", self.expected)
 
     def __call__(self, request: Request) -> None:
         if not self.authorized(request):

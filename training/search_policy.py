@@ -10,10 +10,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from env.episode import Episode, layout_for_size, plan_window
-from env.errors import InputError
-from env.models import ModelRef, Plan, SearchInfo, Window
-from env.search import DEFAULT_BUDGET, ReplayChooser, check_budget, node_scorer, no_prediction_reason, search_chunk
+import numpy as np
+
+from env.episode import Episode
+from env.models import Plan, SearchInfo, Window
+from env.search import (DEFAULT_BUDGET, ReplayChooser, SearchResult, check_budget, no_prediction_reason, node_scorer,
+                        search_chunk)
 from training.policies import ActorChooser, AgentPolicy
 
 
@@ -34,55 +36,66 @@ class AgentSearchPolicy(AgentPolicy):
             plan.no_prediction = no_prediction_reason(ctx.node)
             return plan
         m = self.model_for(ctx.node)
-        meta = m.meta
-        if window.max_concurrency > meta.max_concurrency:
-            raise InputError(f"max_concurrency {window.max_concurrency} is above the limit of the model "
-                             f"({meta.max_concurrency}, trained for {meta.trained_for.name}): lower it or train a model with --cmax")
-        layout = layout_for_size(meta.obs_size, meta.window_size, ctx.provider.n_features)
-        if layout is None:
-            raise InputError(f"the model takes {meta.obs_size} observation values, this planner makes another size: "
-                             "retrain the model with this cosched")
         chooser = self._choosers.get(id(m))
-        if chooser is None:
-            chooser = self._choosers[id(m)] = ActorChooser(m.layers, members=m.actors)
-        forward = chooser.forward
-        results = []
-        budget = self.budget
-
-        def scores(obs: Any, mask: Any, ep: Episode) -> Any:
-            return forward(obs)
-
-        class _Searched:
-            """Searches its chunk on first use (on a fresh episode of the same jobs), then replays the best."""
-
-            replay: ReplayChooser | None = None
-
-            def __call__(self, obs: Any, mask: Any, ep: Episode) -> int:
-                if self.replay is None:
-                    def fresh() -> Episode:
-                        return Episode(ep.node, ep.jobs, ep.infos, max_concurrency=ep.max_concurrency,
-                                       window_size=ep.window_size, n_features=ep.n_features, reward=ep.reward,
-                                       step_limit=ep.step_limit, obs_layout=ep.obs_layout)
-
-                    res = search_chunk(fresh, scores, scorer, budget)
-                    results.append(res)
-                    self.replay = ReplayChooser(res.actions)
-                return self.replay(obs, mask, ep)
-
-        planned = plan_window(window, ctx.node, ctx.provider, lambda ci: _Searched(), policy=self.name,
-                              window_size=meta.window_size, chooser_per_chunk=True, pin_runtime=ctx.pin_runtime,
-                              obs_layout=layout, model=ModelRef(id=meta.model_id, trained_for=meta.trained_for.name))
-        plan = planned.plan
+        if not isinstance(chooser, SearchingChooser):  # the agent's chooser, wrapped: AgentPolicy.plan uses it
+            chooser = self._choosers[id(m)] = SearchingChooser(ActorChooser(m.layers, members=m.actors), self.budget)
+        chooser.start(scorer)
+        plan = AgentPolicy.plan(self, window, ctx)  # the model's checks, the chunks, the plan built as the agent's
+        results = chooser.results
         if results:
-            solo = sum(ep.solo_total_s() for ep in planned.episodes)
+            solo = sum(ep.solo_total_s() for ep in chooser.episodes)
             makespans = [t for r in results for t in r.makespans]
             for g, t in zip(plan.groups, makespans):
                 g.predicted_makespan_s = t
             plan.predicted_throughput_vs_timeshare = solo / sum(makespans)
             plan.predictions_source = f"simulated: {ctx.node.name}"
-            plan.search = SearchInfo(budget=budget, rollouts=sum(r.rollouts for r in results), chunks=len(results),
+            plan.search = SearchInfo(budget=self.budget, rollouts=sum(r.rollouts for r in results), chunks=len(results),
                                      agent_predicted_throughput_vs_timeshare=solo / sum(r.agent_total_s for r in results))
         return plan
+
+
+class SearchingChooser:
+    """A chooser for ``plan_window``: on the first step of each chunk's episode it searches that chunk (on fresh
+    episodes of the same jobs, ``env.search.search_chunk``) guided by the agent's chooser ``inner``, then replays
+    the best plan found. ``inner``: the MLP's ``ActorChooser`` (its logits are the scores) or any chooser with
+    ``probs(obs, mask, episode)`` (log-probabilities are the scores)."""
+
+    def __init__(self, inner: Any, budget: int) -> None:
+        self.inner = inner
+        self.budget = budget
+        self.scores = self._scores_of(inner)
+        self.scorer: Any = None
+        self.results: list[SearchResult] = []
+        self.episodes: list[Episode] = []
+        self.replay: ReplayChooser | None = None
+
+    @staticmethod
+    def _scores_of(inner: Any) -> Any:
+        if hasattr(inner, "probs"):
+            def log_probs(obs: Any, mask: Any, ep: Episode) -> Any:
+                with np.errstate(divide="ignore"):
+                    return np.log(inner.probs(obs, mask, ep))
+            return log_probs
+        forward = inner.forward
+        return lambda obs, mask, ep: forward(obs)
+
+    def start(self, scorer: Any) -> None:
+        """A new window: forget the last one's chunks."""
+        self.scorer = scorer
+        self.results, self.episodes, self.replay = [], [], None
+
+    def __call__(self, obs: Any, mask: Any, ep: Episode) -> int:
+        if not self.episodes or ep is not self.episodes[-1]:  # the first step of a chunk
+            def fresh() -> Episode:
+                return Episode(ep.node, ep.jobs, ep.infos, max_concurrency=ep.max_concurrency, window_size=ep.window_size,
+                               n_features=ep.n_features, reward=ep.reward, step_limit=ep.step_limit,
+                               obs_layout=ep.obs_layout)
+
+            result = search_chunk(fresh, self.scores, self.scorer, self.budget)
+            self.results.append(result)
+            self.episodes.append(ep)
+            self.replay = ReplayChooser(result.actions)
+        return self.replay(obs, mask, ep)  # type: ignore[misc]
 
 
 _CACHE: dict[tuple, AgentSearchPolicy] = {}
