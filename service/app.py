@@ -123,9 +123,8 @@ def load_served_model(model_path: str | None, node: NodeSpec) -> ServedModel:
 # -- middleware: access log, body limit; the token a dependency ------------------------------------
 
 
-class AccessLog:
-    """Pure ASGI (cheap): one JSON line a request (method, path, status, duration). An exception that escapes the
-    app before it answered is a bug: answered 500 here (with an error id), so the connection stays sound."""
+class _HttpMiddleware:
+    """Pure ASGI middleware for HTTP requests (``handle``); anything else (lifespan) passes through untouched."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -134,6 +133,17 @@ class AccessLog:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        await self.handle(scope, receive, send)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raise NotImplementedError
+
+
+class AccessLog(_HttpMiddleware):
+    """Pure ASGI (cheap): one JSON line a request (method, path, status, duration). An exception that escapes the
+    app before it answered is a bug: answered 500 here (with an error id), so the connection stays sound."""
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         start = time.perf_counter()
         status, started = 500, False  # 500: what is logged if the app raises before answering
 
@@ -158,18 +168,12 @@ class AccessLog:
                                       "duration_ms": round((time.perf_counter() - start) * 1000, 3)}}))
 
 
-class BodyLimit:
+class BodyLimit(_HttpMiddleware):
     """Pure ASGI: a body over MAX_BODY_BYTES is 413. A declared ``Content-Length`` over it is refused at the first
     read, before a byte of it is read (so a route's token dependency, which runs before its body is read, answers
     401 first); chunked (or lying) bodies are counted as they arrive."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         declared = _declared_length(scope)
         received = 0
 
