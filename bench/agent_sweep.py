@@ -62,7 +62,14 @@ def main() -> int:
     ap.add_argument("--search-budget", type=int, default=None, help="agent-search's budget (default: its default)")
     ap.add_argument("--png", default=str(ROOT / "training" / "results" / "agent_sweep.png"))
     ap.add_argument("--json", default=str(ROOT / "training" / "results" / "agent_sweep.json"))
+    ap.add_argument("--replot", metavar="JSON", help="only draw --png again from a table this script wrote")
     args = ap.parse_args()
+    if args.replot:
+        doc = json.loads(Path(args.replot).read_text())
+        ws_done = tuple(sorted({x["W"] for x in doc["cells"]}))
+        draw(doc["cells"], ws_done, doc["search_budget"], doc["node"], args.png)
+        print(f"picture: {args.png}")
+        return 0
     ws = tuple(int(x) for x in args.ws.split(","))
     per_w = {w: args.model for w in ws}
     if args.models:
@@ -100,13 +107,20 @@ def main() -> int:
             print(f"{w:>8} " + "".join(f"{x[key] * 100:>9.1f}%" for x in row))
     Path(args.json).write_text(json.dumps({"simulated": True, "node": node.name, "windows_per_cell": args.windows_per_cell,
                                            "search_budget": budget, "cells": cells}, indent=1))
+    draw(cells, ws, budget, node.name, args.png)
+    print(f"picture: {args.png}; table: {args.json}")
+    return 0
+
+
+def draw(cells: list[dict], ws: tuple[int, ...], budget: int, node_name: str, png: str) -> None:
+    """Two heat maps: the agent's and agent-search's fraction of best-found per cell, with their mean throughput."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.4))
     for ax, key, mean_key, label in ((axes[0], "fraction", "agent", "agent"),
                                      (axes[1], "search_fraction", "agent_search", f"agent-search (budget {budget})")):
         grid = np.array([[next(x[key] for x in cells if x["W"] == w and x["Cmax"] == c) for c in CMAXES] for w in ws])
@@ -118,12 +132,11 @@ def main() -> int:
         for i, w in enumerate(ws):
             for j, c in enumerate(CMAXES):
                 x = next(x for x in cells if x["W"] == w and x["Cmax"] == c)
-                ax.text(j, i, f"{grid[i, j] * 100:.0f} %\n{x[mean_key]:.2f}", ha="center", va="center", color="white", fontsize=8)
-        ax.set_title(f"{label} / best-found, {node.name} (simulated)", fontsize=9)
-    fig.colorbar(im, ax=axes, label="% of best-found")
-    fig.savefig(args.png, dpi=110)
-    print(f"picture: {args.png}; table: {args.json}")
-    return 0
+                ax.text(j, i, f"{grid[i, j] * 100:.0f} %\n{x[mean_key]:.2f}", ha="center", va="center", fontsize=8,
+                        color="black" if grid[i, j] > 0.85 else "white")
+        ax.set_title(f"{label} / best-found\n{node_name} (simulated)", fontsize=9)
+    fig.colorbar(im, ax=axes, label="% of best-found (cell: % and mean throughput vs time sharing)")
+    fig.savefig(png, dpi=110)
 
 
 if __name__ == "__main__":
