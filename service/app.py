@@ -485,7 +485,8 @@ def create_app(node_name: str = "local", model_path: str | None = None, token: s
         summary="An RL co-scheduler for HPC nodes: window in, plan out. The service decides; it never executes.",
         version="0.1.0",
         lifespan=lifespan,
-        dependencies=[Depends(token_check)],  # every route; /healthz is let through by the check itself
+        # every route (/healthz is let through by the check itself); without a token there is nothing to check
+        dependencies=[Depends(token_check)] if token_check.expected is not None else [],
         docs_url=None,  # /docs and /openapi.json are routes below, so the token dependency covers them too
         openapi_url=None,
     )
