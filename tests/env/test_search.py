@@ -176,3 +176,18 @@ def test_guard_leaves_time_sharing_alone() -> None:
     w = window(["MG", "EP"], 2)
     plan = get_policy("timeshare").plan(w, ctx)
     assert guard_plan(plan, w, ctx, lambda name: pytest.fail("no fallback for time sharing")) is plan
+
+
+def test_eval_compares_agent_search_and_says_who_made_a_replaced_plan(tmp_path: Path) -> None:
+    if not MODEL.exists():
+        pytest.skip("no model ships for sim:reference")
+    ws = tmp_path / "ws.json"
+    ws.write_text(json.dumps([{"jobs": [{"id": "MG"}, {"id": "EP"}], "max_concurrency": 2}]))
+    out = subprocess.run([sys.executable, "-m", "service.cli", "eval", "--windows", str(ws), "--policies",
+                          "greedy,agent-search,timeshare", "--search-budget", "4", "--json"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    results = doc["windows"][0]["results"]
+    assert doc["guarded"] is True and all(r["throughput_vs_timeshare"] >= 1.0 - 1e-9 for r in results.values())
+    assert results["greedy"]["made_by"] in ("pairs", "timeshare")  # greedy's own pair is below time sharing
