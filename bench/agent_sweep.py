@@ -1,10 +1,16 @@
-"""The W ∈ {4, 6, 8} × Cmax ∈ {2, 3, 4} sweep (coscheduler.md §8), simulated: per cell, seeded windows of W jobs
-drawn from the whole catalogue (at least one held-out job), planned by the agent and by best-found; the table
-gives the agent's mean throughput vs time sharing, best-found's, and the agent's fraction of it; the picture
-is a heat map of that fraction.
+"""The W ∈ {4, 6, 8, 12} × Cmax ∈ {2, 3, 4} sweep (coscheduler.md §8), simulated: per cell, seeded windows of W jobs
+drawn from the whole catalogue (at least one held-out job), planned by the agent, by agent-search (its default
+budget, ``env.search.DEFAULT_BUDGET``, or --search-budget) and by best-found; the tables give each one's mean
+throughput vs time sharing and its fraction of best-found's; the picture is a heat map of the two fractions.
 
-    .venv/bin/python bench/agent_sweep.py [--model training/models/sim-reference.npz] [--models W=PATH,...]
-        [--windows-per-cell 6] [--png training/results/agent_sweep.png] [--json training/results/agent_sweep.json]
+    nice -n 10 .venv/bin/python bench/agent_sweep.py [--model training/models/sim-reference.npz] [--models W=PATH,...]
+        [--windows-per-cell 6] [--ws 4,6,8,12] [--search-budget N]
+        [--png training/results/agent_sweep.png] [--json training/results/agent_sweep.json]
+
+Every policy plans each window in chunks of 6 jobs (``env.evaluate``'s window size, the shipped network's W), in
+queue order: best-found included, which bounds its cost at W = 12 (two searches of 6 jobs, 1-4 s each, instead
+of one search over 12 jobs' 793 groups). The figures are each policy's own plans (``env.evaluate``'s
+``guard=False``): ``cosched schedule`` and the service would replace a plan predicted below time sharing.
 
 One model plans every cell unless ``--models`` gives one per W (e.g. ``4=m4.npz,8=m8.npz``): a W = 6 model plans
 8-job windows as 6 + 2 (queue order) and 4-job windows as padded windows; its Cmax limit must be ≥ the cell's.
@@ -33,7 +39,7 @@ from env.nodes import load_node  # noqa: E402
 from env.sim.catalogue import ALL_JOBS, HELD_OUT_JOBS  # noqa: E402
 from training.evaluation import evaluate_model  # noqa: E402
 
-WS, CMAXES = (4, 6, 8), (2, 3, 4)
+WS, CMAXES = (4, 6, 8, 12), (2, 3, 4)
 
 
 def cell_windows(w: int, cmax: int, n: int, seed: int = 4242) -> list[Window]:
@@ -52,57 +58,85 @@ def main() -> int:
     ap.add_argument("--model", default=str(ROOT / "training" / "models" / "sim-reference.npz"))
     ap.add_argument("--models", default=None, help="one model per W: 4=PATH,6=PATH,8=PATH")
     ap.add_argument("--windows-per-cell", type=int, default=6)
+    ap.add_argument("--ws", default=",".join(map(str, WS)), help="window sizes (default 4,6,8,12)")
+    ap.add_argument("--search-budget", type=int, default=None, help="agent-search's budget (default: its default)")
     ap.add_argument("--png", default=str(ROOT / "training" / "results" / "agent_sweep.png"))
     ap.add_argument("--json", default=str(ROOT / "training" / "results" / "agent_sweep.json"))
+    ap.add_argument("--replot", metavar="JSON", help="only draw --png again from a table this script wrote")
     args = ap.parse_args()
-    per_w = {w: args.model for w in WS}
+    if args.replot:
+        doc = json.loads(Path(args.replot).read_text())
+        ws_done = tuple(sorted({x["W"] for x in doc["cells"]}))
+        draw(doc["cells"], ws_done, doc["search_budget"], doc["node"], args.png)
+        print(f"picture: {args.png}")
+        return 0
+    ws = tuple(int(x) for x in args.ws.split(","))
+    per_w = {w: args.model for w in ws}
     if args.models:
         for part in args.models.split(","):
             k, v = part.split("=", 1)
             per_w[int(k)] = v
     node = load_node(load_model(args.model).meta.trained_for.name)
+    from env.baselines import register_policy
+    from env.search import DEFAULT_BUDGET
+    from training.search_policy import AgentSearchPolicy
+
+    budget = args.search_budget or DEFAULT_BUDGET
     cells = []
     t0 = time.monotonic()
-    for w in WS:
+    for w in ws:
+        register_policy("agent-search", lambda w=w: AgentSearchPolicy(per_w[w], budget))
         for c in CMAXES:
             doc = evaluate_model(per_w[w], node, cell_windows(w, c, args.windows_per_cell),
-                                 ["agent", "greedy", "pairs", "best-found"], search=True)
+                                 ["agent", "agent-search", "greedy", "pairs", "best-found"], search=True)
             m = doc["mean"]
-            cells.append({"W": w, "Cmax": c, "model": Path(per_w[w]).name, "agent": m["agent"], "greedy": m["greedy"],
-                          "pairs": m["pairs"], "best_found": m["best-found"], "fraction": m["agent"] / m["best-found"]})
-            print(f"W={w} Cmax={c}: agent {m['agent']:.3f}  greedy {m['greedy']:.3f}  pairs {m['pairs']:.3f}  "
-                  f"best-found {m['best-found']:.3f}  agent/best-found {m['agent'] / m['best-found'] * 100:.1f} %  "
-                  f"({time.monotonic() - t0:.0f} s)", flush=True)
-    print("\n(simulated) agent / best-found, mean throughput vs time sharing")
-    print("W \\ Cmax " + "".join(f"{c:>10}" for c in CMAXES))
-    for w in WS:
-        row = [x for x in cells if x["W"] == w]
-        print(f"{w:>8} " + "".join(f"{x['fraction'] * 100:>9.1f}%" for x in row))
+            bf = m["best-found"]
+            cells.append({"W": w, "Cmax": c, "model": Path(per_w[w]).name, "agent": m["agent"], "agent_search": m["agent-search"],
+                          "greedy": m["greedy"], "pairs": m["pairs"], "best_found": bf, "fraction": m["agent"] / bf,
+                          "search_fraction": m["agent-search"] / bf,
+                          "search_min_fraction": min(x["results"]["agent-search"]["throughput_vs_timeshare"]
+                                                     / x["results"]["best-found"]["throughput_vs_timeshare"] for x in doc["windows"])})
+            print(f"W={w} Cmax={c}: agent {m['agent']:.3f}  agent-search {m['agent-search']:.3f}  greedy {m['greedy']:.3f}  "
+                  f"pairs {m['pairs']:.3f}  best-found {bf:.3f}  agent {m['agent'] / bf * 100:.1f} %  "
+                  f"agent-search {m['agent-search'] / bf * 100:.1f} % of best-found  ({time.monotonic() - t0:.0f} s)", flush=True)
+    for key, label in (("fraction", "agent"), ("search_fraction", f"agent-search (budget {budget})")):
+        print(f"\n(simulated) {label} / best-found, mean throughput vs time sharing, {args.windows_per_cell} windows a cell")
+        print("W \\ Cmax " + "".join(f"{c:>10}" for c in CMAXES))
+        for w in ws:
+            row = [x for x in cells if x["W"] == w]
+            print(f"{w:>8} " + "".join(f"{x[key] * 100:>9.1f}%" for x in row))
     Path(args.json).write_text(json.dumps({"simulated": True, "node": node.name, "windows_per_cell": args.windows_per_cell,
-                                           "cells": cells}, indent=1))
+                                           "search_budget": budget, "cells": cells}, indent=1))
+    draw(cells, ws, budget, node.name, args.png)
+    print(f"picture: {args.png}; table: {args.json}")
+    return 0
+
+
+def draw(cells: list[dict], ws: tuple[int, ...], budget: int, node_name: str, png: str) -> None:
+    """Two heat maps: the agent's and agent-search's fraction of best-found per cell, with their mean throughput."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
-    grid = np.array([[next(x["fraction"] for x in cells if x["W"] == w and x["Cmax"] == c) for c in CMAXES] for w in WS])
-    fig, ax = plt.subplots(figsize=(5.5, 4.2))
-    im = ax.imshow(grid * 100, cmap="viridis", vmin=min(80, grid.min() * 100), vmax=100, origin="lower")
-    ax.set_xticks(range(len(CMAXES)), [str(c) for c in CMAXES])
-    ax.set_yticks(range(len(WS)), [str(w) for w in WS])
-    ax.set_xlabel("Cmax")
-    ax.set_ylabel("W (jobs per window)")
-    for i, w in enumerate(WS):
-        for j, c in enumerate(CMAXES):
-            x = next(x for x in cells if x["W"] == w and x["Cmax"] == c)
-            ax.text(j, i, f"{grid[i, j] * 100:.0f} %\n{x['agent']:.2f}", ha="center", va="center", color="white", fontsize=8)
-    fig.colorbar(im, label="agent / best-found (%)")
-    ax.set_title(f"agent vs best-found on {node.name} (simulated)", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(args.png, dpi=110)
-    print(f"picture: {args.png}; table: {args.json}")
-    return 0
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.4))
+    for ax, key, mean_key, label in ((axes[0], "fraction", "agent", "agent"),
+                                     (axes[1], "search_fraction", "agent_search", f"agent-search (budget {budget})")):
+        grid = np.array([[next(x[key] for x in cells if x["W"] == w and x["Cmax"] == c) for c in CMAXES] for w in ws])
+        im = ax.imshow(grid * 100, cmap="viridis", vmin=60, vmax=100, origin="lower")
+        ax.set_xticks(range(len(CMAXES)), [str(c) for c in CMAXES])
+        ax.set_yticks(range(len(ws)), [str(w) for w in ws])
+        ax.set_xlabel("Cmax")
+        ax.set_ylabel("W (jobs per window)")
+        for i, w in enumerate(ws):
+            for j, c in enumerate(CMAXES):
+                x = next(x for x in cells if x["W"] == w and x["Cmax"] == c)
+                ax.text(j, i, f"{grid[i, j] * 100:.0f} %\n{x[mean_key]:.2f}", ha="center", va="center", fontsize=8,
+                        color="black" if grid[i, j] > 0.85 else "white")
+        ax.set_title(f"{label} / best-found\n{node_name} (simulated)", fontsize=9)
+    fig.colorbar(im, ax=axes, label="% of best-found (cell: % and mean throughput vs time sharing)")
+    fig.savefig(png, dpi=110)
 
 
 if __name__ == "__main__":

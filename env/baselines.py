@@ -506,7 +506,7 @@ POLICIES: dict[str, PolicyFactory] = {
 }
 LATER: dict[str, str] = {}
 #: Policies that register themselves when their module is imported (lazily: the agent's need a model file).
-LAZY: dict[str, str] = {"agent": "training.policies", "fifo": "training.policies"}
+LAZY: dict[str, str] = {"agent": "training.policies", "fifo": "training.policies", "agent-search": "training.search_policy"}
 #: Interfaces.md says the default is the agent; until it exists the default is greedy.
 DEFAULT_POLICY = "greedy"
 

@@ -51,7 +51,10 @@ def read_windows(path: str | Path) -> list[Window]:
 
 def evaluate(windows: Sequence[Window], node: NodeSpec, policies: Sequence[str], *,
              backend: Backend | None = None, provider: JobInfoProvider | None = None, seed: int = 0,
-             window_size: int = 6, progress: Callable[[int, str, float], None] | None = None) -> dict[str, Any]:
+             window_size: int = 6, progress: Callable[[int, str, float], None] | None = None,
+             guard: bool = False) -> dict[str, Any]:
+    """``guard``: every plan passes ``env.search.guard_plan`` (as ``cosched schedule`` and the service plan), so a plan
+    predicted below time sharing is replaced by the best baseline's; a result then names the policy that made it."""
     backend = backend if backend is not None else SimBackend(node)
     provider = provider if provider is not None else sim_provider(node)
     for i, w in enumerate(windows):
@@ -70,10 +73,16 @@ def evaluate(windows: Sequence[Window], node: NodeSpec, policies: Sequence[str],
             ctx = PlanContext(node=node, provider=provider, seed=seed + i, window_size=window_size,
                               simulated=backend.simulated)
             plan = pol.plan(w, ctx)
+            if guard:
+                from env.search import guard_plan
+
+                plan = guard_plan(plan, w, ctx, lambda baseline: get_policy(baseline).plan(w, ctx))
             makespans = backend.evaluate(plan, seed=seed + i)
             total = sum(makespans)
             thr = solo / total if total > 0 else float("nan")
             results[name] = {"throughput_vs_timeshare": thr, "total_s": total, "groups": len(makespans)}
+            if plan.fallback_reason:
+                results[name]["made_by"] = plan.policy
             sums[name] += thr
             if progress is not None:
                 progress(i, name, time.perf_counter() - t0)

@@ -148,6 +148,14 @@ class Enforcement(BaseModel):
     reasons: dict[str, str] = Field(default_factory=dict, description="why each missing piece is not enforced")
 
 
+class SearchInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    budget: int = Field(ge=1, description="rollouts allowed per chunk of the window (counts work, not time)")
+    rollouts: int = Field(ge=0, description="rollouts done, all chunks")
+    chunks: int = Field(ge=0, description="episodes the window was planned in (the network's W jobs each)")
+    agent_predicted_throughput_vs_timeshare: float | None = Field(None, description="the agent's own plan (the first rollout), predicted")
+
+
 class Plan(BaseModel):
     model_config = ConfigDict(extra="forbid")
     node: NodeRef
@@ -162,6 +170,10 @@ class Plan(BaseModel):
     pin_runtime: bool = Field(False, description="the launch argv loads the C pinning runtime")
     predicted_throughput_vs_timeshare: float | None = Field(None, description="a prediction (simulated), when the policy has one")
     predictions_source: str | None = Field(None, description="what made the predictions, e.g. 'simulated: sim:reference'")
+    no_prediction: str | None = Field(None, description="why the plan has no predicted throughput (e.g. no node model for the real node)")
+    requested_policy: str | None = Field(None, description="the policy asked for, when another made the plan (a fallback)")
+    fallback_reason: str | None = Field(None, description="why the requested policy's plan was replaced (predicted below time sharing)")
+    search: SearchInfo | None = Field(None, description="what agent-search did: its budget, rollouts and the agent's own plan")
 
     @model_validator(mode="after")
     def _well_formed(self) -> "Plan":

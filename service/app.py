@@ -6,12 +6,11 @@ Routes (``interfaces.md``, HTTP service): ``POST /schedule`` (window in, plan ou
 
 * **Decisions only.** ``POST /schedule`` calls ``service.planning.plan_window`` (the one planning entry point)
   and returns its plan; nothing the service receives is ever executed.
-* **Fast path.** A ``POST /schedule`` with an ``application/json`` body that is a valid window is answered by
-  ``ScheduleFastPath`` ahead of FastAPI's routing: ``Window`` validates the raw bytes (no ``json.loads`` then
-  validation), small windows are planned on the event loop (no thread-pool hop) and ``Plan`` serialises the
-  answer, the same bytes the route returns. Anything else (bad JSON, an invalid window, another content type,
-  a planning error) is replayed to the FastAPI route, which answers exactly as it always has and is what
-  ``/openapi.json`` documents. (Measured in-process: the framework's CPU per request 0.25 ms -> 0.07 ms.)
+* **One route.** ``POST /schedule`` is one FastAPI route: it reads the raw body and validates it with ``Window``
+  in one call (``model_validate_json``: no ``json.loads`` then validation), plans it once (small windows on the
+  event loop, in turn; large ones in a worker thread: ``InlinePlanner``) and answers the plan's JSON bytes. A body
+  that is not a valid window is reported as FastAPI reports bad JSON bodies (``window_of``). The token is a
+  dependency of every route; the size limit (``BodyLimit``) and the access log (``AccessLog``) are middleware.
 * **Errors.** Invalid input is 422 with the field and the reason (``detail: [{field, reason, type}]`` and a
   one-line ``message``); a body over 1 MiB is 413 (a declared ``Content-Length`` is checked before any byte
   is read, chunked bodies are counted as they arrive); our own errors (``cli_exit_code``) are 422 (bad
@@ -19,7 +18,7 @@ Routes (``interfaces.md``, HTTP service): ``POST /schedule`` (window in, plan ou
   never carries a traceback. An exception of no known kind is a bug: it is logged with its traceback and
   answered 500 with an error id, and the tests (bad bodies, a schemathesis run) exist so that no input reaches it.
 * **Token.** With ``token``, every route but ``/healthz`` needs ``Authorization: Bearer <token>`` (401
-  otherwise; constant-time compare).
+  otherwise, unknown paths too; constant-time compare).
 * **Light.** Nothing here imports torch or the training stack; the agent's model plugs in through
   ``load_served_model`` (numpy inference).
 * **Access log.** One JSON line per request on stderr (logger ``cosched.access``): method, path, status,
@@ -43,7 +42,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from fastapi import Body, FastAPI, Path, Request
+from fastapi import Body, Depends, FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import TypeAdapter, ValidationError
@@ -94,10 +93,10 @@ def load_served_model(model_path: str | None, node: NodeSpec) -> ServedModel:
     which GET /model says. The model is read (numpy, no torch) and checked against this node's shape and the
     feature set once, here; a model that cannot be used is an error at start-up (one line, exit 2).
     """
-    from service.planning import default_policy
+    from service.planning import MODEL_POLICIES, default_policy
 
     policy = default_policy(node, model_path)
-    if policy not in ("agent", "fifo"):
+    if policy not in MODEL_POLICIES:
         return ServedModel(policy=policy, reason=f"no model given (cosched serve --model M) and none ships for node "
                            f"{node.name!r}: plans come from the {policy!r} heuristic")
     from profiler.features import FEATURE_NAMES
@@ -121,22 +120,30 @@ def load_served_model(model_path: str | None, node: NodeSpec) -> ServedModel:
     return ServedModel(policy=policy, loaded=loaded, info=info)
 
 
-# -- middleware: access log and token -------------------------------------------------------------
+# -- middleware: access log, body limit; the token a dependency ------------------------------------
 
 
-class AccessAndToken:
-    """Pure ASGI (cheap): checks the bearer token (before any body is read) and logs one JSON line a request.
-    With ``fast_schedule``, POST /schedule with a JSON body goes to it (``ScheduleFastPath``) instead of the app."""
+class _HttpMiddleware:
+    """Pure ASGI middleware for HTTP requests (``handle``); anything else (lifespan) passes through untouched."""
 
-    def __init__(self, app: ASGIApp, token: str | None = None, fast_schedule: "ScheduleFastPath | None" = None) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self.expected = f"Bearer {token}".encode() if token else None
-        self.fast_schedule = fast_schedule
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        await self.handle(scope, receive, send)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raise NotImplementedError
+
+
+class AccessLog(_HttpMiddleware):
+    """Pure ASGI (cheap): one JSON line a request (method, path, status, duration). An exception that escapes the
+    app before it answered is a bug: answered 500 here (with an error id), so the connection stays sound."""
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         start = time.perf_counter()
         status, started = 500, False  # 500: what is logged if the app raises before answering
 
@@ -147,33 +154,11 @@ class AccessAndToken:
             await send(message)
 
         try:
-            if self.expected is not None and scope["path"] not in OPEN_PATHS and not self._authorized(scope):
-                await _send_json(send_logged, 401, {"detail": "missing or wrong bearer token: send 'Authorization: Bearer <COSCHED_TOKEN>'"},
-                                 [(b"www-authenticate", b"Bearer")])
-            elif _declared_length(scope) > MAX_BODY_BYTES:  # refused before reading a byte of it
-                await _send_json(send_logged, 413, {"detail": TOO_LARGE})
-            else:
-                received = 0
-
-                async def receive_limited() -> Message:  # chunked (or lying) bodies: counted as they arrive
-                    nonlocal received
-                    message = await receive()
-                    if message["type"] == "http.request":
-                        received += len(message.get("body", b""))
-                        if received > MAX_BODY_BYTES:
-                            raise StarletteHTTPException(413, TOO_LARGE)  # FastAPI passes it on: our handler answers
-                    return message
-
-                try:
-                    if (self.fast_schedule is not None and scope["path"] == "/schedule" and scope["method"] == "POST"
-                            and _header(scope, b"content-type") == b"application/json"):
-                        await self.fast_schedule(scope, receive_limited, send_logged, self.app)
-                    else:
-                        await self.app(scope, receive_limited, send_logged)
-                except Exception as exc:  # noqa: BLE001 - a bug: answered here, so the connection stays sound
-                    if started:
-                        raise
-                    await _send_json(send_logged, 500, bug_report(exc, scope["method"], scope["path"]))
+            await self.app(scope, receive, send_logged)
+        except Exception as exc:  # noqa: BLE001 - a bug (see the module docstring)
+            if started:
+                raise
+            await _send_json(send_logged, 500, bug_report(exc, scope["method"], scope["path"]))
         finally:
             if access_log.isEnabledFor(logging.INFO):
                 # makeRecord + handle: Logger.info would also walk the stack for the caller, which nobody reads
@@ -182,14 +167,48 @@ class AccessAndToken:
                     extra={"fields": {"method": scope["method"], "path": scope["path"], "status": status,
                                       "duration_ms": round((time.perf_counter() - start) * 1000, 3)}}))
 
-    def _authorized(self, scope: Scope) -> bool:
-        assert self.expected is not None
-        given = b""
-        for key, value in scope["headers"]:
-            if key == b"authorization":
-                given = value
-                break
-        return hmac.compare_digest(given, self.expected)
+
+class BodyLimit(_HttpMiddleware):
+    """Pure ASGI: a body over MAX_BODY_BYTES is 413. A declared ``Content-Length`` over it is refused at the first
+    read, before a byte of it is read (so a route's token dependency, which runs before its body is read, answers
+    401 first); chunked (or lying) bodies are counted as they arrive."""
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        declared = _declared_length(scope)
+        received = 0
+
+        async def receive_limited() -> Message:
+            nonlocal received
+            if declared > MAX_BODY_BYTES:
+                raise StarletteHTTPException(413, TOO_LARGE)  # FastAPI passes it on: our handler answers
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > MAX_BODY_BYTES:
+                    raise StarletteHTTPException(413, TOO_LARGE)
+            return message
+
+        await self.app(scope, receive_limited, send)
+
+
+class TokenCheck:
+    """The bearer-token rule as a FastAPI dependency (every route but OPEN_PATHS), and the same check for what has
+    no route: FastAPI's 404/405 answers (an unknown path is not told apart from a protected one without a token)."""
+
+    def __init__(self, token: str | None) -> None:
+        self.expected = f"Bearer {token}".encode() if token else None
+
+    def authorized(self, request: Request) -> bool:
+        if self.expected is None or request.url.path in OPEN_PATHS:
+            return True
+        return hmac.compare_digest(_header(request.scope, b"authorization") or b"", self.expected)
+
+    def __call__(self, request: Request) -> None:
+        if not self.authorized(request):
+            raise StarletteHTTPException(401, UNAUTHORIZED, headers={"www-authenticate": "Bearer"})
+
+
+UNAUTHORIZED = "missing or wrong bearer token: send 'Authorization: Bearer <COSCHED_TOKEN>'"
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:
@@ -209,14 +228,46 @@ def _declared_length(scope: Scope) -> int:
 
 _WINDOW: TypeAdapter[Window] = TypeAdapter(Window)
 _PLAN: TypeAdapter[Plan] = TypeAdapter(Plan)
-JSON_TYPE = b"application/json"
 
 
-class ScheduleFastPath:
-    """POST /schedule for a valid JSON window without FastAPI's request machinery (see the module docstring).
+def window_of(body: bytes, content_type: bytes | None) -> Window:
+    """The window in a POST /schedule body. A valid JSON window is validated from the raw bytes in one call
+    (``Window`` itself, no ``json.loads`` first); anything else is reported as FastAPI reports a bad JSON body
+    (the same statuses, fields and reasons: 422 with the field, 400 for bytes that are not JSON text at all)."""
+    is_json = content_type is not None and _is_json_type(content_type)
+    if is_json:
+        try:
+            return _WINDOW.validate_json(body)
+        except ValidationError:
+            pass  # reported below, field by field, as FastAPI validates a parsed body
+    if not body:
+        raise RequestValidationError([{"type": "missing", "loc": ("body",), "msg": "Field required", "input": None}])
+    if not is_json:
+        raise RequestValidationError([{"type": "model_attributes_type", "loc": ("body",), "input": None,
+                                       "msg": "Input should be a valid dictionary or object to extract fields from"}])
+    try:
+        doc = json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise RequestValidationError([{"type": "json_invalid", "loc": ("body", exc.pos), "msg": "JSON decode error",
+                                       "input": {}, "ctx": {"error": exc.msg}}]) from None
+    except (UnicodeDecodeError, RecursionError, ValueError) as exc:
+        raise StarletteHTTPException(400, "There was an error parsing the body") from exc
+    try:
+        return _WINDOW.validate_python(doc)
+    except ValidationError as exc:
+        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
 
-    ``plan`` turns a window into the plan's JSON bytes (the route's own function). Whatever this path does not
-    answer with a plan goes to ``app`` with the body replayed, so errors keep the route's exact answers.
+
+def _is_json_type(content_type: bytes) -> bool:
+    """application/json or application/*+json, with any parameters (what FastAPI reads as JSON)."""
+    main = content_type.split(b";", 1)[0].strip().lower()
+    return main == b"application/json" or (main.startswith(b"application/") and main.endswith(b"+json"))
+
+
+class InlinePlanner:
+    """Plans a window for POST /schedule: small windows on the event loop, in turn; large ones in a worker thread.
+
+    ``plan`` turns a window into the plan's JSON bytes; the caller never holds ``lock`` (one plan at a time).
     """
 
     def __init__(self, plan: Callable[[Window], bytes], lock: threading.Lock) -> None:
@@ -232,50 +283,9 @@ class ScheduleFastPath:
             self._turns = (loop, asyncio.Lock())
         return self._turns[1]
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send, app: ASGIApp) -> None:
-        chunks = []
-        try:
-            while True:
-                message = await receive()
-                if message["type"] != "http.request":
-                    return  # the client went away: nobody to answer
-                chunks.append(message.get("body", b""))
-                if not message.get("more_body", False):
-                    break
-        except StarletteHTTPException as exc:  # over 1 MiB as it arrived (AccessAndToken's receive)
-            await JSONResponse({"detail": exc.detail}, status_code=exc.status_code)(scope, receive, send)
-            return
-        body = b"".join(chunks)
-        answer = None
-        try:
-            window = _WINDOW.validate_json(body)
-        except ValidationError:
-            pass  # the route reports it, field by field, as FastAPI validates
-        else:
-            try:
-                answer = await self._planned(window)
-            except Exception:  # noqa: BLE001 - the route plans again and maps the error (or reports the bug)
-                answer = None
-        if answer is None:
-            replayed = False
-
-            async def replay() -> Message:
-                nonlocal replayed
-                if not replayed:
-                    replayed = True
-                    return {"type": "http.request", "body": body, "more_body": False}
-                return await receive()
-
-            await app(scope, replay, send)
-            return
-        # the headers starlette's Response(plan_json, media_type="application/json") sends, in its order
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-length", str(len(answer)).encode()), (b"content-type", JSON_TYPE)]})
-        await send({"type": "http.response.body", "body": answer})
-
-    async def _planned(self, window: Window) -> bytes:
+    async def planned(self, window: Window) -> bytes:
         # Planning is CPU-bound and one worker has one core: a small window planned here costs less than the
-        # hop to a worker thread. The lock is busy only while the warm-up plan or a routed request holds it.
+        # hop to a worker thread. The lock is busy only while the warm-up plan holds it.
         if len(window.jobs) <= INLINE_PLAN_JOBS:
             # One inline plan per turn of the event loop, in arrival order. Without this, every request read
             # in one poll is planned back to back before the loop polls again, and uvloop (libuv) accepts one
@@ -378,13 +388,15 @@ def _error_status(exc: BaseException) -> int | None:
     return 422 if code == 2 else 503
 
 
-def _install_error_handlers(app: FastAPI) -> None:
+def _install_error_handlers(app: FastAPI, token_check: TokenCheck) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         return JSONResponse(validation_detail(list(exc.errors())), status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code in (404, 405) and not token_check.authorized(request):  # no route, so no dependency ran
+            exc = StarletteHTTPException(401, UNAUTHORIZED, headers={"www-authenticate": "Bearer"})
         detail = exc.detail
         if exc.status_code == 413:
             detail = TOO_LARGE
@@ -401,7 +413,7 @@ def _install_error_handlers(app: FastAPI) -> None:
         app.add_exception_handler(ours, _ours)
 
     @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:  # outside AccessAndToken: a fallback
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:  # inside AccessLog: a fallback
         return JSONResponse(bug_report(exc, request.method, request.url.path), status_code=500)
 
 
@@ -467,27 +479,48 @@ def create_app(node_name: str = "local", model_path: str | None = None, token: s
         threading.Thread(target=warm_up, name="cosched-warm-up", daemon=True).start()
         yield
 
+    token_check = TokenCheck(token or None)
     app = FastAPI(
         title="cosched",
         summary="An RL co-scheduler for HPC nodes: window in, plan out. The service decides; it never executes.",
         version="0.1.0",
         lifespan=lifespan,
+        # every route (/healthz is let through by the check itself); without a token there is nothing to check
+        dependencies=[Depends(token_check)] if token_check.expected is not None else [],
+        docs_url=None,  # /docs and /openapi.json are routes below, so the token dependency covers them too
+        openapi_url=None,
     )
+
     def plan_json(window: Window) -> bytes:
-        """The plan of ``window`` as the JSON bytes both ways into POST /schedule answer with; the caller holds
-        ``state.plan_lock`` (one plan at a time: planning is CPU-bound, and need not be thread-safe)."""
+        """The plan of ``window`` as JSON bytes (the caller holds ``state.plan_lock``: planning is CPU-bound, and
+        need not be thread-safe)."""
         return _PLAN.dump_json(plan_window(window, state.node_name, policy=state.model.policy, model=state.model.loaded))
 
+    planner = InlinePlanner(plan_json, state.plan_lock)
     app.state.cosched = state
-    app.add_middleware(AccessAndToken, token=token or None, fast_schedule=ScheduleFastPath(plan_json, state.plan_lock))
-    _install_error_handlers(app)
+    app.state.planner = planner
+    app.add_middleware(BodyLimit)
+    app.add_middleware(AccessLog)  # outermost: logs every answer, the token's and the size limit's included
+    _install_error_handlers(app, token_check)
 
     @app.post("/schedule", response_model=Plan, summary="window in, plan out (nothing is run)",
+              openapi_extra={"requestBody": {"required": True, "content": {
+                  "application/json": {"schema": {"$ref": "#/components/schemas/Window"}}}}},
               responses={413: {"description": "body over 1 MiB"}, 422: {"description": "invalid window (field and reason)"}})
-    def schedule(window: Window) -> Response:
-        """Valid JSON windows are answered by ScheduleFastPath; this route answers everything else (and documents it)."""
-        with state.plan_lock:
-            return Response(plan_json(window), media_type="application/json")
+    async def schedule(request: Request) -> Response:
+        """The raw body validated by ``Window`` in one call (``window_of``), planned once, answered as bytes."""
+        window = window_of(await request.body(), _header(request.scope, b"content-type"))
+        return Response(await planner.planned(window), media_type="application/json")
+
+    @app.get("/openapi.json", include_in_schema=False)
+    async def openapi_json() -> JSONResponse:
+        return JSONResponse(openapi_document(app))
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> Response:
+        from fastapi.openapi.docs import get_swagger_ui_html
+
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="cosched - docs")
 
     @app.get("/healthz", summary="{'status': 'ok'} once the node and the model are loaded")
     async def healthz() -> dict[str, str]:
@@ -545,6 +578,18 @@ def create_app(node_name: str = "local", model_path: str | None = None, token: s
         return {"deleted": name, "node_id": state.node_id}
 
     return app
+
+
+def openapi_document(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's OpenAPI document, with the ``Window`` schema POST /schedule's body refers to (the route reads the
+    raw body itself, so FastAPI does not find the model in its signature)."""
+    if app.openapi_schema is None:
+        doc = app.openapi()
+        schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+        window = Window.model_json_schema(ref_template="#/components/schemas/{model}")
+        schemas.update(window.pop("$defs", {}))
+        schemas["Window"] = window
+    return app.openapi_schema  # type: ignore[return-value]
 
 
 def app_from_env() -> FastAPI:

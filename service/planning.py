@@ -15,6 +15,7 @@ from env.baselines import DEFAULT_POLICY, PlanContext, get_policy
 from env.errors import InputError
 from env.jobinfo import JobInfoProvider, sim_provider
 from env.launch import PINRT_LIB
+from env.search import guard_plan
 from env.models import Plan, RunReport, Window
 from env.nodes import load_node
 from env.nodespec import NodeSpec
@@ -93,34 +94,64 @@ def _fitted_on_store(store_path: str, nid: str, _stamp: tuple[int, ...]) -> "Fea
     return FeaturePipeline.fit(stored) if stored else None
 
 
-def default_policy(node: NodeSpec, model: str | None = None) -> str:
-    """``agent`` when a model is given or one ships for ``node`` (training.policies), else the baseline default."""
-    if model is not None:
-        return "agent"
-    from training.policies import shipped_model_for
-
-    return "agent" if shipped_model_for(node) is not None else DEFAULT_POLICY
+MODEL_POLICIES = ("agent", "fifo", "agent-search")
 
 
-def plan_window(window: Window, node_name: str, *, policy: str | None = None, model: str | None = None,
-                pin_runtime: bool = False, seed: int | None = None) -> Plan:
-    node = load_node(node_name)
-    name = policy or default_policy(node, model)
-    if model is not None and name not in ("agent", "fifo"):
-        raise InputError(f"--model is for the agent policies; policy {name!r} does not use a model")
-    pipeline = None
-    if name in ("agent", "fifo"):
-        from training.policies import agent_policy
+def default_policy(node: NodeSpec, model: object | None = None) -> str:
+    """``agent-search`` when a model is given or ships for ``node`` and the node has a node model to score plans on
+    (a simulated node); ``agent`` with a model but no node model (the real node); else the baseline default."""
+    from env.search import node_scorer
 
+    if model is None:
         from training.policies import shipped_model_for
 
-        pol = agent_policy(name, model if model is not None else shipped_model_for(node))  # given, else shipped
+        if shipped_model_for(node) is None:
+            return DEFAULT_POLICY
+    return "agent-search" if node_scorer(node) is not None else "agent"
+
+
+def plan_window(window: Window, node_name: str, *, policy: str | None = None, model: object | None = None,
+                pin_runtime: bool = False, seed: int | None = None, search_budget: int | None = None) -> Plan:
+    """The plan of ``window`` for ``node_name``: the policy's, unless it is predicted below time sharing (then the
+    best baseline's, saying why: ``env.search.guard_plan``)."""
+    node = load_node(node_name)
+    name = policy or default_policy(node, model)
+    if model is not None and name not in MODEL_POLICIES:
+        raise InputError(f"--model is for the agent policies; policy {name!r} does not use a model")
+    if search_budget is not None and name != "agent-search":
+        raise InputError(f"--search-budget is for the agent-search policy, not {name!r}")
+    pipeline = None
+    if name in MODEL_POLICIES:
+        from training.policies import agent_policy, shipped_model_for
+
+        chosen = model if model is not None else shipped_model_for(node)  # given, else shipped
+        if name == "agent-search":
+            from env.search import DEFAULT_BUDGET, check_budget
+            from training.search_policy import agent_search_policy
+
+            pol = agent_search_policy(chosen, check_budget(search_budget if search_budget is not None else DEFAULT_BUDGET))
+        else:
+            pol = agent_policy(name, chosen)  # type: ignore[arg-type]
         pipeline = pol.pipeline(node)  # features scaled as in training (the local node's profiles)
     else:
         pol = get_policy(name)
     ctx = PlanContext(node=node, provider=provider_for(node, pipeline), seed=seed, simulated=node.name.startswith("sim:"),
                       pin_runtime=PINRT_LIB if pin_runtime else None)
+    plan = pol.plan(window, ctx)
+    return guard_plan(plan, window, ctx, lambda baseline: _baseline_plan(baseline, window, node, seed, ctx.pin_runtime))
+
+
+def _baseline_plan(name: str, window: Window, node: NodeSpec, seed: int | None, pin_runtime: object) -> Plan:
+    """A baseline's plan for the guard, with the baselines' own job information (profiles, no model pipeline)."""
+    ctx = PlanContext(node=node, provider=provider_for(node), seed=seed, simulated=node.name.startswith("sim:"),
+                      pin_runtime=pin_runtime)  # type: ignore[arg-type]
+    pol = _BASELINES.get(name)
+    if pol is None:  # one object a baseline: the searches keep their evaluator's memo between plans
+        pol = _BASELINES[name] = get_policy(name)
     return pol.plan(window, ctx)
+
+
+_BASELINES: dict[str, object] = {}
 
 
 def simulate(plan: Plan, seed: int | None = None) -> RunReport:

@@ -13,6 +13,7 @@ from rich.table import Table
 from env.errors import InputError
 from env.evaluate import DEFAULT_EVAL_POLICIES
 from env.nodes import DEFAULT_SIM_NODE
+from service.commands.schedule import _budget
 from service.output import emit
 
 
@@ -26,6 +27,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--policies", default=",".join(DEFAULT_EVAL_POLICIES), help=f"comma-separated (default {','.join(DEFAULT_EVAL_POLICIES)})")
     p.add_argument("--window-size", type=int, default=6, metavar="W", help="jobs planned together (longer windows are planned W at a time; default 6)")
     p.add_argument("--max-concurrency", type=int, default=None, metavar="C", help="override every window's max_concurrency (Cmax)")
+    p.add_argument("--search-budget", type=_budget, default=None, metavar="N",
+                   help="agent-search: rollouts per window chunk (default: env.search.DEFAULT_BUDGET)")
+    p.add_argument("--no-guard", action="store_true",
+                   help="report each policy's own plan even when it is predicted below time sharing (default: replaced by the best baseline, as cosched schedule does)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random policy and of simulated noise (default 0)")
     p.add_argument("--noise", type=float, default=0.0, metavar="SD", help="simulated measurement noise: each job's time x exp(N(0, SD)), seeded (default 0)")
     p.add_argument("--plot", metavar="PNG", help="also draw a bar chart of the mean throughput per policy")
@@ -126,7 +131,16 @@ def run(args: argparse.Namespace) -> int:
     from env.sim.world import world_for
 
     backend = SimBackend(node, replace(world_for(node).params, noise_sd=args.noise))
-    doc = evaluate(windows, node, policies, backend=backend, seed=args.seed, window_size=args.window_size, progress=progress)
+    if args.search_budget is not None:
+        if "agent-search" not in policies:
+            raise InputError("--search-budget is for the agent-search policy: add it to --policies")
+        from env.baselines import register_policy
+        from training.search_policy import AgentSearchPolicy
+
+        register_policy("agent-search", lambda: AgentSearchPolicy(None, args.search_budget))
+    doc = evaluate(windows, node, policies, backend=backend, seed=args.seed, window_size=args.window_size, progress=progress,
+                   guard=not args.no_guard)
+    doc["guarded"] = not args.no_guard
     doc["noise_sd"] = args.noise
     emit(doc, args.json, lambda: render(doc))
     if args.plot:

@@ -38,7 +38,7 @@ def test_jobs_json(capsys):
 
 def test_schedule_then_run_sim(capsys, tmp_path):
     w = write(tmp_path, "w.json", WINDOW)
-    plan = run_json(capsys, ["schedule", w, "--policy", "pairs", "--json"])
+    plan = run_json(capsys, ["schedule", w, "--node", "sim:reference", "--policy", "pairs", "--json"])
     assert plan["node"]["name"] == "sim:reference" and plan["policy"] == "pairs"
     assert sorted(j["id"] for g in plan["groups"] for j in g["jobs"]) == ["cg", "ep", "mg", "ws"]
     p = write(tmp_path, "p.json", plan)
@@ -77,7 +77,7 @@ def test_eval_table_says_simulated(capsys, tmp_path):
 ])
 def test_bad_input_is_one_clear_line_and_exit_2(capsys, tmp_path, argv_doc, needle):
     w = write(tmp_path, "w.json", WINDOW)
-    assert main(["schedule", w, "--policy", "greedy", "--json"]) == 0
+    assert main(["schedule", w, "--node", "sim:reference", "--policy", "greedy", "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     bad_cpu = json.loads(json.dumps(plan))
     bad_cpu["groups"][0]["jobs"][0]["cpus"] = [0, 99]
@@ -98,5 +98,5 @@ def test_bad_input_is_one_clear_line_and_exit_2(capsys, tmp_path, argv_doc, need
 
 def test_unknown_job_in_a_window_is_excluded_with_the_reason(capsys, tmp_path):
     w = write(tmp_path, "w.json", {"jobs": [{"id": "ep", "profile": "EP"}, {"id": "new-job", "command": ["./x"]}]})
-    plan = run_json(capsys, ["schedule", w, "--json"])
+    plan = run_json(capsys, ["schedule", w, "--node", "sim:reference", "--json"])
     assert [e["id"] for e in plan["excluded"]] == ["new-job"] and "will run alone and be profiled" in plan["excluded"][0]["reason"]

@@ -1,7 +1,8 @@
-"""POST /schedule's fast path (service.app.ScheduleFastPath) answers exactly as the FastAPI route (real HTTP).
+"""POST /schedule is one route (service.app): the raw body validated by ``Window`` in one call, planned once (real HTTP).
 
-The fast path takes ``Content-Type: application/json`` exactly; ``application/json; charset=utf-8`` goes through
-the route (FastAPI's JSON parsing and validation), so the same body sent both ways must get the same bytes back.
+The same body sent as ``application/json`` and as ``application/json; charset=utf-8`` gets the same bytes back, valid
+or not (bad bodies are reported as FastAPI reports bad JSON bodies); a window is planned once a request, even when
+planning fails; small windows are planned on the event loop in turn, large ones in a worker thread.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from svc_support import SIM_NODE, Server, running
 from test_bad_bodies import CASES
 
 from env.models import Window, WindowJob
-from service.app import INLINE_PLAN_JOBS, ScheduleFastPath, create_app
+from service.app import INLINE_PLAN_JOBS, InlinePlanner, create_app
 
 FAST = {"content-type": "application/json"}
 ROUTED = {"content-type": "application/json; charset=utf-8"}
@@ -58,20 +59,23 @@ def test_bad_bodies_answered_as_the_route(server: Server, name: str, raw: bytes)
     assert fast == routed
 
 
-def test_the_fast_path_is_taken_only_for_json(cosched_home: Path, planning: None) -> None:
-    """Valid windows sent as application/json are planned by the fast path; others reach the route."""
+def test_a_window_is_planned_once_per_request(cosched_home: Path, planning: None) -> None:
+    """Valid windows are planned once whatever the JSON content type; invalid ones never; a failing plan once."""
     app = create_app(SIM_NODE)
-    fast = next(m.kwargs["fast_schedule"] for m in app.user_middleware if "fast_schedule" in m.kwargs)
+    planner = app.state.planner
     calls = []
-    plan = fast.plan
-    fast.plan = lambda window: calls.append(window) or plan(window)
+    plan = planner.plan
+    planner.plan = lambda window: calls.append(window) or plan(window)
     with running(app, cosched_home) as s:
         r = s.client.post("/schedule", content=b'{"jobs": [{"id": "MG"}]}', headers=FAST)
         assert r.status_code == 200 and r.headers["content-type"] == "application/json"
         assert int(r.headers["content-length"]) == len(r.content) and len(calls) == 1
         assert s.client.post("/schedule", content=b'{"jobs": [{"id": "MG"}]}', headers=ROUTED).content == r.content
+        assert len(calls) == 2
         assert s.client.post("/schedule", content=b'{"jobs": [{"id": "a b"}]}', headers=FAST).status_code == 422
-        assert len(calls) == 1
+        assert len(calls) == 2
+        failing = s.client.post("/schedule", content=b'{"jobs": [{"id": "MG"}], "max_concurrency": 64}', headers=FAST)
+        assert failing.status_code in (200, 422) and len(calls) == 3  # above the model's Cmax: an error, planned once
 
 
 def _run_on(loop_kind: str, main: "Callable[[], Awaitable[None]]") -> None:
@@ -95,7 +99,7 @@ def test_inline_plans_take_turns_in_arrival_order(loop_kind: str) -> None:
         order.append((window.jobs[0].id, ticks))
         return window.jobs[0].id.encode()
 
-    fast = ScheduleFastPath(plan, threading.Lock())
+    fast = InlinePlanner(plan, threading.Lock())
     windows = [Window(jobs=[WindowJob(id=f"w{i}")]) for i in range(8)]
 
     async def main() -> None:
@@ -109,7 +113,7 @@ def test_inline_plans_take_turns_in_arrival_order(loop_kind: str) -> None:
                 await asyncio.sleep(0)
 
         beat = asyncio.create_task(ticker())
-        answers = await asyncio.gather(*(fast._planned(w) for w in windows))
+        answers = await asyncio.gather(*(fast.planned(w) for w in windows))
         stop = True
         await beat
         assert answers == [w.jobs[0].id.encode() for w in windows]
@@ -131,16 +135,16 @@ def test_large_windows_and_a_busy_planner_go_to_a_thread() -> None:
         return b"ok"
 
     lock = threading.Lock()
-    fast = ScheduleFastPath(plan, lock)
+    fast = InlinePlanner(plan, lock)
     big = Window(jobs=[WindowJob(id=f"j{i}") for i in range(INLINE_PLAN_JOBS + 1)])
     small = Window(jobs=[WindowJob(id="MG")])
 
     async def main() -> None:
-        assert await fast._planned(small) == b"ok"
-        assert await fast._planned(big) == b"ok"
+        assert await fast.planned(small) == b"ok"
+        assert await fast.planned(big) == b"ok"
         lock.acquire()
         try:
-            pending = asyncio.ensure_future(fast._planned(small))
+            pending = asyncio.ensure_future(fast.planned(small))
             await asyncio.sleep(0.05)
             assert not pending.done()  # waits for the lock, in a thread, without blocking the loop
         finally:

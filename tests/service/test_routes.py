@@ -48,7 +48,7 @@ def test_model_says_which_policy_plans(server: Server) -> None:
     r = server.client.get("/model")
     assert r.status_code == 200
     doc = r.json()
-    if doc["policy"] == "agent":  # a model ships for the node
+    if doc["policy"] == "agent-search":  # a model ships for the node (and the simulated node scores its plans)
         assert doc["model"]["shipped"] is True and doc["model"]["trained_for"]["name"] == SIM_NODE
     else:
         assert doc["policy"] == "greedy" and doc["model"] is None and "greedy" in doc["reason"]
@@ -67,11 +67,12 @@ def test_model_is_the_shipped_one_or_none(ships: bool, tmp_path: Path, cosched_h
         doc = s.client.get("/model").json()
         plan = s.client.post("/schedule", json={"jobs": [{"id": "MG"}, {"id": "EP"}]}).json()
     if ships:
-        assert doc["policy"] == "agent" and doc["model"]["shipped"] is True and doc["model"]["path"].endswith("reference.npz")
-        assert plan["policy"] == "agent" and plan["model"]["id"] == doc["model"]["id"]
+        assert doc["policy"] == "agent-search" and doc["model"]["shipped"] is True and doc["model"]["path"].endswith("reference.npz")
+        # agent-search's plan, or the best baseline's when it is predicted below time sharing (a random tiny model)
+        assert "agent-search" in (plan["policy"], plan["requested_policy"]) and plan["model"]["id"] == doc["model"]["id"]
     else:
         assert doc == {"policy": "greedy", "model": None, "reason": doc["reason"]} and SIM_NODE in doc["reason"]
-        assert plan["policy"] == "greedy" and plan["model"] is None
+        assert "greedy" in (plan["policy"], plan["requested_policy"]) and plan["model"] is None
 
 
 def test_docs_and_openapi(server: Server) -> None:
@@ -172,7 +173,8 @@ def test_schedule_returns_a_plan(server: Server, planning: None) -> None:
     r = server.client.post("/schedule", json=window)
     assert r.status_code == 200, r.text
     plan = Plan.model_validate(r.json())
-    assert plan.node.name == SIM_NODE and plan.policy == server.client.get("/model").json()["policy"] and plan.max_concurrency == 2
+    assert plan.node.name == SIM_NODE and server.client.get("/model").json()["policy"] in (plan.policy, plan.requested_policy)
+    assert plan.max_concurrency == 2
     placed = [j.id for g in plan.groups for j in g.jobs] + [e.id for e in plan.excluded]
     assert sorted(placed) == sorted(j["id"] for j in window["jobs"])
 
@@ -204,7 +206,8 @@ def test_service_plan_equals_cosched_schedule(server: Server, planning: None, tm
     served = server.client.post("/schedule", json=window)
     assert served.status_code == 200, served.text
     assert served.json() == printed
-    assert server.client.get("/model").json()["policy"] == printed["policy"]
+    assert served.content == Plan.model_validate(printed).model_dump_json().encode()  # the same bytes, compact
+    assert server.client.get("/model").json()["policy"] in (printed["policy"], printed["requested_policy"])
 
 
 def test_service_plan_equals_cosched_schedule_with_a_model(planning: None, tmp_path: Path, cosched_home: Path) -> None:
@@ -222,7 +225,7 @@ def test_service_plan_equals_cosched_schedule_with_a_model(planning: None, tmp_p
     with running_app(SIM_NODE, model_path=str(model), home=cosched_home) as s:
         served = s.client.post("/schedule", json=window)
     assert served.status_code == 200, served.text
-    assert served.json() == printed and printed["policy"] == "agent"
+    assert served.json() == printed and "agent-search" in (printed["policy"], printed["requested_policy"])
 
 
 # -- a model file -----------------------------------------------------------------------------------
@@ -265,7 +268,7 @@ def test_model_route_describes_a_loaded_model(tmp_path: Path, cosched_home: Path
     with running_app(SIM_NODE, model_path=str(tmp_path / "m.npz"), home=cosched_home) as s:
         doc = s.client.get("/model").json()
         assert s.client.get("/healthz").json() == {"status": "ok"}
-    assert doc["policy"] == "agent" and "reason" not in doc
+    assert doc["policy"] == "agent-search" and "reason" not in doc
     m = doc["model"]
     assert m["id"] == model_id and m["shipped"] is False and m["trained_for"]["name"] == SIM_NODE
     assert m["window_size"] == 6 and m["max_concurrency"] == 4

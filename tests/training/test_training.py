@@ -128,8 +128,9 @@ def test_default_policy_is_agent_when_a_model_ships(tmp_path: Path, tiny_model: 
     assert default_policy(NODE) == "greedy"
     shutil.copyfile(tiny_model, tmp_path / "m.npz")
     monkeypatch.setenv("COSCHED_MODELS_DIR", str(tmp_path))
-    assert default_policy(NODE) == "agent"
-    assert plan_window(_window(["EP", "MG"]), "sim:reference").policy == "agent"
+    assert default_policy(NODE) == "agent-search"  # a model, and the simulated node to score its plans on
+    plan = plan_window(_window(["EP", "MG"]), "sim:reference")
+    assert "agent-search" in (plan.policy, plan.requested_policy)  # or the best baseline, saying why
 
 
 def test_real_backend_trains_a_few_episodes(tmp_path: Path, monkeypatch) -> None:

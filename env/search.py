@@ -1,0 +1,371 @@
+"""Agent-guided search at planning time (``agent-search``) and the time-sharing guard every plan passes.
+
+The search (a best-first *rollout* search, after Bertsekas' rollout algorithms and limited discrepancy search):
+
+* the agent's own greedy episode is the first rollout, so the search never returns a plan predicted worse than
+  the agent alone;
+* every state a rollout passed through offers the agent's other valid actions as *branches*; a branch's cost is
+  its discrepancy from the agent, ``score(chosen) - score(branch)`` summed along its prefix (scores are logits
+  or log-probabilities: both give the same differences), so the branches the agent nearly took come first;
+* expanding a branch = replaying its prefix, taking the branch's action, and completing the episode with the
+  agent's greedy choices (one rollout); the completed plan is scored on the node model (``Scorer``: the sum of
+  its groups' makespans; ``env.baselines.GroupEvaluator`` on a simulated node or a node-model file, whose memo
+  makes repeated groups free);
+* finally the groups every rollout scored are recombined: the best partition of the chunk into already-scored
+  groups, plus every pair of the chunk's jobs on five core splits (``pair_groups``, like ``pairs``: a fixed
+  amount of work a chunk), per schedule action, by dynamic programming over subsets as ``best-found`` does, so a
+  good group found in one rollout and another found in a second make one plan;
+* the best plan after ``budget`` rollouts wins. The budget counts rollouts, not seconds, so the same window
+  gives the same plan on any machine.
+
+The search takes the agent as two functions (``env`` does not import ``agent/`` or ``training/``): ``scores(obs,
+mask, episode)`` (the actor's logits, or log-probabilities) and the greedy rule it implies (the first maximal
+valid index, as the agent's chooser picks). Windows longer than the network's W are planned in chunks of W
+jobs, as ``env.episode.plan_window`` plans them for the agent; each chunk is searched with the full budget
+(groups never cross chunks, so a chunk's plan is scored alone). A network that takes any W (a set encoder)
+plans the whole window as one chunk, and the search then sees every partition the agent can reach.
+
+The guard (``guard_plan``): a plan predicted below time sharing (throughput < 1 on the node model) is replaced by
+the best baseline's plan (predicted), and says which policy asked, which made it, and why.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Callable, Sequence
+
+import numpy as np
+
+from env.actions import SKIP
+from env.episode import Episode
+from env.nodespec import NodeSpec
+
+#: Rollouts a chunk gets by default, for the W = 8 latency target (<= 50 ms a window, median, one core): measured with
+#: bench/search_bench.py on the shipped model (cold evaluator memo, on the shared 2-CPU machine, so noisy): with the
+#: pair candidates, budget 16: 37.5 ms median CPU time (mean 1.375 x time sharing), 24: 52.8 ms (1.374).
+DEFAULT_BUDGET = 16
+MAX_BUDGET = 10_000
+#: Branches kept per visited state: the agent's next-best valid actions (more are rarely expanded within a budget).
+BRANCHES_PER_STATE = 4
+
+Scores = Callable[[np.ndarray, np.ndarray, Episode], np.ndarray]  # (obs, mask, episode) -> a score per action
+Scorer = Callable[[int, Sequence[tuple[str, int]]], float]  # (schedule action, [(job, action)...]) -> makespan (s)
+
+
+def check_budget(budget: int) -> int:
+    from env.errors import InputError
+
+    if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= MAX_BUDGET:
+        raise InputError(f"--search-budget must be a whole number of rollouts from 1 to {MAX_BUDGET}, not {budget!r} "
+                         f"(default {DEFAULT_BUDGET})")
+    return budget
+
+
+def placed_groups(ep: Episode) -> list[list[tuple[int, int]]]:
+    """Each group's (slot, job action) in placement order, replayed from the episode's history: what the node model
+    scores (the plan builder places a group's members in this order)."""
+    queue = list(range(len(ep.jobs)))
+    groups: dict[int, list[tuple[int, int]]] = {}
+    for a in ep.history[1:]:
+        if a == SKIP:
+            queue.append(queue.pop(0))
+        else:
+            slot = queue.pop(0)
+            groups.setdefault(ep.group_of[slot], []).append((slot, a))
+    return [groups[g] for g in sorted(groups)]
+
+
+def episode_groups(ep: Episode) -> list[list[tuple[str, int]]]:
+    """Each group's (profile name, job action) in placement order."""
+    return [[(ep.infos[slot].name, a) for slot, a in members] for members in placed_groups(ep)]
+
+
+def episode_makespans(ep: Episode, scorer: Scorer) -> list[float]:
+    assert ep.schedule_index is not None
+    return [scorer(ep.schedule_index, members) for members in episode_groups(ep)]
+
+
+@dataclass
+class SearchResult:
+    """The best action sequence found for one chunk, its predicted group makespans, and what it cost."""
+
+    actions: list[int]
+    makespans: list[float]
+    agent_total_s: float  # the agent's own plan (the first rollout), predicted
+    rollouts: int
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.makespans)
+
+
+@dataclass(order=True)
+class _Branch:
+    cost: float
+    seq: int  # ties: first pushed first (deterministic)
+    prefix: tuple[int, ...] = field(compare=False)
+
+
+def _greedy(scores: np.ndarray, valid: np.ndarray) -> int:
+    """The agent's greedy rule: the first maximal valid index."""
+    return int(valid[scores[valid].argmax()])
+
+
+def search_chunk(new_episode: Callable[[], Episode], scores: Scores, scorer: Scorer, budget: int = DEFAULT_BUDGET,
+                 branches: int = BRANCHES_PER_STATE, pairs: bool = True) -> SearchResult:
+    """Best-first rollout search over one chunk's episodes (``new_episode`` makes a fresh one each call), then
+    (``pairs``) every pair of its jobs under the agent's schedule action, then the recombination."""
+    heap: list[_Branch] = []
+    seen: dict[int, dict[int, tuple[float, list[tuple[int, int]]]]] = {}  # see seen_groups
+    counter = itertools.count()
+    best: tuple[float, list[int], list[float]] | None = None
+    agent_total, agent_schedule = math.inf, 0
+    rollouts = 0
+    prefix: tuple[int, ...] = ()
+    base_cost = 0.0
+    while True:
+        ep = new_episode()
+        for a in prefix:
+            ep._apply(a)  # the prefix was valid when it was recorded, in this very sequence of states
+        first_free = len(prefix)
+        while not ep.done:
+            mask = ep.action_mask()
+            valid = mask.nonzero()[0]
+            if valid.size == 1:
+                ep._apply(int(valid[0]))
+                continue
+            s = np.asarray(scores(ep.observation(), mask, ep), dtype=np.float64)
+            a = _greedy(s, valid)
+            if len(ep.history) >= first_free:
+                others = valid[valid != a]
+                top = others[np.argsort(-s[others], kind="stable")[:branches]]
+                here = tuple(ep.history)
+                for alt in top:
+                    gap = float(s[a] - s[alt])
+                    if math.isfinite(gap):
+                        heapq.heappush(heap, _Branch(base_cost + gap, next(counter), here + (int(alt),)))
+            ep._apply(a)
+        rollouts += 1
+        makespans = episode_makespans(ep, scorer)
+        total = sum(makespans)
+        if rollouts == 1:
+            agent_total, agent_schedule = total, ep.history[0]
+        if best is None or total < best[0] - 1e-9:
+            best = (total, list(ep.history), makespans)
+        seen_groups(ep, makespans, seen)
+        if rollouts >= budget or not heap:
+            break
+        nxt = heapq.heappop(heap)
+        prefix, base_cost = nxt.prefix, nxt.cost
+    result = SearchResult(actions=best[1], makespans=best[2], agent_total_s=agent_total, rollouts=rollouts)
+    if pairs:
+        pair_groups(ep, agent_schedule, scorer, seen)  # the agent's schedule: the same for any budget, so more
+        # budget only adds candidates (the pool of a smaller budget is a subset): never a worse plan
+    return recombine(result, seen, new_episode, scorer)
+
+
+def seen_groups(ep: Episode, makespans: list[float], seen: dict[int, dict[int, tuple[float, list[tuple[int, int]]]]]) -> None:
+    """Record a finished rollout's groups: schedule action -> slot bitmask -> (best makespan, [(slot, action)...] in
+    placement order). A group's makespan depends only on the schedule and its members in order, so groups seen in
+    different rollouts combine freely into other partitions of the window."""
+    per = seen.setdefault(int(ep.schedule_index), {})  # type: ignore[arg-type]
+    for members, t in zip(placed_groups(ep), makespans):
+        mask = sum(1 << slot for slot, _ in members)
+        if mask not in per or t < per[mask][0] - 1e-12:
+            per[mask] = (t, members)
+
+
+#: The core splits a pair is scored with (all ways, no bandwidth cap): the complementary splits of the encoding.
+PAIR_SPLITS = ((Fraction(1, 8), Fraction(7, 8)), (Fraction(1, 4), Fraction(3, 4)), (Fraction(1, 2), Fraction(1, 2)),
+               (Fraction(3, 4), Fraction(1, 4)), (Fraction(7, 8), Fraction(1, 8)))
+
+
+def pair_groups(ep: Episode, schedule: int, scorer: Scorer,
+                seen: dict[int, dict[int, tuple[float, list[tuple[int, int]]]]]) -> None:
+    """Add every pair of the chunk's jobs as a candidate group (like ``pairs``, the paper's OCRP-ML, on a small
+    grid: the five complementary core splits, all ways, no cap) under ``schedule``: a fixed amount of work a chunk
+    (at most 15 pairs x 5 splits for 6 jobs; the evaluator's memo makes repeats free), not counted in the budget.
+    Where the agent pairs poorly (Cmax 2) the recombination then finds the good pairing."""
+    if ep.max_concurrency < 2:
+        return
+    from env.actions import BW_PERCENTS, SPLITS, WAY_FRACTIONS, JobAction, encode
+
+    acts = [(encode(JobAction(a, max(WAY_FRACTIONS), max(BW_PERCENTS), SPLITS[0])),  # type: ignore[arg-type]
+             encode(JobAction(b, max(WAY_FRACTIONS), max(BW_PERCENTS), SPLITS[0])))  # type: ignore[arg-type]
+            for a, b in PAIR_SPLITS]
+    per = seen.setdefault(schedule, {})
+    names = [i.name for i in ep.infos]
+    for i, j in itertools.combinations(range(len(names)), 2):
+        mask = (1 << i) | (1 << j)
+        for ai, aj in acts:
+            t = scorer(schedule, [(names[i], ai), (names[j], aj)])
+            if mask not in per or t < per[mask][0] - 1e-12:
+                per[mask] = (t, [(i, ai), (j, aj)])
+
+
+#: Recombination enumerates submasks (3^W steps): up to this many jobs a chunk (W = 10: 59,049).
+RECOMBINE_MAX_JOBS = 10
+
+
+def recombine(result: SearchResult, seen: dict[int, dict[int, tuple[float, list[tuple[int, int]]]]],
+              new_episode: Callable[[], Episode], scorer: Scorer) -> SearchResult:
+    """The best partition of the chunk into groups the rollouts have scored (any mix of rollouts, per schedule
+    action: dynamic programming over subsets, ``env.baselines._best_partition``), replayed through a fresh
+    episode; the result when it predicts less time than the best single rollout. No new group is simulated."""
+    from env.baselines import Script, ScriptChooser, _best_partition
+
+    probe = new_episode()
+    n = len(probe.jobs)
+    if n > RECOMBINE_MAX_JOBS:
+        return result
+    full = (1 << n) - 1
+    best: tuple[float, int, dict[int, int], dict[int, tuple[float, list[tuple[int, int]]]]] | None = None
+    for schedule in sorted(seen):
+        sub = seen[schedule]
+        total, choice = _best_partition({m: (t, []) for m, (t, _) in sub.items()}, full)
+        if best is None or total < best[0] - 1e-9:
+            best = (total, schedule, choice, sub)
+    if best is None or best[0] >= result.total_s - 1e-9:
+        return result
+    total, schedule, choice, sub = best
+    groups, m = [], full
+    while m:
+        groups.append(list(sub[choice[m]][1]))
+        m ^= choice[m]
+    groups.sort(key=lambda g: min(slot for slot, _ in g))  # earlier queue jobs first: fewer skips to replay
+    chooser = ScriptChooser(Script(schedule, groups))
+    ep = probe
+    ep.step_limit = 2 * ep.window_size * ep.window_size + 4  # a scripted replay may skip more than a chooser would
+    while not ep.done:
+        mask = ep.action_mask()
+        a = chooser(None, mask, ep)  # type: ignore[arg-type]
+        if not mask[a]:
+            return result  # not replayable in this episode (cannot happen for groups it played): keep the rollout's
+        ep._apply(a)
+    makespans = episode_makespans(ep, scorer)
+    if sum(makespans) >= result.total_s - 1e-9:
+        return result
+    return SearchResult(actions=list(ep.history), makespans=makespans, agent_total_s=result.agent_total_s,
+                        rollouts=result.rollouts)
+
+
+class ReplayChooser:
+    """Replays an action sequence through an episode (the plan is then built as the agent's is)."""
+
+    def __init__(self, actions: Sequence[int]) -> None:
+        self.actions = list(actions)
+        self.i = 0
+
+    def __call__(self, obs: np.ndarray, mask: np.ndarray, ep: Episode) -> int:
+        a = self.actions[self.i]
+        self.i += 1
+        return a
+
+
+# -- the node model a plan is scored on -------------------------------------------------------------
+
+_SCORERS: dict[int, tuple[NodeSpec, object]] = {}
+
+
+def node_scorer(node: NodeSpec) -> Scorer | None:
+    """The node model's group makespan for ``node``, or None when no node model exists for it. Simulated nodes
+    (``sim:NAME``, a node-model file ``sim:FILE``) have one: ``GroupEvaluator`` (memoised; one per node object,
+    kept while the node object lives). The real local node has none here."""
+    if not node.name.startswith("sim:"):
+        return None
+    hit = _SCORERS.get(id(node))
+    if hit is None or hit[0] is not node:
+        from env.baselines import GroupEvaluator
+
+        if len(_SCORERS) > 8:
+            _SCORERS.clear()
+        ev = GroupEvaluator(node)
+        hit = _SCORERS[id(node)] = (node, ev)
+    ev = hit[1]
+    if len(ev.memo) > 200_000:  # bound a long-running service's memory
+        from env.baselines import GroupEvaluator
+
+        ev = GroupEvaluator(node)
+        _SCORERS[id(node)] = (node, ev)
+    return ev.makespan  # type: ignore[attr-defined,no-any-return]
+
+
+def no_prediction_reason(node: NodeSpec) -> str:
+    return (f"no node model for node {node.name!r}: plans on it have no predicted throughput "
+            "(a simulated node, sim:NAME or sim:FILE, has one)")
+
+
+# -- the guard: never below time sharing ------------------------------------------------------------
+
+#: The baselines a plan predicted below time sharing is replaced by (the best of them, predicted).
+FALLBACKS = ("pairs", "greedy", "timeshare")
+
+
+def predicted_throughput(plan, node: NodeSpec, solo_total_s: float) -> tuple[float, list[float]] | None:  # noqa: ANN001
+    """(throughput vs time sharing, group makespans) of ``plan`` on the node model, or None without one."""
+    if not node.name.startswith("sim:") or not plan.groups:
+        return None
+    from env.backend import SimBackend
+
+    makespans = SimBackend(node).evaluate(plan)
+    total = sum(makespans)
+    return (solo_total_s / total if total > 0 else 1.0), makespans
+
+
+def guard_plan(plan, window, ctx, make_baseline: Callable[[str], object]):  # noqa: ANN001, ANN201
+    """``plan`` with its prediction filled in, or, when it is predicted below time sharing, the best baseline's
+    plan saying why. ``make_baseline(name)`` plans the window with that baseline."""
+    node = ctx.node
+    if plan.policy == "timeshare":
+        return plan
+    if not node.name.startswith("sim:"):
+        if plan.predicted_throughput_vs_timeshare is None and plan.no_prediction is None:
+            plan.no_prediction = no_prediction_reason(node)
+        return plan
+    solo = sum(info.solo_s for g in plan.groups for j in g.jobs if (info := ctx.provider.get(j.profile)) is not None)
+    if plan.predicted_throughput_vs_timeshare is not None and (plan.predictions_source or "").startswith("simulated"):
+        pred: tuple[float, list[float] | None] | None = (plan.predicted_throughput_vs_timeshare, None)  # the search's own
+    else:
+        pred = predicted_throughput(plan, node, solo)
+    if pred is None:
+        return plan
+    thr, makespans = pred
+    if makespans is not None and plan.predicted_throughput_vs_timeshare is None:
+        plan.predicted_throughput_vs_timeshare = thr
+        plan.predictions_source = f"simulated: {node.name}"
+        for g, t in zip(plan.groups, makespans):
+            g.predicted_makespan_s = t
+    if thr >= 1.0 - 1e-9:
+        return plan
+    best = None
+    for name in FALLBACKS:
+        try:
+            alt = make_baseline(name)
+        except Exception:  # noqa: BLE001 - a baseline that cannot plan here (e.g. a search's grid) is skipped
+            continue
+        alt_pred = predicted_throughput(alt, node, solo) if name != "timeshare" else (1.0, None)
+        if alt_pred is None:
+            continue
+        if best is None or alt_pred[0] > best[1] + 1e-9:
+            best = (alt, alt_pred[0], alt_pred[1])
+    if best is None:
+        return plan
+    alt, alt_thr, alt_ms = best
+    if alt.predicted_throughput_vs_timeshare is None and alt_ms is not None:
+        alt.predicted_throughput_vs_timeshare = alt_thr
+        alt.predictions_source = f"simulated: {node.name}"
+        for g, t in zip(alt.groups, alt_ms):
+            g.predicted_makespan_s = t
+    alt.requested_policy = plan.policy
+    alt.fallback_reason = (f"policy {plan.policy!r} planned {thr:.3f} x time sharing (predicted, {node.name}), below "
+                           f"time sharing: replaced by {alt.policy!r}, the best baseline ({alt_thr:.3f}, predicted)")
+    alt.model = plan.model
+    return alt
+
+
+__all__ = ["DEFAULT_BUDGET", "SearchResult", "search_chunk", "ReplayChooser", "node_scorer", "guard_plan",
+           "check_budget", "episode_groups", "predicted_throughput"]

@@ -1,0 +1,193 @@
+"""agent-guided search (env.search, the agent-search policy) and the time-sharing guard, on the simulated node.
+
+The agent is the model that ships for sim:reference (numpy inference); every figure is simulated (predicted).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from env.backend import SimBackend
+from env.baselines import GroupEvaluator, PlanContext, get_policy
+from env.episode import Episode
+from env.gym_env import _window_jobs
+from env.jobinfo import sim_provider
+from env.models import Window, WindowJob
+from env.nodes import load_node
+from env.search import episode_makespans, guard_plan, node_scorer, predicted_throughput, search_chunk
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = ROOT / "training" / "models" / "sim-reference.npz"
+NODE = "sim:reference"
+WINDOWS = [
+    (["MG", "EP", "CG", "FT", "IS", "lu_cb", "fft", "SP"], 2),
+    (["barnes", "BT", "ocean_cp", "EP", "water_nsquared", "MG"], 3),
+    (["CG", "raytrace", "FT", "DC"], 4),
+]
+
+
+def window(names: list[str], cmax: int) -> Window:
+    return Window(jobs=[WindowJob(id=f"{n}-{i}", profile=n) for i, n in enumerate(names)], max_concurrency=cmax)
+
+
+def solo(names: list[str]) -> float:
+    prov = sim_provider(load_node(NODE))
+    return sum(prov.get(n).solo_s for n in names)
+
+
+@pytest.fixture(scope="module")
+def policies():
+    if not MODEL.exists():
+        pytest.skip("no model ships for sim:reference")
+    from service.planning import provider_for
+    from training.policies import AgentPolicy
+    from training.search_policy import AgentSearchPolicy
+
+    node = load_node(NODE)
+    agent = AgentPolicy(str(MODEL))
+    ctx = PlanContext(node=node, provider=provider_for(node, agent.pipeline(node)))
+    return agent, lambda budget: AgentSearchPolicy(str(MODEL), budget), ctx
+
+
+@pytest.mark.parametrize("names, cmax", WINDOWS, ids=["w8c2", "w6c3", "w4c4"])
+def test_search_is_never_worse_than_the_agent_and_predicts_right(policies, names: list[str], cmax: int) -> None:
+    agent, searching, ctx = policies
+    w = window(names, cmax)
+    sim = SimBackend(ctx.node)
+    agent_thr = solo(names) / sum(sim.evaluate(agent.plan(w, ctx)))
+    plan = searching(8).plan(w, ctx)
+    searched = solo(names) / sum(sim.evaluate(plan))
+    assert searched >= agent_thr - 1e-9
+    assert plan.policy == "agent-search" and plan.search is not None and plan.search.rollouts >= 1
+    assert plan.search.agent_predicted_throughput_vs_timeshare == pytest.approx(agent_thr)
+    assert plan.predicted_throughput_vs_timeshare == pytest.approx(searched)  # the search's prediction is the sim's
+    assert [g.predicted_makespan_s for g in plan.groups] == pytest.approx(sim.evaluate(plan))
+
+
+def test_more_budget_never_predicts_worse(policies) -> None:
+    _, searching, ctx = policies
+    w = window(*WINDOWS[0])
+    plans = [searching(b).plan(w, ctx) for b in (1, 4, 16)]
+    thr = [p.predicted_throughput_vs_timeshare for p in plans]
+    assert thr[0] <= thr[1] + 1e-12 <= thr[2] + 2e-12  # a smaller budget's candidates are a subset of a larger's
+    assert thr[2] > plans[2].search.agent_predicted_throughput_vs_timeshare + 0.1  # the agent alone: 0.80 (predicted)
+
+
+def test_the_same_window_gives_the_same_plan(policies) -> None:
+    """The budget counts rollouts, not time: fresh policies and a cold evaluator give the identical plan."""
+    from env import search
+
+    _, searching, ctx = policies
+    w = window(*WINDOWS[1])
+    first = searching(6).plan(w, ctx).model_dump_json()
+    search._SCORERS.clear()
+    assert searching(6).plan(w, ctx).model_dump_json() == first
+
+
+def test_the_search_expands_the_agents_near_misses() -> None:
+    """A toy agent whose greedy plan is bad: the search's budget is spent in rollouts, and it finds better plans."""
+    node = load_node(NODE)
+    prov = sim_provider(node)
+    names = ["MG", "EP", "CG", "FT"]
+    infos = [prov.get(n) for n in names]
+    ev = GroupEvaluator(node)
+
+    def fresh() -> Episode:
+        return Episode(node, _window_jobs(names), infos, max_concurrency=2, window_size=4, n_features=prov.n_features)
+
+    def scores(obs, mask, ep):  # noqa: ANN001 - prefers the first valid action: a poor, deterministic agent
+        return -np.arange(mask.size, dtype=np.float64)
+
+    one = search_chunk(fresh, scores, ev.makespan, budget=1, pairs=False)
+    many = search_chunk(fresh, scores, ev.makespan, budget=40, pairs=False)
+    assert one.rollouts == 1 and many.rollouts == 40
+    assert one.total_s == one.agent_total_s and many.agent_total_s == one.total_s
+    assert many.total_s < one.total_s
+    assert search_chunk(fresh, scores, ev.makespan, budget=40).total_s <= many.total_s  # pair candidates only add
+    replayed = fresh()
+    for a in many.actions:
+        replayed.step(a)
+    assert replayed.done and episode_makespans(replayed, ev.makespan) == many.makespans
+
+
+def test_a_plan_below_time_sharing_is_replaced_and_says_why() -> None:
+    from service.planning import plan_window
+
+    node = load_node(NODE)
+    w = window(["MG", "EP"], 4)
+    ctx = PlanContext(node=node, provider=sim_provider(node))
+    raw = get_policy("greedy").plan(w, ctx)
+    raw_thr, _ = predicted_throughput(raw, node, solo(["MG", "EP"]))
+    assert raw_thr < 1.0  # greedy's pair is slower than running the two one after the other (simulated)
+    plan = plan_window(w, NODE, policy="greedy")
+    assert plan.requested_policy == "greedy" and plan.policy in ("pairs", "timeshare")
+    assert "below time sharing" in plan.fallback_reason and f"{raw_thr:.3f}" in plan.fallback_reason
+    assert plan.predicted_throughput_vs_timeshare >= 1.0
+    # a plan at or above time sharing is kept as it is, with its prediction
+    good = plan_window(window(["EP", "MG", "CG"], 2), NODE, policy="pairs")
+    assert good.requested_policy is None and good.fallback_reason is None
+
+
+@pytest.mark.parametrize("policy", ["fifo", "random", "greedy", "agent", "agent-search"])
+def test_no_policy_plans_below_time_sharing(policy: str) -> None:
+    from service.planning import plan_window
+
+    if policy in ("fifo", "agent", "agent-search") and not MODEL.exists():
+        pytest.skip("no model ships for sim:reference")
+    for names, cmax in WINDOWS:
+        plan = plan_window(window(names, cmax), NODE, policy=policy, seed=1)
+        sim_thr = solo(names) / sum(SimBackend(load_node(NODE)).evaluate(plan))
+        assert sim_thr >= 1.0 - 1e-9 and plan.predicted_throughput_vs_timeshare == pytest.approx(sim_thr)
+        assert (plan.policy == policy) == (plan.fallback_reason is None)
+
+
+def test_without_a_node_model_the_plan_says_there_is_no_prediction(fake_sysroot_or_local) -> None:
+    from service.planning import plan_window
+
+    plan = plan_window(window(["MG"], 2), "local", policy="greedy")
+    assert plan.predicted_throughput_vs_timeshare is None and "no node model" in plan.no_prediction
+    assert node_scorer(load_node("local")) is None
+
+
+@pytest.fixture
+def fake_sysroot_or_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COSCHED_HOME", str(tmp_path))  # an empty profile store: nothing of the user's is read
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "x", "1.5", "10001"])
+def test_a_bad_search_budget_is_one_line(value: str, tmp_path: Path) -> None:
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps({"jobs": [{"id": "MG"}]}))
+    out = subprocess.run([sys.executable, "-m", "service.cli", "schedule", str(path), "--node", NODE, "--policy",
+                          "agent-search", "--search-budget", value], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1 and "--search-budget" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_guard_leaves_time_sharing_alone() -> None:
+    node = load_node(NODE)
+    ctx = PlanContext(node=node, provider=sim_provider(node))
+    w = window(["MG", "EP"], 2)
+    plan = get_policy("timeshare").plan(w, ctx)
+    assert guard_plan(plan, w, ctx, lambda name: pytest.fail("no fallback for time sharing")) is plan
+
+
+def test_eval_compares_agent_search_and_says_who_made_a_replaced_plan(tmp_path: Path) -> None:
+    if not MODEL.exists():
+        pytest.skip("no model ships for sim:reference")
+    ws = tmp_path / "ws.json"
+    ws.write_text(json.dumps([{"jobs": [{"id": "MG"}, {"id": "EP"}], "max_concurrency": 2}]))
+    out = subprocess.run([sys.executable, "-m", "service.cli", "eval", "--windows", str(ws), "--policies",
+                          "greedy,agent-search,timeshare", "--search-budget", "4", "--json"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    results = doc["windows"][0]["results"]
+    assert doc["guarded"] is True and all(r["throughput_vs_timeshare"] >= 1.0 - 1e-9 for r in results.values())
+    assert results["greedy"]["made_by"] in ("pairs", "timeshare")  # greedy's own pair is below time sharing

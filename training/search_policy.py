@@ -1,0 +1,132 @@
+"""The ``agent-search`` policy: the trained actor guiding ``env.search`` on the node model (numpy only, no torch).
+
+The actor is used through its existing interface (``training.policies``: the loaded model, its chooser's logits);
+the search itself lives in ``env.search``. Without a node model to score on (the real node), the agent's own
+plan is returned and says so (``Plan.no_prediction``). ``env.baselines`` imports this module lazily.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from env.episode import Episode
+from env.models import Plan, SearchInfo, Window
+from env.search import (DEFAULT_BUDGET, ReplayChooser, SearchResult, check_budget, no_prediction_reason, node_scorer,
+                        search_chunk)
+from training.policies import ActorChooser, AgentPolicy
+
+
+class AgentSearchPolicy(AgentPolicy):
+    name = "agent-search"
+
+    def __init__(self, model: str | os.PathLike[str] | Any | None = None, budget: int = DEFAULT_BUDGET) -> None:
+        super().__init__(model)
+        self.budget = check_budget(budget)
+
+    def plan(self, window: Window, ctx: Any) -> Plan:
+        scorer = node_scorer(ctx.node)
+        if scorer is None:  # nothing to score candidates on: the agent's plan, saying why it was not searched
+            plan = AgentPolicy.plan(self, window, ctx)
+            plan.policy = "agent"
+            plan.requested_policy = self.name
+            plan.fallback_reason = f"agent-search scores plans on a node model; {no_prediction_reason(ctx.node)}"
+            plan.no_prediction = no_prediction_reason(ctx.node)
+            return plan
+        m = self.model_for(ctx.node)
+        chooser = self._choosers.get(id(m))
+        if not isinstance(chooser, SearchingChooser):  # the agent's chooser, wrapped: AgentPolicy.plan uses it
+            chooser = self._choosers[id(m)] = SearchingChooser(ActorChooser(m.layers, members=m.actors), self.budget)
+        chooser.start(scorer)
+        plan = AgentPolicy.plan(self, window, ctx)  # the model's checks, the chunks, the plan built as the agent's
+        results = chooser.results
+        if results:
+            solo = sum(ep.solo_total_s() for ep in chooser.episodes)
+            makespans = [t for r in results for t in r.makespans]
+            for g, t in zip(plan.groups, makespans):
+                g.predicted_makespan_s = t
+            plan.predicted_throughput_vs_timeshare = solo / sum(makespans)
+            plan.predictions_source = f"simulated: {ctx.node.name}"
+            plan.search = SearchInfo(budget=self.budget, rollouts=sum(r.rollouts for r in results), chunks=len(results),
+                                     agent_predicted_throughput_vs_timeshare=solo / sum(r.agent_total_s for r in results))
+        return plan
+
+
+class SearchingChooser:
+    """A chooser for ``plan_window``: on the first step of each chunk's episode it searches that chunk (on fresh
+    episodes of the same jobs, ``env.search.search_chunk``) guided by the agent's chooser ``inner``, then replays
+    the best plan found. ``inner``: the MLP's ``ActorChooser`` (its logits are the scores) or any chooser with
+    ``probs(obs, mask, episode)`` (log-probabilities are the scores)."""
+
+    def __init__(self, inner: Any, budget: int) -> None:
+        self.inner = inner
+        self.budget = budget
+        self.scores = self._scores_of(inner)
+        self.scorer: Any = None
+        self.results: list[SearchResult] = []
+        self.episodes: list[Episode] = []
+        self.replay: ReplayChooser | None = None
+
+    @staticmethod
+    def _scores_of(inner: Any) -> Any:
+        if hasattr(inner, "probs"):
+            def log_probs(obs: Any, mask: Any, ep: Episode) -> Any:
+                with np.errstate(divide="ignore"):
+                    return np.log(inner.probs(obs, mask, ep))
+            return log_probs
+        forward = inner.forward
+        return lambda obs, mask, ep: forward(obs)
+
+    def start(self, scorer: Any) -> None:
+        """A new window: forget the last one's chunks."""
+        self.scorer = scorer
+        self.results, self.episodes, self.replay = [], [], None
+
+    def __call__(self, obs: Any, mask: Any, ep: Episode) -> int:
+        if not self.episodes or ep is not self.episodes[-1]:  # the first step of a chunk
+            def fresh() -> Episode:
+                return Episode(ep.node, ep.jobs, ep.infos, max_concurrency=ep.max_concurrency, window_size=ep.window_size,
+                               n_features=ep.n_features, reward=ep.reward, step_limit=ep.step_limit,
+                               obs_layout=ep.obs_layout)
+
+            result = search_chunk(fresh, self.scores, self.scorer, self.budget)
+            self.results.append(result)
+            self.episodes.append(ep)
+            self.replay = ReplayChooser(result.actions)
+        return self.replay(obs, mask, ep)  # type: ignore[misc]
+
+
+_CACHE: dict[tuple, AgentSearchPolicy] = {}
+
+
+def agent_search_policy(model: Any = None, budget: int = DEFAULT_BUDGET) -> AgentSearchPolicy:
+    """One policy object per (model, budget): it caches its loaded model and chooser."""
+    key_model: Any = id(model) if model is not None and not isinstance(model, (str, os.PathLike)) else (
+        None if model is None else (os.fspath(model), _mtime(model)))
+    key = (key_model, budget)
+    hit = _CACHE.get(key)
+    if hit is None or (model is not None and not isinstance(model, (str, os.PathLike)) and hit.model_arg is not model):
+        if len(_CACHE) > 32:
+            _CACHE.clear()
+        hit = _CACHE[key] = AgentSearchPolicy(model, budget)
+    return hit
+
+
+def _mtime(path: Any) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return -1
+
+
+def _register() -> None:
+    from env.baselines import register_policy
+
+    register_policy("agent-search", AgentSearchPolicy)
+
+
+_register()
+
+__all__ = ["AgentSearchPolicy", "agent_search_policy"]
