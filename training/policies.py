@@ -23,8 +23,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from agent.modelfile import LoadedModel, NodeShape, load_model
+from agent.modelfile import SET_MODEL_FORMAT, LoadedModel, LoadedSetModel, NodeShape, load_model, load_set_model
 from agent.policy import MeanLogits
+from agent.setpolicy import SetPolicy
 from env import actions
 from env.episode import Episode, layout_for_size, plan_window
 from env.errors import InputError
@@ -81,7 +82,7 @@ def _model_for(node_json: str, stamp: tuple[tuple[str, int], ...]) -> Path | Non
     best: tuple[int, Path] | None = None
     for path in (Path(p) for p, _ in stamp):
         try:
-            meta = load_model(path).meta
+            meta = load_any(path).meta
         except Exception:  # noqa: BLE001 - a broken file in the folder is skipped here, refused when named
             continue
         tf = meta.trained_for
@@ -96,17 +97,27 @@ def _model_for(node_json: str, stamp: tuple[tuple[str, int], ...]) -> Path | Non
     return best[1] if best else None
 
 
-def load_for_node(model: str | os.PathLike[str] | LoadedModel | None, node: NodeSpec) -> LoadedModel:
+def load_any(path: str | os.PathLike[str], **expect: Any) -> LoadedModel | LoadedSetModel:
+    """A model file of either format: the set encoder's (``cosched-model/2``) or the MLP's (``cosched-model/1``)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            is_set = f'"format":"{SET_MODEL_FORMAT}"'.encode() in z["metadata"].tobytes()
+    except Exception:  # noqa: BLE001 - load_model says what is wrong with the file, in one line
+        is_set = False
+    return load_set_model(path, **expect) if is_set else load_model(path, **expect)
+
+
+def load_for_node(model: str | os.PathLike[str] | LoadedModel | LoadedSetModel | None, node: NodeSpec) -> LoadedModel | LoadedSetModel:
     """The model to plan ``node`` with: the one given (checked against the node's shape and feature set) or
     the shipped one. Raises ModelFileError / InputError (one line) when there is none or it does not fit."""
     from profiler.features import FEATURE_SET_ID
 
-    if isinstance(model, LoadedModel):
+    if isinstance(model, (LoadedModel, LoadedSetModel)):
         loaded = model
         shape = node_shape(node)
         if loaded.meta.trained_for.shape != shape:
             # the same check and message as load_model's
-            return load_model(loaded.path, expect_node_shape=shape, expect_feature_set=FEATURE_SET_ID)
+            return load_any(loaded.path, expect_node_shape=shape, expect_feature_set=FEATURE_SET_ID)
         return loaded
     if model is None:
         found = shipped_model_for(node)
@@ -115,7 +126,7 @@ def load_for_node(model: str | os.PathLike[str] | LoadedModel | None, node: Node
                              f"`cosched train --backend {'sim --node ' + node.name if node.name.startswith('sim:') else 'real'}` "
                              "and pass --model, or choose a baseline with --policy greedy")
         model = found
-    return load_model(model, expect_node_shape=node_shape(node), expect_feature_set=FEATURE_SET_ID)
+    return load_any(model, expect_node_shape=node_shape(node), expect_feature_set=FEATURE_SET_ID)
 
 
 class ActorChooser:
@@ -157,7 +168,7 @@ class AgentPolicy:
         self.model_arg = model
         self._loaded: dict[str, LoadedModel] = {}
         self._pipelines: dict[str, Any] = {}
-        self._choosers: dict[int, ActorChooser] = {}  # keyed by the loaded model held in _loaded
+        self._choosers: dict[int, Any] = {}  # keyed by the loaded model held in _loaded
         self._node_keys: dict[int, tuple[NodeSpec, str]] = {}  # id(node) -> (node, its JSON): see _node_key
 
     def _node_key(self, node: NodeSpec) -> str:
@@ -173,7 +184,7 @@ class AgentPolicy:
         self._node_keys[id(node)] = (node, key)
         return key
 
-    def model_for(self, node: NodeSpec) -> LoadedModel:
+    def model_for(self, node: NodeSpec) -> LoadedModel | LoadedSetModel:
         key = self._node_key(node)
         if key not in self._loaded:
             self._loaded[key] = load_for_node(self.model_arg, node)
@@ -195,6 +206,13 @@ class AgentPolicy:
         if window.max_concurrency > meta.max_concurrency:
             raise InputError(f"max_concurrency {window.max_concurrency} is above the limit of the model "
                              f"({meta.max_concurrency}, trained for {meta.trained_for.name}): lower it or train a model with --cmax")
+        ref = ModelRef(id=meta.model_id, trained_for=meta.trained_for.name)
+        if isinstance(m, LoadedSetModel):  # one episode for any W up to the model's, the jobs as a set
+            policy = self._choosers.get(id(m))
+            if policy is None:
+                policy = self._choosers[id(m)] = SetPolicy(m, fifo=self.fifo)
+            return plan_window(window, ctx.node, ctx.provider, policy, policy=self.name, window_size=meta.max_window,
+                               pin_runtime=ctx.pin_runtime, canonical=True, model=ref).plan
         layout = layout_for_size(meta.obs_size, meta.window_size, ctx.provider.n_features)
         if layout is None:
             raise InputError(f"the model takes {meta.obs_size} observation values, this planner makes another size: "
@@ -203,8 +221,7 @@ class AgentPolicy:
         if chooser is None:  # transposed weights are made once per loaded model, not per plan
             chooser = self._choosers[id(m)] = ActorChooser(m.layers, fifo=self.fifo, members=m.actors)
         return plan_window(window, ctx.node, ctx.provider, chooser, policy=self.name, window_size=meta.window_size,
-                           pin_runtime=ctx.pin_runtime, obs_layout=layout,
-                           model=ModelRef(id=meta.model_id, trained_for=meta.trained_for.name)).plan
+                           pin_runtime=ctx.pin_runtime, obs_layout=layout, model=ref).plan
 
 
 class FifoPolicy(AgentPolicy):
@@ -215,7 +232,7 @@ class FifoPolicy(AgentPolicy):
 def agent_policy(name: str, model: str | os.PathLike[str] | LoadedModel | None = None) -> AgentPolicy:
     if name not in ("agent", "fifo"):
         raise InputError(f"{name!r} is not a policy that uses a model (agent, fifo)")
-    if isinstance(model, LoadedModel):
+    if isinstance(model, (LoadedModel, LoadedSetModel)):
         # The service holds its loaded model for its lifetime: one policy object per model object.
         key = (name, id(model))
         hit = _BY_LOADED.get(key)
