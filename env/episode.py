@@ -448,6 +448,26 @@ def _job_mask(n_cpus: int, free_cpus: int, skip: bool) -> np.ndarray:
 # -- choosers and planning a whole window ----------------------------------------------------------
 
 
+def placed_actions(ep: Episode) -> dict[int, int]:
+    """slot -> the job-level action it was placed with, in placement order (replayed from the episode's history)."""
+    queue = list(range(len(ep.jobs)))
+    out: dict[int, int] = {}
+    for a in ep.history[1:]:
+        if a == SKIP:
+            queue.append(queue.pop(0))
+        else:
+            out[queue.pop(0)] = a
+    return out
+
+
+def group_members(ep: Episode) -> list[list[tuple[str, int]]]:
+    """Each closed group's (profile name, action) in placement order: what the simulated node scores."""
+    groups: dict[int, list[tuple[str, int]]] = {}
+    for slot, a in placed_actions(ep).items():
+        groups.setdefault(ep.group_of[slot], []).append((ep.infos[slot].name, a))
+    return [groups[g] for g in sorted(groups)]
+
+
 def canonical_order(infos: Sequence[JobInfo]) -> list[int]:
     """The jobs' indices sorted by what the planner knows of them (features, then profile name), ties in queue
     order: two windows holding equal jobs in different orders are planned as one."""

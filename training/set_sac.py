@@ -112,12 +112,9 @@ class Problem:
                            n_features=self.provider.n_features)
 
     def group_makespans(self, ep: Any) -> list[float]:
-        from training.expert import placed_actions
+        from env.episode import group_members
 
-        groups: dict[int, list[tuple[str, int]]] = {}
-        for slot, a in placed_actions(ep).items():
-            groups.setdefault(ep.group_of[slot], []).append((ep.infos[slot].name, a))
-        return [self.ev.makespan(ep.schedule_index, groups[g]) for g in sorted(groups)]
+        return [self.ev.makespan(ep.schedule_index, members) for members in group_members(ep)]
 
 
 def validation_windows(args: Args) -> list[tuple[list[str], int]]:
