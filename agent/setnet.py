@@ -12,6 +12,14 @@ every token is embedded and the embedded context added to it; ``layers`` pre-nor
 self-attention and a ReLU feed-forward follow, then a final layer norm. The head reads the current job's
 embedding (zeros at the schedule step), the mean of all embeddings and the context, and gives 257 logits
 (one per action of env.actions). Permuting the tokens permutes nothing in the output.
+
+Factored actions (``n_factors`` > 0): besides one logit per action, the head scores each *option* (a core
+fraction, a way fraction, a bandwidth cap, a split, an affinity, a memory policy, skip), and an action's logit
+adds the scores of its options: ``head2(z) + head_factors(z) @ action_factors.T``. ``action_factors`` (n_actions,
+n_factors) is the 0/1 incidence of actions and options, made by the trainer from env.actions and stored with the
+weights (this module knows nothing of the encoding). Why: 250 job actions are 5 × 5 × 5 × 2 options; a critic with
+one free output each must see every action to learn it, one that scores options learns "half the cores is good
+here" once for the 50 actions that share it.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ class SetNetShape:
     d_ff: int = 128
     d_head_hidden: int = 128
     n_actions: int = 257
+    n_factors: int = 0  # > 0: the head also scores the actions' options (see module doc)
 
     def __post_init__(self) -> None:
         if self.d_model % self.heads:
@@ -68,6 +77,9 @@ class SetNetShape:
         out.update({"norm.weight": (d,), "norm.bias": (d,),
                     "head1.weight": (self.d_head_hidden, 2 * d + self.d_context), "head1.bias": (self.d_head_hidden,),
                     "head2.weight": (self.n_actions, self.d_head_hidden), "head2.bias": (self.n_actions,)})
+        if self.n_factors:
+            out.update({"head_factors.weight": (self.n_factors, self.d_head_hidden), "head_factors.bias": (self.n_factors,),
+                        "action_factors": (self.n_actions, self.n_factors)})
         return out
 
 
@@ -107,7 +119,10 @@ def set_logits(shape: SetNetShape, params: Mapping[str, np.ndarray], tokens: np.
     cur = h[current] if 0 <= current < n else np.zeros(d, np.float32)
     pooled = h.mean(axis=0) if n else np.zeros(d, np.float32)
     z = np.maximum(_linear(np.concatenate([cur, pooled, c]), params, "head1"), 0.0)
-    return _linear(z, params, "head2").astype(np.float32)
+    out = _linear(z, params, "head2")
+    if shape.n_factors:
+        out = out + params["action_factors"] @ _linear(z, params, "head_factors")
+    return out.astype(np.float32)
 
 
 def check_params(shape: SetNetShape, params: Mapping[str, np.ndarray]) -> str | None:

@@ -38,6 +38,10 @@ class SetNet(nn.Module):
         self.norm = nn.LayerNorm(d, eps=LN_EPS)
         self.head1 = nn.Linear(2 * d + shape.d_context, shape.d_head_hidden)
         self.head2 = nn.Linear(shape.d_head_hidden, shape.n_actions)
+        if shape.n_factors:
+            self.head_factors = nn.Linear(shape.d_head_hidden, shape.n_factors)
+            # a constant (the trainer sets it from the action encoding): saved with the weights, never trained
+            self.register_buffer("action_factors", torch.zeros(shape.n_actions, shape.n_factors))
 
     def forward(self, tokens: torch.Tensor, valid: torch.Tensor, context: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
         B, N, _ = tokens.shape
@@ -60,7 +64,11 @@ class SetNet(nn.Module):
         has = current >= 0
         idx = current.clamp(min=0)
         cur = h[torch.arange(B), idx] * has.to(h.dtype)[:, None]
-        return self.head2(torch.relu(self.head1(torch.cat([cur, pooled, context], dim=-1))))
+        z = torch.relu(self.head1(torch.cat([cur, pooled, context], dim=-1)))
+        out = self.head2(z)
+        if self.shape.n_factors:
+            out = out + self.head_factors(z) @ self.action_factors.T
+        return out
 
     def export(self) -> dict[str, np.ndarray]:
         """The parameters as float32 numpy arrays, named as ``SetNetShape.param_shapes`` names them."""

@@ -70,6 +70,7 @@ class Args:
     layers: int = 2
     d_ff: int = 64
     d_head_hidden: int = 64
+    factored: bool = True  # the head also scores the actions' options (agent.setnet): see docs/training.md
     eval_every: int = 5_000
     eval_per_cell: int = 4  # validation windows per (W, Cmax) cell
     checkpoint_every: int = 10_000
@@ -84,7 +85,32 @@ class Args:
 
     def shape(self, d_token: int) -> SetNetShape:
         return SetNetShape(d_token=d_token, d_context=len(SET_CONTEXT_NAMES), d_model=self.d_model, heads=self.heads,
-                           layers=self.layers, d_ff=self.d_ff, d_head_hidden=self.d_head_hidden)
+                           layers=self.layers, d_ff=self.d_ff, d_head_hidden=self.d_head_hidden,
+                           n_factors=ACTION_FACTORS.shape[1] if self.factored else 0)
+
+
+def action_factors() -> np.ndarray:
+    """(257, options) 0/1: which options (affinity, memory policy, core fraction, way fraction, bandwidth cap,
+    split, skip) each action of env.actions is made of; the network's factored head sums their scores."""
+    options = [("affinity", x) for x in actions.AFFINITIES] + [("memory", x) for x in actions.MEMORY_POLICIES] + \
+        [("cores", x) for x in actions.CORE_FRACTIONS] + [("ways", x) for x in actions.WAY_FRACTIONS] + \
+        [("bw", x) for x in actions.BW_PERCENTS] + [("split", x) for x in actions.SPLITS] + [("skip", None)]
+    col = {o: i for i, o in enumerate(options)}
+    m = np.zeros((actions.N_ACTIONS, len(options)), np.float32)
+    for a in range(actions.N_ACTIONS):
+        act = actions.decode(a)
+        if isinstance(act, actions.ScheduleAction):
+            keys = [("affinity", act.affinity), ("memory", act.memory)]
+        elif isinstance(act, actions.JobAction):
+            keys = [("cores", act.cores), ("ways", act.ways), ("bw", act.bw_percent), ("split", act.split)]
+        else:
+            keys = [("skip", None)]
+        for k in keys:
+            m[a, col[k]] = 1.0
+    return m
+
+
+ACTION_FACTORS = action_factors()
 
 
 # ------------------------------------------------------------------------------------------- problem
@@ -118,16 +144,18 @@ class Problem:
 
 
 def validation_windows(args: Args) -> list[tuple[list[str], int]]:
-    """Seeded windows of every program (at least one held-out each), per cell; not bench/'s seeds."""
+    """Seeded windows of every program (at least one held-out each), per cell; not bench/'s seeds. With ``jobs``
+    (a small problem) windows of those jobs."""
     from env.sim.catalogue import ALL_JOBS, HELD_OUT_JOBS
 
     rng = random.Random(7_070_707)
+    pool = list(args.jobs) if args.jobs else list(ALL_JOBS)  # given jobs: a small problem, validated on itself
     out = []
     for w, c in args.eval_cells:
         n = 0
         while n < args.eval_per_cell:
-            names = rng.sample(list(ALL_JOBS), w)
-            if any(x in HELD_OUT_JOBS for x in names):
+            names = rng.sample(pool, w) if len(pool) >= w else [rng.choice(pool) for _ in range(w)]
+            if args.jobs or any(x in HELD_OUT_JOBS for x in names):
                 out.append((names, c))
                 n += 1
     return out
@@ -229,6 +257,9 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     actor, q1, q2, q1_t, q2_t = (SetNet(shape) for _ in range(5))
+    if shape.n_factors:
+        for net in (actor, q1, q2, q1_t, q2_t):
+            net.action_factors.copy_(torch.from_numpy(ACTION_FACTORS))
     q1_t.load_state_dict(q1.state_dict())
     q2_t.load_state_dict(q2.state_dict())
     log_alpha = torch.tensor(math.log(args.initial_alpha), requires_grad=True)
@@ -435,6 +466,8 @@ def cli(argv: list[str] | None = None) -> int:
     ap.add_argument("--run-dir", required=True)
     ap.add_argument("--out", default=None)
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--export-only", action="store_true",
+                    help="write --out from RUN_DIR's best validated actor so far (a run stopped early), train nothing")
     for f in dataclasses.fields(Args):
         if f.type in ("int", "float", "str"):
             ap.add_argument("--" + f.name.replace("_", "-"), type={"int": int, "float": float, "str": str}[f.type],
@@ -453,6 +486,24 @@ def cli(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if ns.export_only:
+        run = Path(ns.run_dir)
+        if not ns.out or not (run / "best-actor.npz").exists():
+            print(f"error: --export-only needs --out and {run}/best-actor.npz (a run that validated once)", file=sys.stderr)
+            return 2
+        saved = json.loads((run / "args.json").read_text())
+        args = Args(**{**saved, "windows": tuple(saved["windows"]), "cmaxes": tuple(saved["cmaxes"]),
+                       "jobs": tuple(saved["jobs"]) if saved["jobs"] else None,
+                       "eval_cells": tuple(tuple(c) for c in saved["eval_cells"])})
+        problem = Problem(args)
+        evals = [json.loads(ln) for ln in (run / "log.jsonl").read_text().splitlines() if '"eval"' in ln]
+        best = max(evals, key=lambda r: r["agent"])
+        with np.load(run / "best-actor.npz") as z:
+            params = {k: z[k] for k in z.files}
+        export(Path(ns.out), params, args, problem, args.shape(problem.d_token),
+               {"simulated": True, "selected": best, "stopped_early_at_step": evals[-1]["step"]})
+        print(f"wrote {ns.out} (the actor of step {best['step']}, validation {best['agent']:.3f}, simulated)")
+        return 0
     main(args, Path(ns.run_dir), out=Path(ns.out) if ns.out else None, resume=ns.resume)
     return 0
 

@@ -30,15 +30,20 @@ def _states(seed: int) -> list[tuple[np.ndarray, np.ndarray, int]]:
     return out
 
 
-def test_numpy_and_torch_give_the_same_logits_on_a_padded_batch() -> None:
-    net = _net()
+@pytest.mark.parametrize("factors", [0, 6])
+def test_numpy_and_torch_give_the_same_logits_on_a_padded_batch(factors: int) -> None:
+    shape = SetNetShape(**{**SHAPE.to_dict(), "n_factors": factors})
+    torch.manual_seed(0)
+    net = SetNet(shape)
+    if factors:  # an incidence of actions and options, as the trainer sets it
+        net.action_factors.copy_(torch.from_numpy((np.random.default_rng(0).random((257, factors)) < 0.3).astype(np.float32)))
     params = net.export()
-    assert check_params(SHAPE, params) is None
+    assert check_params(shape, params) is None
     states = _states(1)
     with torch.no_grad():
-        batch = net(*collate(states, SHAPE.d_token)).numpy()
+        batch = net(*collate(states, shape.d_token)).numpy()
     for i, (t, c, k) in enumerate(states):
-        np.testing.assert_allclose(set_logits(SHAPE, params, t, c, k), batch[i], atol=2e-5)
+        np.testing.assert_allclose(set_logits(shape, params, t, c, k), batch[i], atol=2e-5)
 
 
 def test_permuting_the_tokens_permutes_nothing_in_the_logits() -> None:
