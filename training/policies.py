@@ -19,15 +19,14 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from agent.modelfile import SET_MODEL_FORMAT, LoadedModel, LoadedSetModel, NodeShape, load_model, load_set_model
-from agent.policy import MeanLogits
+from agent.policy import ActorChooser
 from agent.setpolicy import SetPolicy
-from env import actions
-from env.episode import Episode, layout_for_size, plan_window
+from env.episode import layout_for_size, plan_window
 from env.errors import InputError
 from env.models import ModelRef, Plan, Window
 from env.nodespec import NodeSpec
@@ -127,35 +126,6 @@ def load_for_node(model: str | os.PathLike[str] | LoadedModel | LoadedSetModel |
                              "and pass --model, or choose a baseline with --policy greedy")
         model = found
     return load_any(model, expect_node_shape=node_shape(node), expect_feature_set=FEATURE_SET_ID)
-
-
-class ActorChooser:
-    """The actor as an episode chooser (obs, mask, episode) -> action: argmax of the logits over the valid
-    actions. ``fifo``: skip is never chosen while any other action is open (it always is, see env.episode)."""
-
-    def __init__(self, layers: list[tuple[np.ndarray, np.ndarray]], *, fifo: bool = False,
-                 members: Sequence[list[tuple[np.ndarray, np.ndarray]]] | None = None) -> None:
-        # (weight (out, in), bias) -> transposed contiguous copies (MeanLogits); an ensemble's logits are averaged
-        self.forward = MeanLogits(members if members else [layers])
-        self.layers = self.forward.layers
-        self.fifo = fifo
-
-    def __call__(self, obs: np.ndarray, mask: np.ndarray, episode: Episode | None = None) -> int:
-        logits = self.forward(obs)
-        # The argmax over the valid actions only (a few hundred at most, often 6): the first maximal valid index,
-        # as np.argmax(np.where(mask, logits, -inf)) picks it, without a bool copy and a 257-wide where per step.
-        valid = np.asarray(mask).ravel().nonzero()[0]  # np.flatnonzero, without its wrappers
-        if self.fifo and valid.size > 1 and valid[-1] == actions.SKIP:
-            valid = valid[:-1]  # skip is closed to fifo while any other action is open
-        if valid.size:
-            best = int(valid[logits[valid].argmax()])
-            if logits[best] != -np.inf:
-                return best
-        # Degenerate (no valid action, or every valid logit -inf): the full masked argmax, for the same answer.
-        m = np.asarray(mask).astype(np.bool_)
-        if self.fifo and m[actions.SKIP] and m[: actions.SKIP].any():
-            m[actions.SKIP] = False
-        return int(np.argmax(np.where(m, logits, -np.inf)))
 
 
 class AgentPolicy:
@@ -269,4 +239,4 @@ def _register() -> None:
 
 _register()
 
-__all__ = ["AgentPolicy", "FifoPolicy", "ActorChooser", "agent_policy", "shipped_model_for", "load_for_node", "node_shape", "MODELS_DIR"]
+__all__ = ["AgentPolicy", "FifoPolicy", "load_any", "agent_policy", "shipped_model_for", "load_for_node", "node_shape", "MODELS_DIR"]
