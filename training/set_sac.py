@@ -282,7 +282,11 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
         rng.bit_generator.state = d["rng"]
         torch.set_rng_state(d["torch_rng"])
         st = d["state"]
-    log = open(run_dir / "log.jsonl", "a" if resume else "w", encoding="utf-8")
+    log_path = run_dir / "log.jsonl"
+    if resume and log_path.exists():  # the records after the checkpoint are played again: cut them
+        kept = [ln for ln in log_path.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] <= st["step"]]
+        log_path.write_text("".join(ln + "\n" for ln in kept))
+    log = open(log_path, "a" if resume else "w", encoding="utf-8")
     val = validation_windows(args)
     base = _baselines(problem, val)
     t0, wall0 = time.monotonic(), st["wall_s"]
@@ -486,15 +490,18 @@ def cli(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if ns.export_only:
-        run = Path(ns.run_dir)
-        if not ns.out or not (run / "best-actor.npz").exists():
-            print(f"error: --export-only needs --out and {run}/best-actor.npz (a run that validated once)", file=sys.stderr)
-            return 2
+    run = Path(ns.run_dir)
+    if (ns.resume or ns.export_only) and (run / "args.json").exists():
+        # a run continues with its own settings; only its length may change
         saved = json.loads((run / "args.json").read_text())
+        saved.update({k: v for k, v in kw.items() if k == "total_steps"})
         args = Args(**{**saved, "windows": tuple(saved["windows"]), "cmaxes": tuple(saved["cmaxes"]),
                        "jobs": tuple(saved["jobs"]) if saved["jobs"] else None,
                        "eval_cells": tuple(tuple(c) for c in saved["eval_cells"])})
+    if ns.export_only:
+        if not ns.out or not (run / "best-actor.npz").exists():
+            print(f"error: --export-only needs --out and {run}/best-actor.npz (a run that validated once)", file=sys.stderr)
+            return 2
         problem = Problem(args)
         evals = [json.loads(ln) for ln in (run / "log.jsonl").read_text().splitlines() if '"eval"' in ln]
         best = max(evals, key=lambda r: r["agent"])
@@ -504,7 +511,7 @@ def cli(argv: list[str] | None = None) -> int:
                {"simulated": True, "selected": best, "stopped_early_at_step": evals[-1]["step"]})
         print(f"wrote {ns.out} (the actor of step {best['step']}, validation {best['agent']:.3f}, simulated)")
         return 0
-    main(args, Path(ns.run_dir), out=Path(ns.out) if ns.out else None, resume=ns.resume)
+    main(args, run, out=Path(ns.out) if ns.out else None, resume=ns.resume)
     return 0
 
 

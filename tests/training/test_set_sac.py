@@ -46,3 +46,18 @@ def test_the_same_seed_gives_the_same_actor(tmp_path) -> None:
         main(_args(500), tmp_path / run, progress=False)
     with np.load(tmp_path / "a" / "best-actor.npz") as a, np.load(tmp_path / "b" / "best-actor.npz") as b:
         assert sorted(a.files) == sorted(b.files) and all(np.array_equal(a[k], b[k]) for k in a.files)
+
+
+def test_a_resumed_run_ends_as_an_uninterrupted_one(tmp_path) -> None:
+    import torch
+
+    main(_args(500), tmp_path / "whole", progress=False)
+    main(_args(380), tmp_path / "cut", progress=False)  # stops (and checkpoints) after step 380
+    main(_args(500), tmp_path / "cut", resume=True, progress=False)
+    x = torch.load(tmp_path / "whole" / "checkpoint.pt", weights_only=False)
+    y = torch.load(tmp_path / "cut" / "checkpoint.pt", weights_only=False)
+    assert x["state"]["step"] == y["state"]["step"] and x["state"]["updates"] == y["state"]["updates"]
+    for net in ("actor", "q1", "q2"):
+        assert all(torch.equal(x[net][k], y[net][k]) for k in x[net])
+    steps = [json.loads(ln)["step"] for ln in (tmp_path / "cut" / "log.jsonl").read_text().splitlines()]
+    assert steps == sorted(steps)
