@@ -146,6 +146,15 @@ class ActorChooser:
         self.layers = self.forward.layers
         self.fifo = fifo
 
+    def probs(self, obs: np.ndarray, mask: np.ndarray, episode: Any = None) -> np.ndarray:
+        """Probabilities over all actions (exactly 0 where masked, and on skip for fifo while another is open): the
+        chooser interface the planning-time search reads, as ``agent.setpolicy.SetPolicy.probs``."""
+        m = np.asarray(mask).astype(np.bool_)
+        if self.fifo and m[-1] and m[:-1].any():
+            m = m.copy()
+            m[-1] = False
+        return masked_probs(self.forward(obs), m)
+
     def __call__(self, obs: np.ndarray, mask: np.ndarray, episode: Any = None) -> int:
         logits = self.forward(obs)
         # The argmax over the valid actions only (a few hundred at most, often 6): the first maximal valid index,

@@ -121,3 +121,18 @@ def test_masked_actions_are_never_sampled(tmp_path) -> None:
     mask = np.zeros(257, bool)
     mask[[3, 100]] = True
     assert greedy(None, mask, _Ep(states[0])) == 100  # the larger valid logit (the bias ramp), never 256
+
+
+def test_the_mlp_chooser_gives_probabilities_too() -> None:
+    from agent.policy import ActorChooser
+
+    rng = np.random.default_rng(0)
+    layers = [(rng.normal(size=(8, 4)).astype(np.float32), np.zeros(8, np.float32)),
+              (rng.normal(size=(257, 8)).astype(np.float32), np.zeros(257, np.float32))]
+    obs, mask = rng.normal(size=4).astype(np.float32), rng.random(257) < 0.2
+    mask[256] = True
+    for fifo in (False, True):
+        c = ActorChooser(layers, fifo=fifo)
+        p = c.probs(obs, mask)
+        assert abs(p.sum() - 1) < 1e-5 and (p[~mask] == 0).all() and (p[256] == 0) == fifo
+        assert c(obs, mask) == int(np.argmax(p))  # the greedy choice is the most probable action
