@@ -84,9 +84,14 @@ class SetNetShape:
 
 
 def _layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
-    mu = x.mean(axis=-1, keepdims=True)
-    var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
-    return (x - mu) / np.sqrt(var + LN_EPS) * w + b
+    # ufunc reductions in place: ndarray.mean's Python wrapper cost more than the arithmetic here (planning path)
+    d = x.shape[-1]
+    xc = x - np.add.reduce(x, axis=-1, keepdims=True) / d
+    var = np.add.reduce(xc * xc, axis=-1, keepdims=True) / d
+    xc /= np.sqrt(var + LN_EPS)
+    xc *= w
+    xc += b
+    return xc
 
 
 def _linear(x: np.ndarray, p: Mapping[str, np.ndarray], name: str) -> np.ndarray:
@@ -117,7 +122,7 @@ def set_logits(shape: SetNetShape, params: Mapping[str, np.ndarray], tokens: np.
             h = h + _linear(np.maximum(_linear(y, params, p + "ff1"), 0.0), params, p + "ff2")
     h = _layer_norm(h, params["norm.weight"], params["norm.bias"])
     cur = h[current] if 0 <= current < n else np.zeros(d, np.float32)
-    pooled = h.mean(axis=0) if n else np.zeros(d, np.float32)
+    pooled = np.add.reduce(h, axis=0) / n if n else np.zeros(d, np.float32)
     z = np.maximum(_linear(np.concatenate([cur, pooled, c]), params, "head1"), 0.0)
     out = _linear(z, params, "head2")
     if shape.n_factors:

@@ -20,6 +20,8 @@ from agent.setnet import SetNetShape, set_logits
 
 
 class SetPolicy:
+    reads_obs = False  # it reads the episode (env.episode.run_episode then skips the vector observation)
+
     def __init__(self, model: LoadedSetModel, *, deterministic: bool = True, seed: int | None = 0,
                  fifo: bool = False) -> None:
         self.model = model

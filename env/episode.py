@@ -269,7 +269,7 @@ class Episode:
         Cmax / 4 and one-hot, whether the schedule action is to come, the schedule one-hot, and log-scaled
         counts of remaining and open-group jobs."""
         f = self.n_features
-        slots, _ = self._parts()
+        slots = self._feature_rows()
         in_play = [s for s in range(len(self.infos)) if self.group_of[s] < 0 or self.group_of[s] == self.open_group_index]
         cur = self.current
         tokens = np.zeros((len(in_play), f + len(SET_TOKEN_NAMES)), dtype=np.float32)
@@ -302,12 +302,7 @@ class Episode:
         (unclipped). The rows live in one array an episode, rewritten here: the caller copies them out."""
         f, W = self.n_features, self.window_size
         node = self.node
-        if self._slot_rows is None:
-            rows = np.zeros((len(self.infos), f + N_STATUS), dtype=np.float32)
-            for s, info in enumerate(self.infos):
-                rows[s, :f] = info.features[:f]
-            np.clip(rows[:, :f], -OBS_CLIP, OBS_CLIP, out=rows[:, :f])
-            self._slot_rows = rows
+        self._feature_rows()
         cur = self.current
         pos = {s: i for i, s in enumerate(self.queue)}
         open_group = self.open_group_index
@@ -331,6 +326,17 @@ class Episode:
         if status:
             self._slot_rows[:, f:] = status
         return self._slot_rows, values
+
+    def _feature_rows(self) -> np.ndarray:
+        """The slots' rows (made once an episode): the f features clipped, then room for the status values."""
+        if self._slot_rows is None:
+            f = self.n_features
+            rows = np.zeros((len(self.infos), f + N_STATUS), dtype=np.float32)
+            for s, info in enumerate(self.infos):
+                rows[s, :f] = info.features[:f]
+            np.clip(rows[:, :f], -OBS_CLIP, OBS_CLIP, out=rows[:, :f])
+            self._slot_rows = rows
+        return self._slot_rows
 
     def _fractions_of(self, slot: int, a: Allocation) -> tuple[float, float, float]:
         """The slot's share of the node's CPUs, ways and bandwidth (cached per allocation object)."""
@@ -491,9 +497,11 @@ class Chooser(Protocol):
 
 
 def run_episode(episode: Episode, chooser: Chooser) -> Episode:
+    # a chooser that reads the episode itself (the set-encoder policy: ``reads_obs = False``) gets no vector
+    reads_obs = getattr(chooser, "reads_obs", True)
     while not episode.done:
         mask = episode.action_mask()
-        a = int(chooser(episode.observation(), mask, episode))
+        a = int(chooser(episode.observation() if reads_obs else None, mask, episode))
         if not 0 <= a < actions.N_ACTIONS or not mask[a]:
             raise ValueError(f"the chooser picked {a}, which is masked in this state")
         episode._apply(a)  # checked just above against this very state's mask
