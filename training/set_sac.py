@@ -16,6 +16,7 @@ replay buffer, and the loop: play an episode with the actor's masked softmax, st
   next state's mask in the buffer, twin critics, automatic α toward ``target_entropy_ratio · log n_valid``.
 * Validation every ``eval_every`` steps: the greedy actor on seeded windows of every program (held-out ones
   included; not the windows bench/ reports on) at W ∈ {4, 6, 8, 12} × Cmax ∈ {2, 3, 4}; the best actor is kept.
+* Progress: a line every 1,000 steps (training episodes' throughput, α, time spent and to go) and one a validation.
 * Checkpoints (``RUN/checkpoint.pt``: networks, optimizers, α, buffer, counters, RNG states) every
   ``checkpoint_every`` steps; ``--resume`` continues from it. ``RUN/log.jsonl`` has one record per episode and
   evaluation; the end writes ``RUN/curves.png`` and the model (``cosched-model/2``, ``agent.modelfile``).
@@ -335,7 +336,9 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
         os.replace(tmp, ckpt)
 
     last: dict[str, float] = {}
+    recent: list[float] = []  # the last 100 training episodes' throughput, for the progress line
     next_ckpt = (st["step"] // args.checkpoint_every + 1) * args.checkpoint_every
+    next_say, start_step = st["step"] + 1_000, st["step"]
     while st["step"] < args.total_steps:
         ep_rng = np.random.default_rng([args.seed, st["episode"]])
         w = int(ep_rng.integers(args.windows[0], args.windows[1] + 1))
@@ -350,6 +353,14 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
                 last = update()
                 st["updates"] += 1
         st["episode"] += 1
+        recent = (recent + [thr])[-100:]
+        if progress and st["step"] >= next_say:
+            spent = time.monotonic() - t0
+            eta = spent / max(st["step"] - start_step, 1) * (args.total_steps - st["step"])
+            print(f"step {st['step']}/{args.total_steps} (episode {st['episode']}, {st['updates']} updates): training "
+                  f"episodes {np.mean(recent):.3f} vs time sharing, alpha {last.get('alpha', args.initial_alpha):.4f}; "
+                  f"{spent:.0f} s, about {eta:.0f} s to go", flush=True)
+            next_say += 1_000
         log.write(json.dumps({"kind": "episode", "step": st["step"], "W": w, "cmax": cmax, "throughput": thr, **last}) + "\n")
         if st["step"] >= st["next_eval"] or st["step"] >= args.total_steps:
             params = actor.export()
