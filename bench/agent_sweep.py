@@ -27,13 +27,13 @@ from pathlib import Path  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from training.policies import load_any  # noqa: E402  (either model format)
+from agent.modelfile import load_model  # noqa: E402
 from env.models import Window, WindowJob  # noqa: E402
 from env.nodes import load_node  # noqa: E402
 from env.sim.catalogue import ALL_JOBS, HELD_OUT_JOBS  # noqa: E402
 from training.evaluation import evaluate_model  # noqa: E402
 
-WS, CMAXES = (4, 6, 8), (2, 3, 4)  # --ws 4,6,8,12 adds the issue-15 row
+WS, CMAXES = (4, 6, 8), (2, 3, 4)
 
 
 def cell_windows(w: int, cmax: int, n: int, seed: int = 4242) -> list[Window]:
@@ -52,20 +52,18 @@ def main() -> int:
     ap.add_argument("--model", default=str(ROOT / "training" / "models" / "sim-reference.npz"))
     ap.add_argument("--models", default=None, help="one model per W: 4=PATH,6=PATH,8=PATH")
     ap.add_argument("--windows-per-cell", type=int, default=6)
-    ap.add_argument("--ws", default="4,6,8", help="window sizes, e.g. 4,6,8,12")
     ap.add_argument("--png", default=str(ROOT / "training" / "results" / "agent_sweep.png"))
     ap.add_argument("--json", default=str(ROOT / "training" / "results" / "agent_sweep.json"))
     args = ap.parse_args()
-    ws = tuple(int(x) for x in args.ws.split(","))
-    per_w = {w: args.model for w in ws}
+    per_w = {w: args.model for w in WS}
     if args.models:
         for part in args.models.split(","):
             k, v = part.split("=", 1)
             per_w[int(k)] = v
-    node = load_node(load_any(args.model).meta.trained_for.name)
+    node = load_node(load_model(args.model).meta.trained_for.name)
     cells = []
     t0 = time.monotonic()
-    for w in ws:
+    for w in WS:
         for c in CMAXES:
             doc = evaluate_model(per_w[w], node, cell_windows(w, c, args.windows_per_cell),
                                  ["agent", "greedy", "pairs", "best-found"], search=True)
@@ -77,7 +75,7 @@ def main() -> int:
                   f"({time.monotonic() - t0:.0f} s)", flush=True)
     print("\n(simulated) agent / best-found, mean throughput vs time sharing")
     print("W \\ Cmax " + "".join(f"{c:>10}" for c in CMAXES))
-    for w in ws:
+    for w in WS:
         row = [x for x in cells if x["W"] == w]
         print(f"{w:>8} " + "".join(f"{x['fraction'] * 100:>9.1f}%" for x in row))
     Path(args.json).write_text(json.dumps({"simulated": True, "node": node.name, "windows_per_cell": args.windows_per_cell,
@@ -88,14 +86,14 @@ def main() -> int:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    grid = np.array([[next(x["fraction"] for x in cells if x["W"] == w and x["Cmax"] == c) for c in CMAXES] for w in ws])
+    grid = np.array([[next(x["fraction"] for x in cells if x["W"] == w and x["Cmax"] == c) for c in CMAXES] for w in WS])
     fig, ax = plt.subplots(figsize=(5.5, 4.2))
     im = ax.imshow(grid * 100, cmap="viridis", vmin=min(80, grid.min() * 100), vmax=100, origin="lower")
     ax.set_xticks(range(len(CMAXES)), [str(c) for c in CMAXES])
-    ax.set_yticks(range(len(ws)), [str(w) for w in ws])
+    ax.set_yticks(range(len(WS)), [str(w) for w in WS])
     ax.set_xlabel("Cmax")
     ax.set_ylabel("W (jobs per window)")
-    for i, w in enumerate(ws):
+    for i, w in enumerate(WS):
         for j, c in enumerate(CMAXES):
             x = next(x for x in cells if x["W"] == w and x["Cmax"] == c)
             ax.text(j, i, f"{grid[i, j] * 100:.0f} %\n{x['agent']:.2f}", ha="center", va="center", color="white", fontsize=8)

@@ -239,4 +239,4 @@ def _register() -> None:
 
 _register()
 
-__all__ = ["AgentPolicy", "FifoPolicy", "load_any", "agent_policy", "shipped_model_for", "load_for_node", "node_shape", "MODELS_DIR"]
+__all__ = ["AgentPolicy", "FifoPolicy", "ActorChooser", "load_any", "agent_policy", "shipped_model_for", "load_for_node", "node_shape", "MODELS_DIR"]
