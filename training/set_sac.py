@@ -71,7 +71,7 @@ class Args:
     layers: int = 2
     d_ff: int = 64
     d_head_hidden: int = 64
-    factored: bool = True  # the head also scores the actions' options (agent.setnet): see docs/training.md
+    factored: bool = False  # the head also scores the actions' options (agent.setnet); measured not better yet (docs/training.md)
     eval_every: int = 5_000
     eval_per_cell: int = 4  # validation windows per (W, Cmax) cell
     checkpoint_every: int = 10_000
@@ -483,19 +483,24 @@ def cli(argv: list[str] | None = None) -> int:
         if f.type in ("int", "float", "str"):
             ap.add_argument("--" + f.name.replace("_", "-"), type={"int": int, "float": float, "str": str}[f.type],
                             default=None)
+        elif f.type == "bool":
+            ap.add_argument("--" + f.name.replace("_", "-"), action=argparse.BooleanOptionalAction, default=None)
     ap.add_argument("--windows", default=None, help="LO,HI")
     ap.add_argument("--cmaxes", default=None, help="e.g. 1,2,3,4")
     ns = ap.parse_args(argv)
     kw = {f.name: getattr(ns, f.name) for f in dataclasses.fields(Args)
-          if f.type in ("int", "float", "str") and getattr(ns, f.name) is not None}
-    if ns.windows:
-        kw["windows"] = tuple(int(x) for x in ns.windows.split(","))
-    if ns.cmaxes:
-        kw["cmaxes"] = tuple(int(x) for x in ns.cmaxes.split(","))
+          if f.type in ("int", "float", "str", "bool") and getattr(ns, f.name) is not None}
     try:
+        if ns.windows:
+            kw["windows"] = tuple(int(x) for x in ns.windows.split(","))
+            if len(kw["windows"]) != 2:
+                raise ValueError("give LO,HI (e.g. 2,12)")
+        if ns.cmaxes:
+            kw["cmaxes"] = tuple(int(x) for x in ns.cmaxes.split(","))
         args = Args(**kw)
     except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: --windows {ns.windows} / --cmaxes {ns.cmaxes}: {e}" if "int()" in str(e) or "LO,HI" in str(e)
+              else f"error: {e}", file=sys.stderr)
         return 2
     run = Path(ns.run_dir)
     if (ns.resume or ns.export_only) and (run / "args.json").exists():
