@@ -197,24 +197,8 @@ def load_model(
     """Read and verify a model file. Raises ``ModelFileError`` (one line) when it is missing, corrupt, of
     another format version, trained for another node shape, or for another feature set."""
     path = Path(path)
-    if not path.is_file():
-        raise ModelFileError(f"model file {path} not found: train one with `cosched train` or pass --model")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            names = list(z.files)
-            if "metadata" not in names:
-                raise ModelFileError(f"model file {path} has no metadata: not a cosched model file")
-            raw = bytes(z["metadata"].astype(np.uint8, copy=False).tobytes())
-            arrays = {n: z[n] for n in names if n != "metadata"}
-    except ModelFileError:
-        raise
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError) as e:
-        raise ModelFileError(f"model file {path} is corrupt or not a cosched model file ({type(e).__name__}: {e})") from None
-    try:
-        doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ModelFileError(f"model file {path} is corrupt: its metadata is not JSON ({e})") from None
-    fmt = doc.get("format") if isinstance(doc, dict) else None
+    doc, arrays = _read_archive(path)
+    fmt = doc.get("format")
     if fmt != MODEL_FORMAT:
         raise ModelFileError(f"model file {path} has format {fmt!r}; this version of cosched reads {MODEL_FORMAT!r}: retrain or use a matching cosched")
     try:
@@ -227,23 +211,124 @@ def load_model(
     actual = content_id(meta, arrays)
     if actual != meta.model_id:
         raise ModelFileError(f"model file {path} is corrupt: its content hash {actual} does not match its id {meta.model_id}")
-    if expect_node_shape is not None:
-        want = _shape_of(expect_node_shape)
-        have = meta.trained_for.shape
-        if have != want:
-            raise ModelFileError(
-                f"model {meta.model_id[:19]} was trained for node {meta.trained_for.name!r} ({have.describe()}), "
-                f"not for this node's shape ({want.describe()}): train a model for this node with `cosched train`"
-            )
-    if expect_feature_set is not None and meta.feature_set != expect_feature_set:
-        raise ModelFileError(
-            f"model {meta.model_id[:19]} uses feature set {meta.feature_set!r}, not {expect_feature_set!r}: "
-            f"its observations would mean something else; train a model with this feature set"
-        )
+    _check_fit(meta.model_id, meta.trained_for, meta.feature_set, expect_node_shape, expect_feature_set)
     n = len(meta.hidden_sizes) + 1
     members = tuple([(arrays[f"{_prefix(k)}.{i}.weight"], arrays[f"{_prefix(k)}.{i}.bias"]) for i in range(n)]
                     for k in range(_n_members(arrays)))
     return LoadedModel(meta=meta, layers=members[0], path=path, members=members)
 
 
-__all__ = ["MODEL_FORMAT", "NodeShape", "TrainedFor", "ModelMeta", "LoadedModel", "write_model", "load_model", "content_id"]
+
+# ---------------------------------------------------------------------------------- format 2: the set encoder
+SET_MODEL_FORMAT = "cosched-model/2"
+
+
+class SetModelMeta(BaseModel):
+    """Metadata of a ``cosched-model/2`` file: one set-encoder actor (``agent.setnet``) for every window of
+    1..max_window jobs and every Cmax of 1..max_concurrency on one node shape. Arrays: ``actor.<parameter>``."""
+
+    model_config = ConfigDict(extra="forbid")
+    format: Literal["cosched-model/2"] = SET_MODEL_FORMAT
+    model_id: str = ""
+    action_encoding: str
+    architecture: str  # agent.setnet.ARCHITECTURE
+    net: dict[str, int]  # agent.setnet.SetNetShape.to_dict()
+    observation: str  # the episode's layout the network reads (env.episode: "set-v1")
+    max_window: int = Field(ge=1)
+    max_concurrency: int = Field(ge=1)
+    trained_for: TrainedFor
+    feature_set: str
+    feature_pipeline: dict[str, Any] = Field(default_factory=dict)
+    training: dict[str, Any] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LoadedSetModel:
+    meta: SetModelMeta
+    params: dict[str, np.ndarray]  # the actor's parameters by name (agent.setnet.SetNetShape.param_shapes)
+    path: Path
+
+
+def write_set_model(path: str | os.PathLike[str], params: Mapping[str, np.ndarray], **fields: Any) -> SetModelMeta:
+    """Write a set-encoder actor and its metadata (``SetModelMeta``'s fields but format and id) as one ``.npz``."""
+    from agent.setnet import SetNetShape, check_params
+
+    arrays = {f"actor.{k}": np.ascontiguousarray(v, dtype=np.float32) for k, v in params.items()}
+    meta = SetModelMeta.model_validate({**fields, "trained_for": TrainedFor.model_validate(
+        fields["trained_for"] if not isinstance(fields["trained_for"], TrainedFor) else fields["trained_for"].model_dump())})
+    bad = check_params(SetNetShape.from_dict(meta.net), params)
+    if bad:
+        raise ModelFileError(f"write_set_model: {bad}")
+    meta = meta.model_copy(update={"model_id": content_id(meta, arrays)})  # type: ignore[arg-type]
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp.npz")
+    with open(tmp, "wb") as f:
+        np.savez(f, metadata=np.frombuffer(_canonical(meta.model_dump(mode="json")), dtype=np.uint8), **arrays)
+    os.replace(tmp, path)
+    return meta
+
+
+def _read_archive(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """(metadata document, arrays) of a model file; ModelFileError (one line) when it is not one."""
+    if not path.is_file():
+        raise ModelFileError(f"model file {path} not found: train one with `cosched train` or pass --model")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if "metadata" not in z.files:
+                raise ModelFileError(f"model file {path} has no metadata: not a cosched model file")
+            raw = bytes(z["metadata"].astype(np.uint8, copy=False).tobytes())
+            arrays = {n: z[n] for n in z.files if n != "metadata"}
+        doc = json.loads(raw.decode("utf-8"))
+    except ModelFileError:
+        raise
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError, UnicodeDecodeError) as e:
+        raise ModelFileError(f"model file {path} is corrupt or not a cosched model file ({type(e).__name__}: {e})") from None
+    if not isinstance(doc, dict):
+        raise ModelFileError(f"model file {path} is corrupt: its metadata is not a JSON object")
+    return doc, arrays
+
+
+def load_set_model(path: str | os.PathLike[str], *, expect_node_shape: NodeShape | Mapping[str, Any] | None = None,
+                   expect_feature_set: str | None = None) -> LoadedSetModel:
+    """Read and verify a ``cosched-model/2`` file. Raises ``ModelFileError`` (one line) for a missing or corrupt
+    file, a file of another format (the MLP models of ``cosched-model/1`` included), another node shape or
+    another feature set."""
+    from agent.setnet import SetNetShape, check_params
+
+    path = Path(path)
+    doc, arrays = _read_archive(path)
+    fmt = doc.get("format")
+    if fmt != SET_MODEL_FORMAT:
+        raise ModelFileError(f"model file {path} has format {fmt!r}, not {SET_MODEL_FORMAT!r} (the set-encoder policy): "
+                             "retrain it with `cosched train --backend sim` or plan with the model it was made for")
+    try:
+        meta = SetModelMeta.model_validate(doc)
+        shape = SetNetShape.from_dict(meta.net)
+    except (ValidationError, TypeError, ValueError) as e:
+        msg = e.errors()[0]["msg"] if isinstance(e, ValidationError) else str(e)
+        raise ModelFileError(f"model file {path} has invalid metadata: {msg}") from None
+    params = {k[len("actor."):]: v for k, v in arrays.items() if k.startswith("actor.")}
+    bad = check_params(shape, params) if len(params) == len(arrays) else "arrays outside the actor"
+    if bad:
+        raise ModelFileError(f"model file {path}: {bad}")
+    if content_id(meta, arrays) != meta.model_id:  # type: ignore[arg-type]
+        raise ModelFileError(f"model file {path} is corrupt: its content hash does not match its id {meta.model_id}")
+    _check_fit(meta.model_id, meta.trained_for, meta.feature_set, expect_node_shape, expect_feature_set)
+    return LoadedSetModel(meta=meta, params=params, path=path)
+
+
+def _check_fit(model_id: str, trained_for: TrainedFor, feature_set: str,
+               expect_node_shape: NodeShape | Mapping[str, Any] | None, expect_feature_set: str | None) -> None:
+    if expect_node_shape is not None:
+        want = _shape_of(expect_node_shape)
+        if trained_for.shape != want:
+            raise ModelFileError(
+                f"model {model_id[:19]} was trained for node {trained_for.name!r} ({trained_for.shape.describe()}), "
+                f"not for this node's shape ({want.describe()}): train a model for this node with `cosched train`")
+    if expect_feature_set is not None and feature_set != expect_feature_set:
+        raise ModelFileError(
+            f"model {model_id[:19]} uses feature set {feature_set!r}, not {expect_feature_set!r}: "
+            f"its observations would mean something else; train a model with this feature set")
+
+__all__ = ["MODEL_FORMAT", "NodeShape", "TrainedFor", "ModelMeta", "LoadedModel", "write_model", "load_model", "content_id",
+           "SET_MODEL_FORMAT", "SetModelMeta", "LoadedSetModel", "write_set_model", "load_set_model"]

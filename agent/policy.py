@@ -135,5 +135,43 @@ class ActorPolicy:
 
     __call__ = act
 
+class ActorChooser:
+    """The actor as an episode chooser (obs, mask, episode) -> action: argmax of the logits over the valid
+    actions. ``fifo``: skip is never chosen while any other action is open (it always is, see env.episode)."""
 
-__all__ = ["ActorPolicy", "MeanLogits", "forward_logits", "masked_probs", "sample_valid"]
+    def __init__(self, layers: list[tuple[np.ndarray, np.ndarray]], *, fifo: bool = False,
+                 members: Sequence[list[tuple[np.ndarray, np.ndarray]]] | None = None) -> None:
+        # (weight (out, in), bias) -> transposed contiguous copies (MeanLogits); an ensemble's logits are averaged
+        self.forward = MeanLogits(members if members else [layers])
+        self.layers = self.forward.layers
+        self.fifo = fifo
+
+    def probs(self, obs: np.ndarray, mask: np.ndarray, episode: Any = None) -> np.ndarray:
+        """Probabilities over all actions (exactly 0 where masked, and on skip for fifo while another is open): the
+        chooser interface the planning-time search reads, as ``agent.setpolicy.SetPolicy.probs``."""
+        m = np.asarray(mask).astype(np.bool_)
+        if self.fifo and m[-1] and m[:-1].any():
+            m = m.copy()
+            m[-1] = False
+        return masked_probs(self.forward(obs), m)
+
+    def __call__(self, obs: np.ndarray, mask: np.ndarray, episode: Any = None) -> int:
+        logits = self.forward(obs)
+        # The argmax over the valid actions only (a few hundred at most, often 6): the first maximal valid index,
+        # as np.argmax(np.where(mask, logits, -inf)) picks it, without a bool copy and a 257-wide where per step.
+        valid = np.asarray(mask).ravel().nonzero()[0]  # np.flatnonzero, without its wrappers
+        skip = len(logits) - 1  # the last action is skip (env.actions.SKIP)
+        if self.fifo and valid.size > 1 and valid[-1] == skip:
+            valid = valid[:-1]  # skip is closed to fifo while any other action is open
+        if valid.size:
+            best = int(valid[logits[valid].argmax()])
+            if logits[best] != -np.inf:
+                return best
+        # Degenerate (no valid action, or every valid logit -inf): the full masked argmax, for the same answer.
+        m = np.asarray(mask).astype(np.bool_)
+        if self.fifo and m[skip] and m[:skip].any():
+            m[skip] = False
+        return int(np.argmax(np.where(m, logits, -np.inf)))
+
+
+__all__ = ["ActorPolicy", "ActorChooser", "MeanLogits", "forward_logits", "masked_probs", "sample_valid"]

@@ -28,7 +28,7 @@ from env.nodes import load_node  # noqa: E402
 from env.sim.catalogue import ALL_JOBS, HELD_OUT_JOBS, TRAIN_JOBS  # noqa: E402
 from training.demos import expert_grid  # noqa: E402
 from training.expert import Expert  # noqa: E402
-from training.policies import ActorChooser  # noqa: E402
+from agent.policy import ActorChooser  # noqa: E402
 
 
 def main() -> int:

@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent.modelfile import load_model  # noqa: E402
+from training.policies import load_any  # noqa: E402  (either model format)
 from env.evaluate import evaluate  # noqa: E402
 from env.models import Window, WindowJob  # noqa: E402
 from env.nodes import load_node  # noqa: E402
@@ -79,7 +79,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=4242)
     ap.add_argument("--no-cache", action="store_true", help="search best-found afresh and do not store it")
     args = ap.parse_args()
-    meta = load_model(args.model).meta
+    meta = load_any(args.model).meta
     node = load_node(meta.trained_for.name)
     ws = windows(args.windows, args.seed)
     bf = np.array(best_found(node, ws, args.seed, use_cache=not args.no_cache))

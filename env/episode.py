@@ -73,6 +73,26 @@ DEFAULT_OBS_LAYOUT = "slots-v1"
 _MIN_CORES = min(actions.CORE_FRACTIONS)
 
 
+#: Layout ``set-v1`` (``Episode.set_observation``): a token a job in play, and context values. The network built
+#: on it (agent.setnet) takes any window of 1..SET_MAX_WINDOW jobs and any Cmax of 1..SET_MAX_CMAX.
+SET_TOKEN_NAMES = ("current", "in_open_group", "cores_fraction", "ways_fraction", "bw_fraction", "skipped_now", "skips")
+SET_MAX_WINDOW = 32
+SET_MAX_CMAX = 4
+SET_CONTEXT_NAMES = ("free_cores", "free_ways", "free_bw", "group_size_over_cmax", "free_places", "cmax",
+                     *(f"cmax_is_{c}" for c in range(1, SET_MAX_CMAX + 1)), "needs_schedule",
+                     *(f"sched_{i}" for i in range(actions.N_SCHEDULE)), "log_remaining", "log_open")
+
+
+@dataclass(frozen=True)
+class SetObservation:
+    """``Episode.set_observation``: tokens (n, f + len(SET_TOKEN_NAMES)), context (len(SET_CONTEXT_NAMES),), and
+    the current job's token index (-1 at the schedule step)."""
+
+    tokens: np.ndarray
+    context: np.ndarray
+    current: int
+
+
 @dataclass(frozen=True)
 class RewardConfig:
     """How the two rewards are weighted. The paper guides lightly with rw_i and learns from rw_f."""
@@ -237,18 +257,52 @@ class Episode:
             np.true_divide(agg[f:], np.intp(q), out=agg[f:], casting="unsafe")
         return _clip(obs)
 
+    def set_observation(self) -> "SetObservation":
+        """The state as a *set* (layout ``set-v1``, for the set-encoder policy): one token a job still in play
+        (the remaining queue and the open group's members, in slot order; jobs of closed groups no longer matter
+        to any decision), plus context values. Nothing depends on W, on slot positions or on the queue order
+        beyond which job is current, so one network reads windows of any size.
+
+        Token (``SET_TOKEN_NAMES`` after the f features): is the current job, is in the open group, its CPU /
+        way / bandwidth fractions (0 until placed), skipped since the last allocation, its skip count / 4.
+        Context (``SET_CONTEXT_NAMES``): the open group's free fractions, its size / Cmax, its free places / 4,
+        Cmax / 4 and one-hot, whether the schedule action is to come, the schedule one-hot, and log-scaled
+        counts of remaining and open-group jobs."""
+        f = self.n_features
+        slots = self._feature_rows()
+        in_play = [s for s in range(len(self.infos)) if self.group_of[s] < 0 or self.group_of[s] == self.open_group_index]
+        cur = self.current
+        tokens = np.zeros((len(in_play), f + len(SET_TOKEN_NAMES)), dtype=np.float32)
+        current = -1
+        for i, s in enumerate(in_play):
+            tokens[i, :f] = slots[s, :f]
+            fr = self._fractions_of(s, self.alloc[s]) if self.alloc[s] is not None else (0.0, 0.0, 0.0)
+            tokens[i, f:] = (1.0 if s == cur else 0.0, 1.0 if s in self.open_slots else 0.0, *fr,
+                             1.0 if s in self.skipped else 0.0, min(self.skips[s] / 4.0, OBS_CLIP))
+            if s == cur:
+                current = i
+        node = self.node
+        used_ways = sum(bin(m).count("1") for m in self._open_masks().values())
+        used_bw = sum(sum(self.alloc[s].mem_bw_percent.values()) for s in self.open_slots) / (100.0 * len(node.numa))  # type: ignore[union-attr]
+        cmax, o = self.max_concurrency, len(self.open_slots)
+        sched = [0.0] * actions.N_SCHEDULE
+        if self.schedule_index is not None:
+            sched[self.schedule_index] = 1.0
+        cmax_hot = [1.0 if cmax == c else 0.0 for c in range(1, SET_MAX_CMAX + 1)]
+        context = np.array((self.free_cpus() / len(node.cpus), 1.0 - used_ways / node.total_ways, 1.0 - used_bw,
+                            o / cmax, max(cmax - o, 0) / SET_MAX_CMAX, cmax / SET_MAX_CMAX, *cmax_hot,
+                            1.0 if self.schedule_index is None else 0.0, *sched,
+                            np.log1p(len(self.queue)) / np.log1p(SET_MAX_WINDOW), np.log1p(o) / np.log1p(SET_MAX_CMAX)),
+                           dtype=np.float32)
+        return SetObservation(tokens, context, current)
+
     def _parts(self) -> tuple[np.ndarray, tuple[float, ...]]:
         """The pieces of an observation: the slots' rows in slot order (float32: the features, clipped once an
         episode, as the queue-v2 sums and means are of clipped rows; then the status values) and the node values
         (unclipped). The rows live in one array an episode, rewritten here: the caller copies them out."""
         f, W = self.n_features, self.window_size
         node = self.node
-        if self._slot_rows is None:
-            rows = np.zeros((len(self.infos), f + N_STATUS), dtype=np.float32)
-            for s, info in enumerate(self.infos):
-                rows[s, :f] = info.features[:f]
-            np.clip(rows[:, :f], -OBS_CLIP, OBS_CLIP, out=rows[:, :f])
-            self._slot_rows = rows
+        self._feature_rows()
         cur = self.current
         pos = {s: i for i, s in enumerate(self.queue)}
         open_group = self.open_group_index
@@ -272,6 +326,17 @@ class Episode:
         if status:
             self._slot_rows[:, f:] = status
         return self._slot_rows, values
+
+    def _feature_rows(self) -> np.ndarray:
+        """The slots' rows (made once an episode): the f features clipped, then room for the status values."""
+        if self._slot_rows is None:
+            f = self.n_features
+            rows = np.zeros((len(self.infos), f + N_STATUS), dtype=np.float32)
+            for s, info in enumerate(self.infos):
+                rows[s, :f] = info.features[:f]
+            np.clip(rows[:, :f], -OBS_CLIP, OBS_CLIP, out=rows[:, :f])
+            self._slot_rows = rows
+        return self._slot_rows
 
     def _fractions_of(self, slot: int, a: Allocation) -> tuple[float, float, float]:
         """The slot's share of the node's CPUs, ways and bandwidth (cached per allocation object)."""
@@ -389,14 +454,54 @@ def _job_mask(n_cpus: int, free_cpus: int, skip: bool) -> np.ndarray:
 # -- choosers and planning a whole window ----------------------------------------------------------
 
 
+def placed_actions(ep: Episode) -> dict[int, int]:
+    """slot -> the job-level action it was placed with, in placement order (replayed from the episode's history)."""
+    queue = list(range(len(ep.jobs)))
+    out: dict[int, int] = {}
+    for a in ep.history[1:]:
+        if a == SKIP:
+            queue.append(queue.pop(0))
+        else:
+            out[queue.pop(0)] = a
+    return out
+
+
+def group_members(ep: Episode) -> list[list[tuple[str, int]]]:
+    """Each closed group's (profile name, action) in placement order: what the simulated node scores."""
+    groups: dict[int, list[tuple[str, int]]] = {}
+    for slot, a in placed_actions(ep).items():
+        groups.setdefault(ep.group_of[slot], []).append((ep.infos[slot].name, a))
+    return [groups[g] for g in sorted(groups)]
+
+
+def canonical_order(infos: Sequence[JobInfo]) -> list[int]:
+    """The jobs' indices sorted by what the planner knows of them (features, then profile name), ties in queue
+    order: two windows holding equal jobs in different orders are planned as one."""
+    return sorted(range(len(infos)), key=lambda i: (infos[i].features.tobytes(), infos[i].name))
+
+
+def set_episode(node: NodeSpec, jobs: Sequence[WindowJob], infos: Sequence[JobInfo], max_concurrency: int, *,
+                n_features: int, builder: PlanBuilder | None = None) -> Episode:
+    """The episode the set-encoder policy plans and trains on (the one factory for both): the jobs in
+    ``canonical_order``, a window of up to SET_MAX_WINDOW, and ``plan_window``'s step limit."""
+    if not 1 <= max_concurrency <= SET_MAX_CMAX:
+        raise InputError(f"max_concurrency {max_concurrency} is outside 1..{SET_MAX_CMAX}")
+    order = canonical_order(infos)
+    W = SET_MAX_WINDOW
+    return Episode(node, [jobs[i] for i in order], [infos[i] for i in order], max_concurrency=max_concurrency,
+                   window_size=W, n_features=n_features, builder=builder, step_limit=2 * W * W + 4)
+
+
 class Chooser(Protocol):
     def __call__(self, obs: np.ndarray, mask: np.ndarray, episode: Episode) -> int: ...
 
 
 def run_episode(episode: Episode, chooser: Chooser) -> Episode:
+    # a chooser that reads the episode itself (the set-encoder policy: ``reads_obs = False``) gets no vector
+    reads_obs = getattr(chooser, "reads_obs", True)
     while not episode.done:
         mask = episode.action_mask()
-        a = int(chooser(episode.observation(), mask, episode))
+        a = int(chooser(episode.observation() if reads_obs else None, mask, episode))
         if not 0 <= a < actions.N_ACTIONS or not mask[a]:
             raise ValueError(f"the chooser picked {a}, which is masked in this state")
         episode._apply(a)  # checked just above against this very state's mask
@@ -417,11 +522,13 @@ ChooserFactory = Callable[[int], Chooser]  # chunk index -> chooser for that chu
 def plan_window(window: Window, node: NodeSpec, provider: JobInfoProvider, chooser: Chooser | ChooserFactory, *,
                 policy: str, window_size: int = DEFAULT_WINDOW, reward: RewardConfig = RewardConfig(),
                 chooser_per_chunk: bool = False, pin_runtime=None, obs_layout: str = DEFAULT_OBS_LAYOUT,
-                **build_kwargs) -> WindowPlanning:
+                canonical: bool = False, **build_kwargs) -> WindowPlanning:
     """Plan a window: unknown jobs go to ``excluded``; the rest are planned W at a time, in queue order.
 
     Each chunk is its own episode (step 0 included) on one shared PlanBuilder; the plan's
     ``schedule_policy`` is the first chunk's (every job carries its own CPUs and memory policy).
+    ``canonical``: the known jobs are first put in ``canonical_order`` (the set-encoder policy plans so: the
+    window is a set, its queue order no part of the decision).
     """
     if window.max_concurrency < 1:
         raise InputError("max_concurrency must be at least 1")
@@ -434,6 +541,8 @@ def plan_window(window: Window, node: NodeSpec, provider: JobInfoProvider, choos
             builder.exclude(job, provider.missing_reason(job.profile_name))
         else:
             known.append((job, info))
+    if canonical:  # equal jobs in any queue order make the same episodes, hence the same plan
+        known = [known[i] for i in canonical_order([i for _, i in known])]
     episodes = []
     first_schedule = None
     for ci, start in enumerate(range(0, len(known), window_size)):

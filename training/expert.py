@@ -30,6 +30,7 @@ import numpy as np
 
 from env import actions
 from env.actions import SKIP
+from env.episode import placed_actions
 
 _INF = float("inf")
 
@@ -178,18 +179,6 @@ class Expert:
             best = best_join  # near-optimal and simpler to imitate: take the current job now
         self.last_join = best[2] if len(best) > 2 else None  # the jobs the expert would still add (diagnostics)
         return best[1]
-
-
-def placed_actions(ep: Any) -> dict[int, int]:
-    """slot -> the job-level action it was placed with, in placement order (replayed from the episode's history)."""
-    queue = list(range(len(ep.jobs)))
-    out: dict[int, int] = {}
-    for a in ep.history[1:]:
-        if a == SKIP:
-            queue.append(queue.pop(0))
-        else:
-            out[queue.pop(0)] = a
-    return out
 
 
 __all__ = ["Expert"]

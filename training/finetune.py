@@ -90,12 +90,9 @@ def root_actions(choice: str, expert_grid: str) -> tuple[int, ...]:
 def episode_throughput(ep: Any, ev: Any) -> float:
     """Throughput vs time sharing of a finished episode's plan on the simulated node: solo total over the sum of
     the group makespans, each group's members in placement order (as the plan builder places them)."""
-    from training.expert import placed_actions
+    from env.episode import group_members
 
-    groups: dict[int, list[tuple[str, int]]] = {}
-    for slot, a in placed_actions(ep).items():
-        groups.setdefault(ep.group_of[slot], []).append((ep.infos[slot].name, a))
-    total = sum(ev.makespan(ep.schedule_index, members) for members in groups.values())
+    total = sum(ev.makespan(ep.schedule_index, members) for members in group_members(ep))
     return sum(i.solo_s for i in ep.infos) / total
 
 

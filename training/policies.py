@@ -19,14 +19,14 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from agent.modelfile import LoadedModel, NodeShape, load_model
-from agent.policy import MeanLogits
-from env import actions
-from env.episode import Episode, layout_for_size, plan_window
+from agent.modelfile import SET_MODEL_FORMAT, LoadedModel, LoadedSetModel, NodeShape, load_model, load_set_model
+from agent.policy import ActorChooser
+from agent.setpolicy import SetPolicy
+from env.episode import layout_for_size, plan_window
 from env.errors import InputError
 from env.models import ModelRef, Plan, Window
 from env.nodespec import NodeSpec
@@ -81,7 +81,7 @@ def _model_for(node_json: str, stamp: tuple[tuple[str, int], ...]) -> Path | Non
     best: tuple[int, Path] | None = None
     for path in (Path(p) for p, _ in stamp):
         try:
-            meta = load_model(path).meta
+            meta = load_any(path).meta
         except Exception:  # noqa: BLE001 - a broken file in the folder is skipped here, refused when named
             continue
         tf = meta.trained_for
@@ -96,17 +96,27 @@ def _model_for(node_json: str, stamp: tuple[tuple[str, int], ...]) -> Path | Non
     return best[1] if best else None
 
 
-def load_for_node(model: str | os.PathLike[str] | LoadedModel | None, node: NodeSpec) -> LoadedModel:
+def load_any(path: str | os.PathLike[str], **expect: Any) -> LoadedModel | LoadedSetModel:
+    """A model file of either format: the set encoder's (``cosched-model/2``) or the MLP's (``cosched-model/1``)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            is_set = f'"format":"{SET_MODEL_FORMAT}"'.encode() in z["metadata"].tobytes()
+    except Exception:  # noqa: BLE001 - load_model says what is wrong with the file, in one line
+        is_set = False
+    return load_set_model(path, **expect) if is_set else load_model(path, **expect)
+
+
+def load_for_node(model: str | os.PathLike[str] | LoadedModel | LoadedSetModel | None, node: NodeSpec) -> LoadedModel | LoadedSetModel:
     """The model to plan ``node`` with: the one given (checked against the node's shape and feature set) or
     the shipped one. Raises ModelFileError / InputError (one line) when there is none or it does not fit."""
     from profiler.features import FEATURE_SET_ID
 
-    if isinstance(model, LoadedModel):
+    if isinstance(model, (LoadedModel, LoadedSetModel)):
         loaded = model
         shape = node_shape(node)
         if loaded.meta.trained_for.shape != shape:
             # the same check and message as load_model's
-            return load_model(loaded.path, expect_node_shape=shape, expect_feature_set=FEATURE_SET_ID)
+            return load_any(loaded.path, expect_node_shape=shape, expect_feature_set=FEATURE_SET_ID)
         return loaded
     if model is None:
         found = shipped_model_for(node)
@@ -115,36 +125,7 @@ def load_for_node(model: str | os.PathLike[str] | LoadedModel | None, node: Node
                              f"`cosched train --backend {'sim --node ' + node.name if node.name.startswith('sim:') else 'real'}` "
                              "and pass --model, or choose a baseline with --policy greedy")
         model = found
-    return load_model(model, expect_node_shape=node_shape(node), expect_feature_set=FEATURE_SET_ID)
-
-
-class ActorChooser:
-    """The actor as an episode chooser (obs, mask, episode) -> action: argmax of the logits over the valid
-    actions. ``fifo``: skip is never chosen while any other action is open (it always is, see env.episode)."""
-
-    def __init__(self, layers: list[tuple[np.ndarray, np.ndarray]], *, fifo: bool = False,
-                 members: Sequence[list[tuple[np.ndarray, np.ndarray]]] | None = None) -> None:
-        # (weight (out, in), bias) -> transposed contiguous copies (MeanLogits); an ensemble's logits are averaged
-        self.forward = MeanLogits(members if members else [layers])
-        self.layers = self.forward.layers
-        self.fifo = fifo
-
-    def __call__(self, obs: np.ndarray, mask: np.ndarray, episode: Episode | None = None) -> int:
-        logits = self.forward(obs)
-        # The argmax over the valid actions only (a few hundred at most, often 6): the first maximal valid index,
-        # as np.argmax(np.where(mask, logits, -inf)) picks it, without a bool copy and a 257-wide where per step.
-        valid = np.asarray(mask).ravel().nonzero()[0]  # np.flatnonzero, without its wrappers
-        if self.fifo and valid.size > 1 and valid[-1] == actions.SKIP:
-            valid = valid[:-1]  # skip is closed to fifo while any other action is open
-        if valid.size:
-            best = int(valid[logits[valid].argmax()])
-            if logits[best] != -np.inf:
-                return best
-        # Degenerate (no valid action, or every valid logit -inf): the full masked argmax, for the same answer.
-        m = np.asarray(mask).astype(np.bool_)
-        if self.fifo and m[actions.SKIP] and m[: actions.SKIP].any():
-            m[actions.SKIP] = False
-        return int(np.argmax(np.where(m, logits, -np.inf)))
+    return load_any(model, expect_node_shape=node_shape(node), expect_feature_set=FEATURE_SET_ID)
 
 
 class AgentPolicy:
@@ -157,7 +138,7 @@ class AgentPolicy:
         self.model_arg = model
         self._loaded: dict[str, LoadedModel] = {}
         self._pipelines: dict[str, Any] = {}
-        self._choosers: dict[int, ActorChooser] = {}  # keyed by the loaded model held in _loaded
+        self._choosers: dict[int, Any] = {}  # keyed by the loaded model held in _loaded
         self._node_keys: dict[int, tuple[NodeSpec, str]] = {}  # id(node) -> (node, its JSON): see _node_key
 
     def _node_key(self, node: NodeSpec) -> str:
@@ -173,7 +154,7 @@ class AgentPolicy:
         self._node_keys[id(node)] = (node, key)
         return key
 
-    def model_for(self, node: NodeSpec) -> LoadedModel:
+    def model_for(self, node: NodeSpec) -> LoadedModel | LoadedSetModel:
         key = self._node_key(node)
         if key not in self._loaded:
             self._loaded[key] = load_for_node(self.model_arg, node)
@@ -195,6 +176,13 @@ class AgentPolicy:
         if window.max_concurrency > meta.max_concurrency:
             raise InputError(f"max_concurrency {window.max_concurrency} is above the limit of the model "
                              f"({meta.max_concurrency}, trained for {meta.trained_for.name}): lower it or train a model with --cmax")
+        ref = ModelRef(id=meta.model_id, trained_for=meta.trained_for.name)
+        if isinstance(m, LoadedSetModel):  # one episode for any W up to the model's, the jobs as a set
+            policy = self._choosers.get(id(m))
+            if policy is None:
+                policy = self._choosers[id(m)] = SetPolicy(m, fifo=self.fifo)
+            return plan_window(window, ctx.node, ctx.provider, policy, policy=self.name, window_size=meta.max_window,
+                               pin_runtime=ctx.pin_runtime, canonical=True, model=ref).plan
         layout = layout_for_size(meta.obs_size, meta.window_size, ctx.provider.n_features)
         if layout is None:
             raise InputError(f"the model takes {meta.obs_size} observation values, this planner makes another size: "
@@ -203,8 +191,7 @@ class AgentPolicy:
         if chooser is None:  # transposed weights are made once per loaded model, not per plan
             chooser = self._choosers[id(m)] = ActorChooser(m.layers, fifo=self.fifo, members=m.actors)
         return plan_window(window, ctx.node, ctx.provider, chooser, policy=self.name, window_size=meta.window_size,
-                           pin_runtime=ctx.pin_runtime, obs_layout=layout,
-                           model=ModelRef(id=meta.model_id, trained_for=meta.trained_for.name)).plan
+                           pin_runtime=ctx.pin_runtime, obs_layout=layout, model=ref).plan
 
 
 class FifoPolicy(AgentPolicy):
@@ -215,7 +202,7 @@ class FifoPolicy(AgentPolicy):
 def agent_policy(name: str, model: str | os.PathLike[str] | LoadedModel | None = None) -> AgentPolicy:
     if name not in ("agent", "fifo"):
         raise InputError(f"{name!r} is not a policy that uses a model (agent, fifo)")
-    if isinstance(model, LoadedModel):
+    if isinstance(model, (LoadedModel, LoadedSetModel)):
         # The service holds its loaded model for its lifetime: one policy object per model object.
         key = (name, id(model))
         hit = _BY_LOADED.get(key)
@@ -252,4 +239,4 @@ def _register() -> None:
 
 _register()
 
-__all__ = ["AgentPolicy", "FifoPolicy", "ActorChooser", "agent_policy", "shipped_model_for", "load_for_node", "node_shape", "MODELS_DIR"]
+__all__ = ["AgentPolicy", "FifoPolicy", "ActorChooser", "load_any", "agent_policy", "shipped_model_for", "load_for_node", "node_shape", "MODELS_DIR"]

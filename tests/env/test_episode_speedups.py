@@ -202,7 +202,7 @@ def _old_choice(logits: np.ndarray, mask: np.ndarray, fifo: bool) -> int:
 
 
 def test_actor_chooser_picks_what_the_full_masked_argmax_picks() -> None:
-    from training.policies import ActorChooser
+    from agent.policy import ActorChooser
 
     rng = np.random.default_rng(0)
     obs = np.ones(4, dtype=np.float32)

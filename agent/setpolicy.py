@@ -1,0 +1,65 @@
+"""The set-encoder actor as an episode chooser, numpy only (the service's path; no torch).
+
+``SetPolicy(model)(obs, mask, episode) -> action`` and ``probs(obs, mask, episode)``: the chooser interface of
+``env.episode`` (``obs`` is not used: the network reads ``episode.set_observation()``, a set of job tokens that
+any window size gives). Greedy by default (argmax of the logits over the valid actions); ``deterministic=False``
+samples with ``agent.policy.sample_valid`` and the policy's own seeded generator. ``fifo``: skip is never chosen
+while another action is open (the paper's "RL - FIFO").
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+import numpy as np
+
+from agent.modelfile import LoadedSetModel, NodeShape, load_set_model
+from agent.policy import masked_probs, sample_valid
+from agent.setnet import SetNetShape, set_logits
+
+
+class SetPolicy:
+    reads_obs = False  # it reads the episode (env.episode.run_episode then skips the vector observation)
+
+    def __init__(self, model: LoadedSetModel, *, deterministic: bool = True, seed: int | None = 0,
+                 fifo: bool = False) -> None:
+        self.model = model
+        self.meta = model.meta
+        self.shape = SetNetShape.from_dict(model.meta.net)
+        self.params = model.params
+        self.deterministic = deterministic
+        self.fifo = fifo
+        self.rng = np.random.default_rng(seed)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], *, expect_node_shape: NodeShape | Mapping[str, Any] | None = None,
+                  expect_feature_set: str | None = None, **kw: Any) -> "SetPolicy":
+        return cls(load_set_model(path, expect_node_shape=expect_node_shape, expect_feature_set=expect_feature_set), **kw)
+
+    def logits(self, episode: Any) -> np.ndarray:
+        s = episode.set_observation()
+        return set_logits(self.shape, self.params, s.tokens, s.context, s.current)
+
+    def _mask(self, mask: np.ndarray) -> np.ndarray:
+        m = np.asarray(mask).astype(np.bool_)
+        if self.fifo and m[-1] and m[:-1].any():  # skip is the last action (env.actions.SKIP)
+            m = m.copy()
+            m[-1] = False
+        return m
+
+    def probs(self, obs: Any, mask: np.ndarray, episode: Any) -> np.ndarray:
+        """Probabilities over all actions (exactly 0 where masked) in the episode's state."""
+        return masked_probs(self.logits(episode), self._mask(mask))
+
+    def __call__(self, obs: Any, mask: np.ndarray, episode: Any) -> int:
+        m = self._mask(mask)
+        if not m.any():
+            raise ValueError("no valid action in this state (the mask is all zeros)")
+        logits = self.logits(episode)
+        if self.deterministic:
+            return int(np.argmax(np.where(m, logits, -np.inf)))
+        return sample_valid(masked_probs(logits, m), m, self.rng)
+
+
+__all__ = ["SetPolicy"]

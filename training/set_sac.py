@@ -1,0 +1,531 @@
+"""One training algorithm for the set-encoder policy: masked discrete SAC on the simulated node, top to bottom.
+
+    .venv/bin/python -m training.set_sac --run-dir RUN [--total-steps N] [--seed S] [--out MODEL.npz] [--resume]
+
+Read it like CleanRL's ``sac_atari.py``: the hyperparameters (``Args``), then ``main``: the run directory, the
+networks (``agent.setnet_torch.SetNet``: one actor, two critics, two target critics, all the same network), the
+replay buffer, and the loop: play an episode with the actor's masked softmax, store its transitions, update.
+
+* Episodes: a training window of W jobs (W uniform in ``windows``), Cmax uniform in ``cmaxes``, drawn from the
+  training programs and generated jobs (``training.setup``), played on ``env.episode.set_episode`` (the one
+  episode factory the planner uses too: the jobs as a set, in canonical order).
+* Reward: the step that closes group g gets ``reward_scale · (solo_g − makespan_g) / solo_total``, makespans
+  from the simulated node (``env.baselines.GroupEvaluator``, the model ``best-found`` searches). The return is
+  ``reward_scale · (1 − CoRunTime / SoloRunTime)``: the paper's final reward, redistributed to the groups.
+* Learner: discrete SAC with masks (``agent.sac.masked_policy``: masked logits, guarded p·Q and p·log p), the
+  next state's mask in the buffer, twin critics, automatic α toward ``target_entropy_ratio · log n_valid``.
+* Validation every ``eval_every`` steps: the greedy actor on seeded windows of every program (held-out ones
+  included; not the windows bench/ reports on) at W ∈ {4, 6, 8, 12} × Cmax ∈ {2, 3, 4}; the best actor is kept.
+* Progress: a line every 1,000 steps (training episodes' throughput, α, time spent and to go) and one a validation.
+* Checkpoints (``RUN/checkpoint.pt``: networks, optimizers, α, buffer, counters, RNG states) every
+  ``checkpoint_every`` steps; ``--resume`` continues from it. ``RUN/log.jsonl`` has one record per episode and
+  evaluation; the end writes ``RUN/curves.png`` and the model (``cosched-model/2``, ``agent.modelfile``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agent.policy import masked_probs, sample_valid
+from agent.setnet import ARCHITECTURE, SetNetShape, set_logits
+from env import actions
+from env.episode import SET_CONTEXT_NAMES, SET_MAX_CMAX, SET_MAX_WINDOW, SET_TOKEN_NAMES, set_episode
+
+
+@dataclass
+class Args:
+    node: str = "sim:reference"
+    seed: int = 1
+    total_steps: int = 40_000  # environment steps (transitions)
+    windows: tuple[int, int] = (2, 12)  # W of the training windows: uniform in [lo, hi]
+    cmaxes: tuple[int, ...] = (1, 2, 3, 4)
+    synthetic_jobs: int = 1_000  # generated jobs beside the paper's 12 training programs (env.sim.synthetic)
+    jobs: tuple[str, ...] | None = None  # training programs (default: the paper's 12)
+    reward_scale: float = 10.0
+    gamma: float = 1.0  # episodes are short and the return is the objective itself
+    tau: float = 0.005
+    lr_actor: float = 3e-4
+    lr_critic: float = 3e-4
+    lr_alpha: float = 3e-4
+    adam_eps: float = 1e-4
+    batch_size: int = 128
+    buffer_size: int = 50_000
+    learning_starts: int = 2_000  # steps of uniformly random valid actions first
+    update_every: int = 2  # one update every this many steps
+    target_entropy_ratio: float = 0.1
+    initial_alpha: float = 0.05
+    d_model: int = 32  # measured: 64 wide costs 4x the update time on one core (80 ms at batch 128)
+    heads: int = 4
+    layers: int = 2
+    d_ff: int = 64
+    d_head_hidden: int = 64
+    factored: bool = False  # the head also scores the actions' options (agent.setnet); measured not better yet (docs/training.md)
+    eval_every: int = 5_000
+    eval_per_cell: int = 4  # validation windows per (W, Cmax) cell
+    checkpoint_every: int = 10_000
+    eval_cells: tuple[tuple[int, int], ...] = field(default_factory=lambda: tuple((w, c) for w in (4, 6, 8, 12) for c in (2, 3, 4)))
+
+    def __post_init__(self) -> None:
+        lo, hi = self.windows
+        if not 1 <= lo <= hi <= SET_MAX_WINDOW:
+            raise ValueError(f"windows {self.windows}: need 1 <= lo <= hi <= {SET_MAX_WINDOW}")
+        if not self.cmaxes or not all(1 <= c <= SET_MAX_CMAX for c in self.cmaxes):
+            raise ValueError(f"cmaxes {self.cmaxes}: each in 1..{SET_MAX_CMAX}")
+
+    def shape(self, d_token: int) -> SetNetShape:
+        return SetNetShape(d_token=d_token, d_context=len(SET_CONTEXT_NAMES), d_model=self.d_model, heads=self.heads,
+                           layers=self.layers, d_ff=self.d_ff, d_head_hidden=self.d_head_hidden,
+                           n_factors=ACTION_FACTORS.shape[1] if self.factored else 0)
+
+
+def action_factors() -> np.ndarray:
+    """(257, options) 0/1: which options (affinity, memory policy, core fraction, way fraction, bandwidth cap,
+    split, skip) each action of env.actions is made of; the network's factored head sums their scores."""
+    options = [("affinity", x) for x in actions.AFFINITIES] + [("memory", x) for x in actions.MEMORY_POLICIES] + \
+        [("cores", x) for x in actions.CORE_FRACTIONS] + [("ways", x) for x in actions.WAY_FRACTIONS] + \
+        [("bw", x) for x in actions.BW_PERCENTS] + [("split", x) for x in actions.SPLITS] + [("skip", None)]
+    col = {o: i for i, o in enumerate(options)}
+    m = np.zeros((actions.N_ACTIONS, len(options)), np.float32)
+    for a in range(actions.N_ACTIONS):
+        act = actions.decode(a)
+        if isinstance(act, actions.ScheduleAction):
+            keys = [("affinity", act.affinity), ("memory", act.memory)]
+        elif isinstance(act, actions.JobAction):
+            keys = [("cores", act.cores), ("ways", act.ways), ("bw", act.bw_percent), ("split", act.split)]
+        else:
+            keys = [("skip", None)]
+        for k in keys:
+            m[a, col[k]] = 1.0
+    return m
+
+
+ACTION_FACTORS = action_factors()
+
+
+# ------------------------------------------------------------------------------------------- problem
+class Problem:
+    """What the run trains on (sim): node, job information, the training job pool, the group evaluator."""
+
+    def __init__(self, args: Args) -> None:
+        from env.baselines import GroupEvaluator
+        from env.episode import RewardConfig
+        from env.nodes import load_node
+        from training.setup import sim_setup
+
+        self.node = load_node(args.node)
+        self.setup = sim_setup(self.node, window_size=max(args.windows[1], 1), cmaxes=args.cmaxes, jobs=args.jobs,
+                               n_validation=0, reward=RewardConfig(), synthetic=(args.synthetic_jobs, args.seed))
+        self.provider = self.setup.provider
+        self.pool = list(self.setup.jobs)
+        self.ev = GroupEvaluator(self.node)
+        self.d_token = self.provider.n_features + len(SET_TOKEN_NAMES)
+
+    def episode(self, names: list[str], cmax: int) -> Any:
+        from env.gym_env import _window_jobs
+
+        return set_episode(self.node, _window_jobs(names), [self.provider.get(n) for n in names], cmax,
+                           n_features=self.provider.n_features)
+
+    def group_makespans(self, ep: Any) -> list[float]:
+        from env.episode import group_members
+
+        return [self.ev.makespan(ep.schedule_index, members) for members in group_members(ep)]
+
+
+def validation_windows(args: Args) -> list[tuple[list[str], int]]:
+    """Seeded windows of every program (at least one held-out each), per cell; not bench/'s seeds. With ``jobs``
+    (a small problem) windows of those jobs."""
+    from env.sim.catalogue import ALL_JOBS, HELD_OUT_JOBS
+
+    rng = random.Random(7_070_707)
+    pool = list(args.jobs) if args.jobs else list(ALL_JOBS)  # given jobs: a small problem, validated on itself
+    out = []
+    for w, c in args.eval_cells:
+        n = 0
+        while n < args.eval_per_cell:
+            names = rng.sample(pool, w) if len(pool) >= w else [rng.choice(pool) for _ in range(w)]
+            if args.jobs or any(x in HELD_OUT_JOBS for x in names):
+                out.append((names, c))
+                n += 1
+    return out
+
+
+# ------------------------------------------------------------------------------------------ playing
+def state_of(ep: Any) -> tuple[np.ndarray, np.ndarray, int]:
+    s = ep.set_observation()
+    return s.tokens, s.context, s.current
+
+
+def play(problem: Problem, shape: SetNetShape, params: dict[str, np.ndarray] | None, names: list[str], cmax: int,
+         rng: np.random.Generator | None, reward_scale: float) -> tuple[list[tuple], float]:
+    """One episode. ``params`` None: uniformly random valid actions; ``rng`` None: greedy. Returns the transitions
+    (state, mask, action, reward, next state, next mask, terminated) and the plan's throughput vs time sharing."""
+    ep = problem.episode(names, cmax)
+    trans: list[list[Any]] = []
+    closed_at: list[int] = []
+    state, mask = state_of(ep), ep.action_mask().astype(np.bool_)
+    while not ep.done:
+        if params is None:
+            valid = np.flatnonzero(mask)
+            a = int(valid[rng.integers(valid.size)])  # type: ignore[union-attr]
+        else:
+            logits = set_logits(shape, params, *state)
+            a = int(np.argmax(np.where(mask, logits, -np.inf))) if rng is None else sample_valid(masked_probs(logits, mask), mask, rng)
+        before = ep.groups_closed
+        ep.step(a)
+        nstate = state_of(ep)
+        nmask = ep.action_mask().astype(np.bool_)
+        trans.append([state, mask, a, 0.0, nstate, nmask, ep.done])
+        closed_at.append(ep.groups_closed - before)
+        state, mask = nstate, nmask
+    makespans = problem.group_makespans(ep)
+    solo = ep.solo_total_s()
+    solo_g = [0.0] * len(makespans)
+    for s, g in enumerate(ep.group_of):
+        solo_g[g] += ep.infos[s].solo_s
+    g = 0
+    for t, n_closed in enumerate(closed_at):  # the step that closed group g gets its share of the final reward
+        for _ in range(n_closed):
+            trans[t][3] += reward_scale * (solo_g[g] - makespans[g]) / solo
+            g += 1
+    return [tuple(t) for t in trans], solo / sum(makespans)
+
+
+# --------------------------------------------------------------------------------------- replay buffer
+class Replay:
+    """Transitions with their states padded to ``n_max`` tokens (the largest training window)."""
+
+    def __init__(self, capacity: int, n_max: int, d_token: int, d_context: int) -> None:
+        self.capacity, self.pos, self.size = capacity, 0, 0
+        z = lambda *s, t=np.float32: np.zeros((capacity, *s), t)  # noqa: E731
+        self.arrays = {
+            "tok": z(n_max, d_token), "n": z(t=np.int16), "ctx": z(d_context), "cur": z(t=np.int16),
+            "mask": z(actions.N_ACTIONS, t=np.bool_), "action": z(t=np.int64), "reward": z(),
+            "ntok": z(n_max, d_token), "nn": z(t=np.int16), "nctx": z(d_context), "ncur": z(t=np.int16),
+            "nmask": z(actions.N_ACTIONS, t=np.bool_), "done": z(),
+        }
+
+    def add(self, tr: tuple) -> None:
+        (tok, ctx, cur), mask, a, r, (ntok, nctx, ncur), nmask, done = tr
+        i, A = self.pos, self.arrays
+        A["tok"][i] = 0.0
+        A["tok"][i, : len(tok)] = tok
+        A["ntok"][i] = 0.0
+        A["ntok"][i, : len(ntok)] = ntok
+        for k, v in (("n", len(tok)), ("ctx", ctx), ("cur", cur), ("mask", mask), ("action", a), ("reward", r),
+                     ("nn", len(ntok)), ("nctx", nctx), ("ncur", ncur), ("nmask", nmask), ("done", float(done))):
+            A[k][i] = v
+        self.pos = (i + 1) % self.capacity
+        self.size = min(self.size + 1, self.capacity)
+
+    def sample(self, batch: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        idx = rng.integers(0, self.size, size=batch)
+        return {k: v[idx] for k, v in self.arrays.items()}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"pos": self.pos, "size": self.size, **{k: v[: self.size].copy() for k, v in self.arrays.items()}}
+
+    def load_state_dict(self, d: dict[str, Any]) -> None:
+        self.pos, self.size = int(d["pos"]), int(d["size"])
+        for k, v in self.arrays.items():
+            v[: self.size] = d[k]
+
+
+# ------------------------------------------------------------------------------------------------ main
+def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = False, progress: bool = True) -> dict[str, Any]:
+    import torch
+
+    from agent.sac import masked_policy
+    from agent.setnet_torch import SetNet
+
+    torch.set_num_threads(1)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "args.json").write_text(json.dumps(dataclasses.asdict(args), indent=1))
+    problem = Problem(args)
+    shape = args.shape(problem.d_token)
+    torch.manual_seed(args.seed)
+    rng = np.random.default_rng(args.seed)
+    actor, q1, q2, q1_t, q2_t = (SetNet(shape) for _ in range(5))
+    if shape.n_factors:
+        for net in (actor, q1, q2, q1_t, q2_t):
+            net.action_factors.copy_(torch.from_numpy(ACTION_FACTORS))
+    q1_t.load_state_dict(q1.state_dict())
+    q2_t.load_state_dict(q2.state_dict())
+    log_alpha = torch.tensor(math.log(args.initial_alpha), requires_grad=True)
+    actor_opt = torch.optim.Adam(actor.parameters(), lr=args.lr_actor, eps=args.adam_eps)
+    critic_opt = torch.optim.Adam([*q1.parameters(), *q2.parameters()], lr=args.lr_critic, eps=args.adam_eps)
+    alpha_opt = torch.optim.Adam([log_alpha], lr=args.lr_alpha, eps=args.adam_eps)
+    rb = Replay(args.buffer_size, args.windows[1], problem.d_token, len(SET_CONTEXT_NAMES))
+    st: dict[str, Any] = {"step": 0, "episode": 0, "updates": 0, "next_eval": args.eval_every, "best": None,
+                          "wall_s": 0.0, "evals": []}
+    ckpt = run_dir / "checkpoint.pt"
+    if resume and ckpt.exists():
+        d = torch.load(ckpt, map_location="cpu", weights_only=False)
+        for net, k in ((actor, "actor"), (q1, "q1"), (q2, "q2"), (q1_t, "q1_t"), (q2_t, "q2_t")):
+            net.load_state_dict(d[k])
+        for opt, k in ((actor_opt, "actor_opt"), (critic_opt, "critic_opt"), (alpha_opt, "alpha_opt")):
+            opt.load_state_dict(d[k])
+        with torch.no_grad():
+            log_alpha.copy_(d["log_alpha"])
+        rb.load_state_dict(d["buffer"])
+        rng.bit_generator.state = d["rng"]
+        torch.set_rng_state(d["torch_rng"])
+        st = d["state"]
+    log_path = run_dir / "log.jsonl"
+    if resume and log_path.exists():  # the records after the checkpoint are played again: cut them
+        kept = [ln for ln in log_path.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] <= st["step"]]
+        log_path.write_text("".join(ln + "\n" for ln in kept))
+    log = open(log_path, "a" if resume else "w", encoding="utf-8")
+    val = validation_windows(args)
+    base = _baselines(problem, val)
+    t0, wall0 = time.monotonic(), st["wall_s"]
+
+    def batch_tensors(b: dict[str, np.ndarray], pre: str) -> tuple[Any, ...]:
+        tok, n, ctx, cur = b[pre + "tok"], b["n" if not pre else "nn"], b[pre + "ctx"], b[pre + "cur"]
+        valid = np.arange(tok.shape[1])[None, :] < n[:, None]
+        return (torch.from_numpy(tok), torch.from_numpy(valid), torch.from_numpy(ctx), torch.from_numpy(cur.astype(np.int64)))
+
+    def update() -> dict[str, float]:
+        b = rb.sample(args.batch_size, rng)
+        s, s2 = batch_tensors(b, ""), batch_tensors(b, "n")
+        mask, nmask = torch.from_numpy(b["mask"]), torch.from_numpy(b["nmask"])
+        act, rew, done = torch.from_numpy(b["action"]), torch.from_numpy(b["reward"]), torch.from_numpy(b["done"])
+        alpha = log_alpha.exp().detach()
+        with torch.no_grad():  # r + γ(1 − done) Σ_a' p(a'|s')[min Q'(s', a') − α log p(a'|s')]
+            p2, lp2 = masked_policy(actor(*s2), nmask)
+            v2 = (p2 * (torch.min(q1_t(*s2), q2_t(*s2)) - alpha * lp2)).sum(-1)
+            target = rew + args.gamma * (1.0 - done) * v2
+        qa1, qa2 = q1(*s), q2(*s)
+        critic_loss = ((qa1.gather(1, act[:, None]).squeeze(1) - target) ** 2).mean() + \
+                      ((qa2.gather(1, act[:, None]).squeeze(1) - target) ** 2).mean()
+        p, lp = masked_policy(actor(*s), mask)
+        actor_loss = (p * (alpha * lp - torch.min(qa1, qa2).detach())).sum(-1).mean()
+        entropy = -(p * lp).sum(-1).detach()
+        target_h = args.target_entropy_ratio * torch.log(mask.sum(-1).clamp(min=1).float())
+        alpha_loss = (log_alpha * (entropy - target_h)).mean()
+        for opt, loss in ((critic_opt, critic_loss), (actor_opt, actor_loss), (alpha_opt, alpha_loss)):
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        with torch.no_grad():
+            for net, tgt in ((q1, q1_t), (q2, q2_t)):
+                for a_, b_ in zip(net.parameters(), tgt.parameters()):
+                    b_.mul_(1.0 - args.tau).add_(a_, alpha=args.tau)
+        return {"critic_loss": float(critic_loss.detach()), "actor_loss": float(actor_loss.detach()), "alpha": float(alpha),
+                "entropy": float(entropy.mean())}
+
+    def save() -> None:
+        st["wall_s"] = wall0 + time.monotonic() - t0
+        tmp = ckpt.with_suffix(".tmp")
+        torch.save({"actor": actor.state_dict(), "q1": q1.state_dict(), "q2": q2.state_dict(), "q1_t": q1_t.state_dict(),
+                    "q2_t": q2_t.state_dict(), "actor_opt": actor_opt.state_dict(), "critic_opt": critic_opt.state_dict(),
+                    "alpha_opt": alpha_opt.state_dict(), "log_alpha": log_alpha.detach().clone(), "buffer": rb.state_dict(),
+                    "rng": rng.bit_generator.state, "torch_rng": torch.get_rng_state(), "state": st}, tmp)
+        os.replace(tmp, ckpt)
+
+    last: dict[str, float] = {}
+    recent: list[float] = []  # the last 100 training episodes' throughput, for the progress line
+    next_ckpt = (st["step"] // args.checkpoint_every + 1) * args.checkpoint_every
+    next_say, start_step = st["step"] + 1_000, st["step"]
+    while st["step"] < args.total_steps:
+        ep_rng = np.random.default_rng([args.seed, st["episode"]])
+        w = int(ep_rng.integers(args.windows[0], args.windows[1] + 1))
+        cmax = int(ep_rng.choice(args.cmaxes))
+        names = [problem.pool[i] for i in ep_rng.choice(len(problem.pool), size=w, replace=len(problem.pool) < w)]
+        params = actor.export() if st["step"] >= args.learning_starts else None
+        trans, thr = play(problem, shape, params, names, cmax, ep_rng, args.reward_scale)
+        for tr in trans:
+            rb.add(tr)
+            st["step"] += 1
+            if st["step"] >= args.learning_starts and st["step"] % args.update_every == 0:
+                last = update()
+                st["updates"] += 1
+        st["episode"] += 1
+        recent = (recent + [thr])[-100:]
+        if progress and st["step"] >= next_say:
+            spent = time.monotonic() - t0
+            eta = spent / max(st["step"] - start_step, 1) * (args.total_steps - st["step"])
+            print(f"step {st['step']}/{args.total_steps} (episode {st['episode']}, {st['updates']} updates): training "
+                  f"episodes {np.mean(recent):.3f} vs time sharing, alpha {last.get('alpha', args.initial_alpha):.4f}; "
+                  f"{spent:.0f} s, about {eta:.0f} s to go", flush=True)
+            next_say += 1_000
+        log.write(json.dumps({"kind": "episode", "step": st["step"], "W": w, "cmax": cmax, "throughput": thr, **last}) + "\n")
+        if st["step"] >= st["next_eval"] or st["step"] >= args.total_steps:
+            params = actor.export()
+            res = validate(problem, shape, params, val, base["greedy_cells"])
+            rec = {"kind": "eval", "step": st["step"], "wall_s": round(wall0 + time.monotonic() - t0, 1), **res,
+                   "baseline_greedy": base["greedy"]}
+            log.write(json.dumps(rec) + "\n")
+            st["evals"].append(rec)
+            if st["best"] is None or res["agent"] > st["best"]["agent"]:
+                st["best"] = rec
+                np.savez(run_dir / "best-actor.npz", **params)
+            st["next_eval"] += args.eval_every
+            if progress:
+                print(f"step {st['step']}: validation {res['agent']:.3f} (greedy {base['greedy']:.3f}; cells under "
+                      f"greedy {res['cells_below_greedy']}), alpha {last.get('alpha', float('nan')):.4f}, "
+                      f"{rec['wall_s']:.0f} s", flush=True)
+        log.flush()
+        if st["step"] >= next_ckpt:
+            save()
+            next_ckpt += args.checkpoint_every
+    save()
+    log.close()
+    with np.load(run_dir / "best-actor.npz") as z:
+        best = {k: z[k] for k in z.files}
+    figures = {"simulated": True, "steps": st["step"], "episodes": st["episode"], "updates": st["updates"],
+               "wall_s": round(st["wall_s"], 1), "selected": st["best"], "validation_baselines": base}
+    (run_dir / "figures.json").write_text(json.dumps(figures, indent=1))
+    plot_curves(run_dir / "log.jsonl", run_dir / "curves.png")
+    if out is not None:
+        export(out, best, args, problem, shape, figures)
+    return figures
+
+
+# ----------------------------------------------------------------------------------------- evaluation
+def validate(problem: Problem, shape: SetNetShape, params: dict[str, np.ndarray],
+             windows: list[tuple[list[str], int]], greedy_cells: dict[str, float]) -> dict[str, Any]:
+    """The greedy actor on the validation windows: mean throughput vs time sharing, per cell, cells under greedy."""
+    per_cell: dict[str, list[float]] = {}
+    for names, cmax in windows:
+        _, thr = play(problem, shape, params, names, cmax, None, 1.0)
+        per_cell.setdefault(f"W{len(names)}C{cmax}", []).append(thr)
+    cells = {k: float(np.mean(v)) for k, v in per_cell.items()}
+    return {"agent": float(np.mean([t for v in per_cell.values() for t in v])), "cells": cells,
+            "cells_below_greedy": sum(1 for k, v in cells.items() if v < greedy_cells[k])}
+
+
+def _baselines(problem: Problem, windows: list[tuple[list[str], int]]) -> dict[str, Any]:
+    """greedy on the validation windows: its mean and its mean per cell."""
+    from env.evaluate import evaluate
+    from env.models import Window, WindowJob
+
+    docs = [Window(jobs=[WindowJob(id=f"v{i}-{k}", profile=n) for k, n in enumerate(names)], max_concurrency=c)
+            for i, (names, c) in enumerate(windows)]
+    ev = evaluate(docs, problem.node, ["greedy"], provider=problem.provider)
+    per: dict[str, list[float]] = {}
+    for (names, c), w in zip(windows, ev["windows"]):
+        per.setdefault(f"W{len(names)}C{c}", []).append(w["results"]["greedy"]["throughput_vs_timeshare"])
+    return {"greedy": float(ev["mean"]["greedy"]), "greedy_cells": {k: float(np.mean(v)) for k, v in per.items()}}
+
+
+def export(path: Path, params: dict[str, np.ndarray], args: Args, problem: Problem, shape: SetNetShape,
+           figures: dict[str, Any]) -> Any:
+    from agent.modelfile import TrainedFor, write_set_model
+    from env.discover import node_id
+    from profiler.features import FEATURE_SET_ID
+    from training.policies import node_shape
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_set_model(path, params, action_encoding=actions.ENCODING_VERSION, architecture=ARCHITECTURE,
+                           net=shape.to_dict(), observation="set-v1", max_window=SET_MAX_WINDOW,
+                           max_concurrency=max(args.cmaxes),
+                           trained_for=TrainedFor(name=problem.node.name, node_id=node_id(problem.node), shape=node_shape(problem.node)),
+                           feature_set=getattr(problem.setup.pipeline, "feature_set", FEATURE_SET_ID) or FEATURE_SET_ID,
+                           feature_pipeline=problem.setup.pipeline.to_dict(),
+                           training={"figures": figures, "args": json.loads(json.dumps(dataclasses.asdict(args))),
+                                     "command": " ".join(sys.argv)})
+
+
+def plot_curves(log_path: Path, png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    recs = [json.loads(ln) for ln in log_path.read_text().splitlines() if ln.strip()]
+    eps = [r for r in recs if r["kind"] == "episode"]
+    evs = [r for r in recs if r["kind"] == "eval"]
+    fig, ax = plt.subplots(1, 2, figsize=(11, 4))
+    if eps:
+        k = 100
+        y = np.array([r["throughput"] for r in eps])
+        sm = np.convolve(y, np.ones(k) / k, mode="valid") if len(y) >= k else y
+        ax[0].plot([r["step"] for r in eps][len(eps) - len(sm):], sm, color="tab:gray", label="training episodes (sampled)")
+    if evs:
+        ax[0].plot([r["step"] for r in evs], [r["agent"] for r in evs], "o-", color="tab:red", label="validation: agent")
+        ax[0].axhline(evs[-1]["baseline_greedy"], color="tab:green", linestyle=":", label="validation: greedy")
+    ax[0].axhline(1.0, color="black", linewidth=0.7)
+    ax[0].set_title("throughput vs time sharing (simulated)")
+    ax[0].legend(fontsize=8)
+    al = [(r["step"], r["alpha"]) for r in eps if "alpha" in r]
+    if al:
+        ax[1].plot(*zip(*al), color="tab:purple")
+        ax[1].set_yscale("log")
+    ax[1].set_title("α")
+    for a in ax:
+        a.set_xlabel("env steps")
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
+
+
+def cli(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--run-dir", required=True)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--export-only", action="store_true",
+                    help="write --out from RUN_DIR's best validated actor so far (a run stopped early), train nothing")
+    for f in dataclasses.fields(Args):
+        if f.type in ("int", "float", "str"):
+            ap.add_argument("--" + f.name.replace("_", "-"), type={"int": int, "float": float, "str": str}[f.type],
+                            default=None)
+        elif f.type == "bool":
+            ap.add_argument("--" + f.name.replace("_", "-"), action=argparse.BooleanOptionalAction, default=None)
+    ap.add_argument("--windows", default=None, help="LO,HI")
+    ap.add_argument("--cmaxes", default=None, help="e.g. 1,2,3,4")
+    ns = ap.parse_args(argv)
+    kw = {f.name: getattr(ns, f.name) for f in dataclasses.fields(Args)
+          if f.type in ("int", "float", "str", "bool") and getattr(ns, f.name) is not None}
+    try:
+        if ns.windows:
+            kw["windows"] = tuple(int(x) for x in ns.windows.split(","))
+            if len(kw["windows"]) != 2:
+                raise ValueError("give LO,HI (e.g. 2,12)")
+        if ns.cmaxes:
+            kw["cmaxes"] = tuple(int(x) for x in ns.cmaxes.split(","))
+        args = Args(**kw)
+    except ValueError as e:
+        print(f"error: --windows {ns.windows} / --cmaxes {ns.cmaxes}: {e}" if "int()" in str(e) or "LO,HI" in str(e)
+              else f"error: {e}", file=sys.stderr)
+        return 2
+    run = Path(ns.run_dir)
+    if (ns.resume or ns.export_only) and (run / "args.json").exists():
+        # a run continues with its own settings; only its length may change
+        saved = json.loads((run / "args.json").read_text())
+        saved.update({k: v for k, v in kw.items() if k == "total_steps"})
+        args = Args(**{**saved, "windows": tuple(saved["windows"]), "cmaxes": tuple(saved["cmaxes"]),
+                       "jobs": tuple(saved["jobs"]) if saved["jobs"] else None,
+                       "eval_cells": tuple(tuple(c) for c in saved["eval_cells"])})
+    if ns.export_only:
+        if not ns.out or not (run / "best-actor.npz").exists():
+            print(f"error: --export-only needs --out and {run}/best-actor.npz (a run that validated once)", file=sys.stderr)
+            return 2
+        problem = Problem(args)
+        evals = [json.loads(ln) for ln in (run / "log.jsonl").read_text().splitlines() if '"eval"' in ln]
+        best = max(evals, key=lambda r: r["agent"])
+        with np.load(run / "best-actor.npz") as z:
+            params = {k: z[k] for k in z.files}
+        export(Path(ns.out), params, args, problem, args.shape(problem.d_token),
+               {"simulated": True, "selected": best, "stopped_early_at_step": evals[-1]["step"]})
+        print(f"wrote {ns.out} (the actor of step {best['step']}, validation {best['agent']:.3f}, simulated)")
+        return 0
+    main(args, run, out=Path(ns.out) if ns.out else None, resume=ns.resume)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(cli())
