@@ -75,6 +75,11 @@ def _after_write(conn: sqlite3.Connection) -> None:
 class ProfileStore:
     """put / get / list / delete profiles, keyed by (name, node_id)."""
 
+    # what a store built on this one's opening changes (env.calibration.store): its schema and its name
+    SCHEMA_VERSION = STORE_SCHEMA_VERSION
+    MIGRATIONS = _MIGRATIONS
+    WHAT = "profile store"
+
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path) if path is not None else default_store_path()
         self._open()
@@ -172,11 +177,11 @@ class ProfileStore:
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise StoreError(f"cannot create the profile store directory {directory}: {exc.strerror or exc}") from None
+            raise StoreError(f"cannot create the {self.WHAT} directory {directory}: {exc.strerror or exc}") from None
         if self.path.exists() and not os.access(self.path, os.R_OK | os.W_OK):
-            raise StoreError(f"the profile store {self.path} is not readable and writable by this user")
+            raise StoreError(f"the {self.WHAT} {self.path} is not readable and writable by this user")
         if not self.path.exists() and not os.access(directory, os.W_OK | os.X_OK):
-            raise StoreError(f"cannot create the profile store in {directory}: permission denied")
+            raise StoreError(f"cannot create the {self.WHAT} in {directory}: permission denied")
         # Openers of a new store race to create it: switching to WAL takes an exclusive lock, and SQLite answers
         # "locked" at once there instead of waiting out the busy timeout (measured: 58 of 80 trios of concurrent
         # first openers failed). So a locked opening is retried until the busy timeout has passed.
@@ -193,22 +198,22 @@ class ProfileStore:
 
     def _init_schema(self, conn: sqlite3.Connection) -> None:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version == STORE_SCHEMA_VERSION:
+        if version == self.SCHEMA_VERSION:
             self._check_readable(conn)
             return
-        if version > STORE_SCHEMA_VERSION:
+        if version > self.SCHEMA_VERSION:
             raise StoreError(
-                f"the profile store {self.path} has schema version {version}, newer than this cosched's "
-                f"{STORE_SCHEMA_VERSION}: upgrade cosched (the file is left untouched)"
+                f"the {self.WHAT} {self.path} has schema version {version}, newer than this cosched's "
+                f"{self.SCHEMA_VERSION}: upgrade cosched (the file is left untouched)"
             )
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("BEGIN IMMEDIATE")
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]  # another opener may have won
-            while version < STORE_SCHEMA_VERSION:
-                _MIGRATIONS[version](conn)
+            while version < self.SCHEMA_VERSION:
+                self.MIGRATIONS[version](conn)
                 version += 1
-            conn.execute(f"PRAGMA user_version = {STORE_SCHEMA_VERSION}")
+            conn.execute(f"PRAGMA user_version = {self.SCHEMA_VERSION}")
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -265,11 +270,11 @@ class ProfileStore:
             "not a database" in text or "malformed" in text or "corrupt" in text
         ):
             return StoreError(
-                f"the profile store {self.path} is corrupt ({text}); it was left untouched: "
+                f"the {self.WHAT} {self.path} is corrupt ({text}); it was left untouched: "
                 "move it aside to start a new store"
             )
         if "readonly" in text or "unable to open" in text or "read-only" in text:
-            return StoreError(f"the profile store {self.path} cannot be written: {text}")
+            return StoreError(f"the {self.WHAT} {self.path} cannot be written: {text}")
         if "locked" in text or "busy" in text:
-            return StoreLockedError(f"the profile store {self.path} stayed locked by another writer: {text}")
-        return StoreError(f"the profile store {self.path} failed: {text}")
+            return StoreLockedError(f"the {self.WHAT} {self.path} stayed locked by another writer: {text}")
+        return StoreError(f"the {self.WHAT} {self.path} failed: {text}")

@@ -22,7 +22,7 @@ def solo_design(node: NodeSpec, job: str, *, with_curves: bool = False) -> list[
     whose curves ``env.interference`` does not take)."""
     cpus, partner = curve_cpus(node)
     d0 = tuple(sorted(node.numa[0].cpus))
-    out: list[list[Placement]] = [[Placement(job, d0)]] if d0 != cpus else []
+    out: list[list[Placement]] = [[Placement(job, d0)]] if d0 not in (cpus, tuple(node.cpus)) else []  # not a repeat
     if len(node.numa) >= 2:
         d1 = tuple(sorted(node.numa[1].cpus))
         half = max(1, len(d0) // 2)

@@ -89,6 +89,10 @@ def group_makespans(rec: RunRecord) -> tuple[float | None, float | None]:
 class CalibrationStore(ProfileStore):
     """add / list the measured runs of nodes."""
 
+    SCHEMA_VERSION = CALIB_SCHEMA_VERSION
+    MIGRATIONS = {0: lambda conn: [conn.execute(stmt) for stmt in _SCHEMA_V1.split(";") if stmt.strip()]}
+    WHAT = "calibration store"
+
     def __init__(self, path: str | Path | None = None) -> None:
         super().__init__(path if path is not None else default_calibration_path())
 
@@ -126,29 +130,5 @@ class CalibrationStore(ProfileStore):
 
     # -- the profile store's opening, with this store's schema --------------------------------------
 
-    def _init_schema(self, conn: sqlite3.Connection) -> None:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version > CALIB_SCHEMA_VERSION:
-            raise StoreError(f"the calibration store {self.path} has schema version {version}, newer than this "
-                             f"cosched's {CALIB_SCHEMA_VERSION}: upgrade cosched (the file is left untouched)")
-        if version < CALIB_SCHEMA_VERSION:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                if conn.execute("PRAGMA user_version").fetchone()[0] < CALIB_SCHEMA_VERSION:
-                    for stmt in _SCHEMA_V1.split(";"):
-                        if stmt.strip():
-                            conn.execute(stmt)
-                    conn.execute(f"PRAGMA user_version = {CALIB_SCHEMA_VERSION}")
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-        self._check_readable(conn)
-
     def _check_readable(self, conn: sqlite3.Connection) -> None:
         conn.execute("SELECT count(*) FROM runs").fetchone()
-
-    def _error(self, exc: sqlite3.Error) -> StoreError:
-        err = super()._error(exc)
-        return type(err)(str(err).replace("profile store", "calibration store"))

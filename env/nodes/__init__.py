@@ -59,27 +59,27 @@ def _load_sim(name: str, _stamp: int) -> NodeSpec:
 
     if is_node_model(text):
         return _load_node_model(name, key, path, text)
-    try:
-        spec = NodeSpec.model_validate_json(text)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "document"
-        raise InputError(f"node spec {path} is invalid: {where}: {first['msg']}") from None
+    spec = _parse(NodeSpec, text, f"node spec {path}")
     if not spec.name.startswith("sim:"):
         raise InputError(f"node spec {path} must be named 'sim:...', not {spec.name!r}")
     return spec.model_copy(update={"name": name if not key.endswith(".json") else spec.name})
+
+
+def _parse(cls, text: str, what: str):  # noqa: ANN001, ANN202 - a pydantic model class and its instance
+    """``cls`` from JSON text; invalid is one line naming the first wrong field."""
+    try:
+        return cls.model_validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "document"
+        raise InputError(f"{what} is invalid: {where}: {first['msg']}") from None
 
 
 def _load_node_model(name: str, key: str, path: Path, text: str) -> NodeSpec:
     from env.sim.nodemodel import NodeModel
     from env.sim.world import register
 
-    try:
-        model = NodeModel.model_validate_json(text)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "document"
-        raise InputError(f"node model {path} is invalid: {where}: {first['msg']}") from None
+    model = _parse(NodeModel, text, f"node model {path}")
     full = f"sim:{path.resolve()}" if key.endswith(".json") else name
     register(full, model)
     return model.node.model_copy(update={"name": full})

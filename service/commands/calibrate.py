@@ -53,6 +53,17 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _check_writable(path: Path) -> None:
+    """Before hours of measuring: the model file can be written where asked (nothing is left behind)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        probe = path.with_name(f".{path.name}.{os.getpid()}.check")
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise InputError(f"cannot write the node model to {path}: {exc.strerror or exc} (choose another --out)") from None
+
+
 def _backend(args: argparse.Namespace):
     """(the MeasuringBackend, its node key in the calibration data)."""
     if args.backend == "real":
@@ -94,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--noise must be between 0 and 1 (a log-normal standard deviation)")
     backend, key = _backend(args)
     out = Path(args.out) if args.out else default_model_path(key)
+    _check_writable(out)
     store = CalibrationStore()  # opened (and checked) before hours of measuring, written only at the end
     console = Console(stderr=True)
     jobs = [j for j in args.jobs.split(",") if j] if args.jobs else None

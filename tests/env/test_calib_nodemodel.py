@@ -70,3 +70,36 @@ def test_variant_files_are_the_generated_ones(tmp_path):
     assert len(b.node.cpus) == 16 and b.node.l3[0].ways == 12 and b.node.l3[0].size_bytes != ref.node.l3[0].size_bytes
     assert load_node("sim:variant-b").name == "sim:variant-b" and len(catalogue(load_node("sim:variant-b"))) == 19
     assert dataclasses.asdict(world_for(load_node("sim:variant-a")).params)["link_gbs"] == 16.0
+
+
+def _three_job_file(tmp_path):
+    ref = reference_model()
+    m = ref.model_copy(update={"jobs": [j.model_copy(update={"role": "train"}) for j in ref.jobs if j.name in ("MG", "EP", "CG")]})
+    return _write(tmp_path, m, "three.json")
+
+
+def test_schedule_and_eval_take_a_model_file(tmp_path, capsys):
+    import json
+
+    from service.cli import main
+
+    node = f"sim:{_three_job_file(tmp_path)}"
+    w = tmp_path / "w.json"
+    w.write_text(json.dumps({"jobs": [{"id": n, "profile": n} for n in ("MG", "EP", "CG")], "max_concurrency": 2}))
+    ws = tmp_path / "ws.json"
+    ws.write_text("[" + w.read_text() + "]")
+    assert main(["schedule", str(w), "--node", node, "--policy", "greedy", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["node"]["name"] == f"sim:{(tmp_path / 'three.json').resolve()}"
+    assert main(["eval", "--node", node, "--windows", str(ws), "--policies", "greedy,timeshare", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["mean"]["timeshare"] == pytest.approx(1.0)
+
+
+def test_training_setup_on_a_model_without_held_out_jobs(tmp_path):
+    from env.episode import RewardConfig
+    from training.setup import sim_setup
+
+    node = load_node(f"sim:{_three_job_file(tmp_path)}")
+    s = sim_setup(node, window_size=3, cmaxes=[2], jobs=None, n_validation=3, reward=RewardConfig())
+    assert sorted(s.jobs) == ["CG", "EP", "MG"] and len(s.validation) == 3  # it used to loop forever
