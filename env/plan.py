@@ -146,6 +146,11 @@ class PlanBuilder:
             "pin_runtime": self.pin_runtime is not None,
             "predicted_throughput_vs_timeshare": predicted_throughput,
             "predictions_source": predictions_source,
+            # set (as None) like every other field, so the plan and its JSON round trip are the same document
+            "no_prediction": None,
+            "requested_policy": None,
+            "fallback_reason": None,
+            "search": None,
         })
 
 
