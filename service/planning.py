@@ -111,9 +111,10 @@ def default_policy(node: NodeSpec, model: object | None = None) -> str:
 
 
 def plan_window(window: Window, node_name: str, *, policy: str | None = None, model: object | None = None,
-                pin_runtime: bool = False, seed: int | None = None, search_budget: int | None = None) -> Plan:
+                pin_runtime: bool = False, seed: int | None = None, search_budget: int | None = None,
+                guard: bool = True) -> Plan:
     """The plan of ``window`` for ``node_name``: the policy's, unless it is predicted below time sharing (then the
-    best baseline's, saying why: ``env.search.guard_plan``)."""
+    best baseline's, saying why: ``env.search.guard_plan``). ``guard=False``: the policy's own plan, always."""
     node = load_node(node_name)
     name = policy or default_policy(node, model)
     if model is not None and name not in MODEL_POLICIES:
@@ -138,6 +139,8 @@ def plan_window(window: Window, node_name: str, *, policy: str | None = None, mo
     ctx = PlanContext(node=node, provider=provider_for(node, pipeline), seed=seed, simulated=node.name.startswith("sim:"),
                       pin_runtime=PINRT_LIB if pin_runtime else None)
     plan = pol.plan(window, ctx)
+    if not guard:
+        return plan
     return guard_plan(plan, window, ctx, lambda baseline: _baseline_plan(baseline, window, node, seed, ctx.pin_runtime))
 
 
