@@ -10,7 +10,7 @@ from typing import Protocol
 
 from env.models import Plan
 from env.nodespec import NodeSpec
-from env.sim.params import DEFAULT_PARAMS, SimParams
+from env.sim.params import SimParams
 
 
 class Backend(Protocol):
@@ -25,9 +25,11 @@ class SimBackend:
     name = "sim"
     simulated = True
 
-    def __init__(self, node: NodeSpec, params: SimParams = DEFAULT_PARAMS) -> None:
+    def __init__(self, node: NodeSpec, params: SimParams | None = None) -> None:
+        from env.sim.world import world_for
+
         self.node = node
-        self.params = params
+        self.params = params if params is not None else world_for(node).params  # a node model's own, if any
 
     def evaluate(self, plan: Plan, seed: int | None = None) -> list[float]:
         from env.sim.simulate import simulate_plan

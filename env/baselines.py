@@ -99,12 +99,13 @@ class GroupEvaluator:
     """Makespan of one group on the simulated node, memoised by (schedule, ((job, action), ...))."""
 
     def __init__(self, node: NodeSpec) -> None:
-        from env.sim.catalogue import BY_NAME
         from env.sim.model import geometry
+        from env.sim.world import world_for
 
+        world = world_for(node)  # the node model's jobs and parameters when it has one
         self.node = node
-        self.g = geometry(node)
-        self.by_name = BY_NAME
+        self.g = geometry(node, world.params)
+        self.by_name = world.entries
         self.l3_index = {d: i for i, d in enumerate(self.g.l3_ids)}
         self.numa_index = {d: i for i, d in enumerate(self.g.numa_ids)}
         self.memo: dict[tuple, float] = {}

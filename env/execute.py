@@ -9,6 +9,8 @@
   removed after it, also on failure or interrupt.
 * SIGINT/SIGTERM: children's process groups get SIGTERM then SIGKILL, partitioning is cleaned up, the journal
   says ``interrupted``; ``resume`` re-runs only groups without a ``group_end``.
+* Background jobs (``background``: ids, e.g. the node model's pressure generator) run until the group's other
+  jobs have ended, then get SIGTERM (SIGKILL after a grace); the group's makespan is that of the others.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Collection, Iterator
 
 from env.allocate import mba_hardware_value
 from env.cpulist import parse_cpulist
@@ -167,8 +169,10 @@ class Executor:
         fail_fast: bool = False,
         progress: Progress | None = None,
         solo_runner: SoloRunner | None = None,
+        background: Collection[str] = (),
     ) -> None:
         self.plan, self.node, self.run_dir = plan, node, run_dir
+        self.background = frozenset(background)
         self.timeout_s, self.fail_fast = timeout_s, fail_fast
         self.progress = progress or (lambda kind, info: None)
         self.solo_runner = solo_runner
@@ -249,8 +253,14 @@ class Executor:
                 running.append(rj)
                 journal.write("job_start", group=index, job=j.id, pid=rj.proc.pid, argv=j.launch)
             next_sample = {r.job.id: 0.0 for r in running}
+            foreground = [r for r in running if r.job.id not in self.background] or running
             while True:
                 now = time.monotonic()
+                if all(r.done for r in foreground):  # the group's work is done: stop what runs in the background
+                    for r in running:
+                        if not r.done and r.killed_at is None:
+                            r.killed_at = now
+                            _kill_group(r.proc, signal.SIGTERM)
                 for r in running:
                     if r.cpus is None and not r.done and now >= next_sample[r.job.id]:
                         r.cpus = allowed_cpus(r.proc.pid, r.job.command, r.job.launch)
@@ -292,7 +302,7 @@ class Executor:
         finally:
             for g in groups:
                 remove_group(g)
-        makespan = max(r.end for r in running if r.end is not None) - t0
+        makespan = max(r.end for r in foreground if r.end is not None) - t0
         journal.write("group_end", group=index, makespan_s=round(makespan, 4))
         self.progress("group_end", {"group": index, "makespan_s": makespan})
         return RunGroup(index=index, makespan_s=round(makespan, 4), jobs=[r.record() for r in running])

@@ -39,9 +39,10 @@ class CoScheduleEnv(gym.Env):
                  train_jobs: Sequence[str] | None = None, windows: Sequence[Sequence[str]] | None = None,
                  replace: bool | None = None, reward: RewardConfig = RewardConfig(),
                  obs_layout: str = DEFAULT_OBS_LAYOUT) -> None:
-        from env.sim.catalogue import TRAIN_JOBS
+        from env.sim.world import world_for
 
         self.node = load_node(node) if isinstance(node, str) else node
+        TRAIN_JOBS = world_for(self.node).train_jobs
         self.window_size = window_size
         self.max_concurrency = max_concurrency
         self.backend: Backend = backend if backend is not None else SimBackend(self.node)

@@ -79,10 +79,10 @@ _SIM_PROVIDERS: dict[tuple[str, tuple[str, ...]], ProfileProvider] = {}
 
 def sim_provider(node: NodeSpec, train_jobs: Sequence[str] | None = None) -> ProfileProvider:
     """The simulated catalogue as a provider; the feature pipeline is fitted on ``train_jobs`` (default: the paper's 12)."""
-    from env.sim.catalogue import TRAIN_JOBS
     from env.sim.profiles import simulated_profiles
+    from env.sim.world import world_for
 
-    train = tuple(train_jobs) if train_jobs is not None else TRAIN_JOBS
+    train = tuple(train_jobs) if train_jobs is not None else world_for(node).train_jobs
     key = (node.model_dump_json(), train)
     hit = _SIM_PROVIDERS.get(key)
     if hit is not None:

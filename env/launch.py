@@ -86,3 +86,13 @@ def launch_argv(
     if pin_runtime is not None:
         argv += ["env", f"LD_PRELOAD={pin_runtime}"]
     return argv + list(command)
+
+
+def solo_prefix(node: NodeSpec, cpus: list[int] | tuple[int, ...] | None = None) -> list[str]:
+    """The launch prefix of a program run alone outside a plan (a profile's solo and one-core runs): bound to
+    ``cpus`` (default: every CPU of the node), the kernel's memory policy, no cache/bandwidth partitioning.
+    Empty where numactl is not here (the run is then unbound, as ``enforcement`` reports)."""
+    cpus = tuple(sorted(cpus if cpus is not None else node.cpus))
+    alloc = Allocation(cpus=cpus, numa_nodes=tuple(sorted({node.numa_of(c) for c in cpus})), memory="first-touch", l3={}, mem_bw_percent={})
+    enf = enforcement(node).model_copy(update={"l3": False, "mem_bw": False, "method": None})
+    return launch_argv(node, [], alloc, enf)

@@ -202,6 +202,7 @@ class RunGroup(BaseModel):
     makespan_s: float
     jobs: list[RunJob]
     solo_profile: bool = Field(False, description="a job without a profile, run alone on the whole node while profiled")
+    predicted_makespan_s: float | None = Field(None, description="the node model's prediction of makespan_s, where it has one")
 
 
 class RunReport(BaseModel):
@@ -213,6 +214,7 @@ class RunReport(BaseModel):
     groups: list[RunGroup]
     total_s: float
     timeshare_s: float | None
-    timeshare_source: str | None
+    timeshare_source: str | None = Field(description="where time sharing came from: measured in this run, or predicted from profiles")
     throughput_vs_timeshare: float | None
     failed: list[str] = Field(default_factory=list)
+    predictions_source: str | None = Field(None, description="what predicted the groups' makespans (a node model), or why nothing did")

@@ -2,8 +2,9 @@
 
 This is the one place that starts a profiled process: ``cosched profile`` uses it for a solo profile, and
 the batch runner uses it to run (and profile) a job that has no profile yet. Everything about the
-process is a parameter: argv, environment, working directory, where its stdout/stderr go, CPUs to bind it
-to (through ``numactl --physcpubind``), a timeout.
+process is a parameter: argv, environment, working directory, where its stdout/stderr go, the launch prefix
+(``numactl --physcpubind=...``: made by the caller with ``env.launch.solo_prefix``, the one place that builds
+launch argv; this package imports nothing of ours), a timeout.
 
 What perf does not tell us, and how we learn it anyway (perf 6.1, measured here):
 
@@ -57,7 +58,7 @@ class PerfRun:
     argv: tuple[str, ...]
     """The command as asked for."""
     executed: tuple[str, ...]
-    """The argv actually started (perf stat ... -- [numactl ... --] argv)."""
+    """The argv actually started (perf stat ... -- [launch prefix] argv)."""
     exit_status: int
     """The command's exit code; -N when killed by signal N (subprocess's convention); 127 when not started."""
     wall_s: float
@@ -161,14 +162,16 @@ def run_under_perf(
     stdout: Destination = None,
     stderr: Destination = None,
     timeout_s: float | None = None,
-    bind_cpus: Sequence[int] | None = None,
+    launch_prefix: Sequence[str] = (),
+    bound_cpus: Sequence[int] | None = None,
     perf_output: str | os.PathLike[str] | None = None,
     on_tick: Callable[[float], None] | None = None,
     tick_s: float = 0.25,
 ) -> PerfRun:
     """Run ``argv`` under perf stat and wait for it. Never raises because the command failed: look at ``ok``.
 
-    ``env`` is the command's whole environment (None: ours). ``bind_cpus`` binds it with numactl.
+    ``env`` is the command's whole environment (None: ours). ``launch_prefix`` goes between perf and the
+    command (the binding, from ``env.launch.solo_prefix``); ``bound_cpus`` records the CPUs it binds to.
     ``perf_output`` keeps perf's CSV at that path (default: a temporary file, removed).
     ``on_tick(elapsed_s)`` is called about every ``tick_s`` while it runs.
     Raises ProfilerInputError when the command does not exist, ProfilerRunError when perf itself fails.
@@ -176,14 +179,9 @@ def run_under_perf(
     argv = tuple(str(a) for a in argv)
     resolve_command(argv, env, cwd)
     perf = find_perf()
-    prefix: list[str] = []
-    if bind_cpus is not None:
-        if not bind_cpus:
-            raise ProfilerInputError("bind_cpus is empty")
-        numactl = shutil.which("numactl")
-        if numactl is None:
-            raise ProfilerRunError("numactl is not installed (apt-get install numactl); it binds the one-core run")
-        prefix = [numactl, f"--physcpubind={','.join(str(c) for c in bind_cpus)}", "--"]
+    prefix = [str(a) for a in launch_prefix]
+    if prefix and shutil.which(prefix[0], path=(env if env is not None else os.environ).get("PATH", os.defpath)) is None:
+        raise ProfilerRunError(f"{prefix[0]} is not installed: it starts the command (launch prefix {' '.join(prefix)})")
 
     with tempfile.TemporaryDirectory(prefix="cosched-perf-") as tmp:
         out_path = Path(perf_output) if perf_output is not None else Path(tmp) / "perf.csv"
@@ -250,7 +248,7 @@ def run_under_perf(
         stat=stat,
         timed_out=timed_out,
         start_error=start_error,
-        bound_cpus=tuple(bind_cpus) if bind_cpus is not None else None,
+        bound_cpus=tuple(bound_cpus) if bound_cpus is not None else None,
         events=tuple(events),
         node_busy_cpu_s=(busy_after - busy_before) if busy_before is not None and busy_after is not None else None,
     )

@@ -1,6 +1,9 @@
 """A solo profile of one command: a run on the whole node under perf, then (unless told not to) a second
 run bound to one core for the scale factor. A failed run is refused: no profile comes out of it.
 
+Both runs start with the launch prefix the caller gives (``env.launch.solo_prefix``: the whole node, and one
+core for the scale factor), so they are launched like every other job.
+
 Scale factor = time on one core / time on the whole node, both times being perf's ``duration_time`` (the
 command's own lifetime; our monotonic wall time when perf did not count it). About 1 for a single-threaded
 command, about the number of cores for one that scales perfectly.
@@ -24,12 +27,17 @@ def one_core() -> int:
     return min(os.sched_getaffinity(0))
 
 
+#: CPUs -> the launch prefix binding a run to them (``env.launch.solo_prefix`` for a node); None: every CPU.
+Launcher = Callable[[Sequence[int] | None], Sequence[str]]
+
+
 def profile_command(
     name: str,
     argv: Sequence[str],
     node_id: str,
     *,
     scale: bool = True,
+    launcher: Launcher | None = None,
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     stdout: Destination = subprocess.DEVNULL,
@@ -40,6 +48,9 @@ def profile_command(
 ) -> Profile:
     """Profile ``argv`` solo on this node; returns the Profile (not stored: see ``ProfileStore.put``).
 
+    ``launcher(cpus)`` gives each run's launch prefix (the whole node: None; the one-core run: [one_core()]);
+    without it the runs are unbound, and the scale factor cannot be measured (refused).
+
     Raises ProfilerInputError (bad name, command not found) before running anything, and
     ProfilerRunError when a run fails (non-zero exit, killed, timed out, could not start).
     """
@@ -48,12 +59,15 @@ def profile_command(
         raise ProfilerInputError("node_id is empty")
     argv = [str(a) for a in argv]
     resolve_command(argv, env, cwd)
+    if scale and launcher is None:
+        raise ProfilerInputError("the one-core run needs a launcher (env.launch.solo_prefix) to bind it to one core")
     version = perf_version()
 
     if on_phase:
         on_phase("all-cores")
     full = run_under_perf(
-        argv, env=env, cwd=cwd, stdout=stdout, stderr=stderr, timeout_s=timeout_s, on_tick=on_tick
+        argv, env=env, cwd=cwd, stdout=stdout, stderr=stderr, timeout_s=timeout_s, on_tick=on_tick,
+        launch_prefix=launcher(None) if launcher else (),
     )
     _refuse_failed(full, "the solo run")
 
@@ -68,7 +82,8 @@ def profile_command(
             stdout=stdout,
             stderr=stderr,
             timeout_s=timeout_s,
-            bind_cpus=[one_core()],
+            launch_prefix=launcher([one_core()]),  # type: ignore[misc]
+            bound_cpus=[one_core()],
             on_tick=on_tick,
         )
         _refuse_failed(one, "the one-core run (scale factor)")

@@ -1,6 +1,9 @@
 """The profile store: SQLite at ``$COSCHED_HOME/profiles.sqlite`` (default ``~/.local/share/cosched``).
 
 * One row per (profile name, node id); the row holds the Profile's JSON (the one schema) plus the key.
+  Beside it (schema version 2), the job's interference curves (``profiler.interference.InterferenceProfile``:
+  sensitivity to the pressure generator, pressure on the probe), one row per (name, node id) too; a version-1
+  file gains the empty table when first opened, its profiles untouched.
 * Schema versioned with ``PRAGMA user_version``; ``_MIGRATIONS[v]`` upgrades a file from version v to v+1,
   in the same transaction. A file of a newer version than this code is refused, never touched.
 * Safe with several writers: WAL journal, a busy timeout, and every write one ``BEGIN IMMEDIATE`` transaction;
@@ -21,9 +24,10 @@ from typing import Callable, Iterator
 from pydantic import ValidationError
 
 from profiler.errors import ProfileNotFoundError, ProfilerInputError, StoreError, StoreLockedError
+from profiler.interference import InterferenceProfile
 from profiler.models import Profile, check_profile_name
 
-STORE_SCHEMA_VERSION = 1
+STORE_SCHEMA_VERSION = 2
 STORE_FILENAME = "profiles.sqlite"
 BUSY_TIMEOUT_MS = 30_000
 
@@ -37,9 +41,20 @@ CREATE TABLE IF NOT EXISTS profiles (
 )
 """
 
+_SCHEMA_V2 = """
+CREATE TABLE IF NOT EXISTS interference (
+    name       TEXT NOT NULL,
+    node_id    TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    document   TEXT NOT NULL,
+    PRIMARY KEY (name, node_id)
+)
+"""
+
 #: from-version -> step to from-version + 1 (run inside the opening transaction).
 _MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     0: lambda conn: conn.execute(_SCHEMA_V1),
+    1: lambda conn: conn.execute(_SCHEMA_V2),
 }
 
 
@@ -110,11 +125,45 @@ class ProfileStore:
         return [self._load(r[0]) for r in rows]
 
     def delete(self, name: str, node_id: str) -> bool:
-        """Remove one profile; False when there was none."""
+        """Remove one profile and its interference curves; False when there was no profile."""
         with self._write() as conn:
             cur = conn.execute("DELETE FROM profiles WHERE name = ? AND node_id = ?", (name, node_id))
+            conn.execute("DELETE FROM interference WHERE name = ? AND node_id = ?", (name, node_id))
             _after_write(conn)
             return cur.rowcount > 0
+
+    def put_interference(self, curves: InterferenceProfile) -> None:
+        """Store (or replace) a job's interference curves, beside its solo profile."""
+        check_profile_name(curves.name)
+        with self._write() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO interference (name, node_id, created_at, document) VALUES (?, ?, ?, ?)",
+                (curves.name, curves.node_id, curves.created_at.isoformat(), curves.model_dump_json()),
+            )
+            _after_write(conn)
+
+    def list_interference(self, node_id: str) -> dict[str, InterferenceProfile]:
+        """Every stored job's curves on a node, by name (what a calibration can reuse instead of re-measuring)."""
+        with self._read() as conn:
+            names = [r[0] for r in conn.execute("SELECT name FROM interference WHERE node_id = ? ORDER BY name", (node_id,))]
+        return {n: c for n in names if (c := self.get_interference(n, node_id)) is not None}
+
+    def delete_interference(self, name: str, node_id: str) -> bool:
+        """Remove a job's curves (its solo profile was re-measured without them: they may be stale)."""
+        with self._write() as conn:
+            cur = conn.execute("DELETE FROM interference WHERE name = ? AND node_id = ?", (name, node_id))
+            _after_write(conn)
+            return cur.rowcount > 0
+
+    def get_interference(self, name: str, node_id: str) -> InterferenceProfile | None:
+        with self._read() as conn:
+            row = conn.execute("SELECT document FROM interference WHERE name = ? AND node_id = ?", (name, node_id)).fetchone()
+        if row is None:
+            return None
+        try:
+            return InterferenceProfile.model_validate_json(row[0])
+        except ValidationError as exc:
+            raise StoreError(f"the profile store {self.path} holds unreadable interference curves of {name!r}: {exc.errors()[0]['msg']}") from None
 
     # -- opening, transactions, errors ------------------------------------------------------------
 
@@ -168,6 +217,7 @@ class ProfileStore:
 
     def _check_readable(self, conn: sqlite3.Connection) -> None:
         conn.execute("SELECT count(*) FROM profiles").fetchone()
+        conn.execute("SELECT count(*) FROM interference").fetchone()
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:

@@ -31,7 +31,9 @@ def schedule_chart(report: RunReport, path: Path, node_cpus: list[int]) -> Path:
         ax.axvline(offset, color="grey", linewidth=0.8, linestyle=":")
     kind = "simulated" if report.simulated else "measured"
     tput = f", throughput vs time sharing {report.throughput_vs_timeshare:.2f}" if report.throughput_vs_timeshare else ""
-    ax.set_title(f"executed schedule on {report.plan.node.name} ({kind}): {report.total_s:.1f} s{tput}")
+    ax.set_title(f"executed schedule on {report.plan.node.name} ({kind}): {report.total_s:.1f} s{tput}", fontsize=10)
+    if report.timeshare_source:  # measured in this run, or predicted from profiles
+        fig.text(0.01, 0.005, f"time sharing: {report.timeshare_source}", fontsize=7, color="dimgrey")
     ax.set_xlabel(f"time, s ({kind})")
     ax.set_ylabel("CPU")
     ax.set_yticks(node_cpus)

@@ -40,18 +40,25 @@ def render_report(report: RunReport) -> None:
     console = Console()
     kind = "simulated" if report.simulated else "measured"
     table = Table(title=f"run on {report.plan.node.name} ({report.backend} backend, times {kind})")
-    for col in ("group", "job", "cpus", "exit", "wall s", "group makespan s"):
+    predicted = any(g.predicted_makespan_s is not None for g in report.groups)
+    for col in ("group", "job", "cpus", "exit", "wall s", "group makespan s") + (("predicted s",) if predicted else ()):
         table.add_column(col)
     plan_jobs = {j.id: j for g in report.plan.groups for j in g.jobs}
     for g in report.groups:
         for k, j in enumerate(g.jobs):
             cpus = "all (solo, profiled)" if g.solo_profile else ",".join(map(str, plan_jobs[j.id].cpus)) if j.id in plan_jobs else "?"
             status = "timeout" if j.timed_out else str(j.exit_code) if j.exit_code is not None else f"signal {j.signal}"
-            table.add_row(str(g.index) if k == 0 else "", j.id, cpus, status, f"{j.wall_s:.2f}", f"{g.makespan_s:.2f}" if k == 0 else "")
+            pred = (f"{g.predicted_makespan_s:.2f}" if g.predicted_makespan_s is not None else "-") if k == 0 else ""
+            table.add_row(str(g.index) if k == 0 else "", j.id, cpus, status, f"{j.wall_s:.2f}", f"{g.makespan_s:.2f}" if k == 0 else "",
+                          *((pred,) if predicted else ()))
     console.print(table)
     console.print(f"total {report.total_s:.2f} s ({kind})")
     if report.timeshare_s is not None:
-        console.print(f"time sharing {report.timeshare_s:.2f} s (from {report.timeshare_source})")
+        console.print(f"time sharing {report.timeshare_s:.2f} s ({report.timeshare_source})")
+    elif report.timeshare_source:
+        console.print(f"time sharing unknown ({report.timeshare_source})")
+    if report.predictions_source:
+        console.print(f"group predictions: {report.predictions_source}")
     if report.throughput_vs_timeshare is not None:
         console.print(f"[bold]throughput vs time sharing: {report.throughput_vs_timeshare:.3f}[/] ({kind})")
     if report.failed:

@@ -7,6 +7,7 @@ PKGS=(
   linux-perf                # perf stat for profiles
   build-essential libasan8 libtsan2 libubsan1 util-linux   # gcc, make, sanitizer runtimes, setarch for native/
   sysbench xz-utils p7zip-full   # real fixed-work programs for the batch runner and the runtime tests
+  stress-ng                 # stream/matrix/cache stressors: real programs for calibrating the node model
   wrk                       # the HTTP load generator of bench/
   python3-venv
 )

@@ -73,8 +73,11 @@ def sim_setup(node: NodeSpec, *, window_size: int, cmaxes: Sequence[int], jobs: 
     listed often enough to keep about half of a window's slots (windows are drawn from ``Setup.jobs``): queues
     hold known programs *and* new ones, so training windows do too. The feature pipeline stays fitted on the
     paper's 12, so a model scales features as the planner does."""
-    from env.sim.catalogue import ALL_JOBS, HELD_OUT_JOBS, TRAIN_JOBS
     from env.sim.synthetic import synthetic_names
+    from env.sim.world import world_for
+
+    world = world_for(node)  # a node model's jobs when --node names one, else the paper's catalogue
+    ALL_JOBS, HELD_OUT_JOBS, TRAIN_JOBS = world.all_jobs, world.held_out_jobs, world.train_jobs
 
     train = list(jobs) if jobs else list(TRAIN_JOBS)
     if synthetic[0]:
@@ -89,7 +92,7 @@ def sim_setup(node: NodeSpec, *, window_size: int, cmaxes: Sequence[int], jobs: 
     pool = list(ALL_JOBS) if not jobs else list(jobs)
     while len(names) < n_validation:
         w = rng.sample(pool, min(window_size, len(pool)))
-        if jobs or any(n in HELD_OUT_JOBS for n in w):
+        if jobs or not HELD_OUT_JOBS or any(n in HELD_OUT_JOBS for n in w):  # a node model may hold none
             names.append(w)
 
     def make_env(cmax: int) -> CoScheduleEnv:
@@ -132,10 +135,13 @@ def real_setup(window_file: str | Path | None, run_dir: Path, *, window_size: in
         if store.get(name, nid) is None:
             if not profile_missing:
                 raise InputError(f"no profile named {name!r} on this node ({nid}): run `cosched profile --name {name} -- ...` first")
+            from functools import partial
+
+            from env.launch import solo_prefix
             from profiler.profiling import profile_command
 
             say(f"profiling {name} (solo on the whole node, then on one core): real training needs its profile")
-            store.put(profile_command(name, j.command, nid, env=j.env or None))
+            store.put(profile_command(name, j.command, nid, env=j.env or None, launcher=partial(solo_prefix, node)))
     profiles = [store.get(n, nid) for n in commands]
     pipeline = FeaturePipeline.fit(profiles)  # type: ignore[arg-type]
     provider = ProfileProvider(lambda name: store.get(name, nid), pipeline, what=f"profile on this node ({nid})")

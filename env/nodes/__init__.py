@@ -1,4 +1,9 @@
-"""Node specs by name: ``local`` is discovered; ``sim:NAME`` is ``env/nodes/NAME.json`` (or ``sim:PATH.json``)."""
+"""Node specs by name: ``local`` is discovered; ``sim:NAME`` is ``env/nodes/NAME.json`` (or ``sim:PATH.json``).
+
+A file may be a bare node spec or a node-model file (``env.sim.nodemodel``: the shape plus every parameter and
+job of the contention model). A node model is registered under the node's name (``env.sim.world``), so every
+sim component simulates with its parameters and jobs; a node model given by path is named ``sim:ABSOLUTE_PATH``.
+"""
 
 from __future__ import annotations
 
@@ -50,6 +55,10 @@ def _load_sim(name: str, _stamp: int) -> NodeSpec:
         raise InputError(f"unknown simulated node {name!r}: no {path} (known: {', '.join(known_sim_nodes())})") from None
     except OSError as exc:
         raise InputError(f"cannot read node spec {path}: {exc.strerror}") from exc
+    from env.sim.nodemodel import is_node_model
+
+    if is_node_model(text):
+        return _load_node_model(name, key, path, text)
     try:
         spec = NodeSpec.model_validate_json(text)
     except ValidationError as exc:
@@ -59,3 +68,18 @@ def _load_sim(name: str, _stamp: int) -> NodeSpec:
     if not spec.name.startswith("sim:"):
         raise InputError(f"node spec {path} must be named 'sim:...', not {spec.name!r}")
     return spec.model_copy(update={"name": name if not key.endswith(".json") else spec.name})
+
+
+def _load_node_model(name: str, key: str, path: Path, text: str) -> NodeSpec:
+    from env.sim.nodemodel import NodeModel
+    from env.sim.world import register
+
+    try:
+        model = NodeModel.model_validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "document"
+        raise InputError(f"node model {path} is invalid: {where}: {first['msg']}") from None
+    full = f"sim:{path.resolve()}" if key.endswith(".json") else name
+    register(full, model)
+    return model.node.model_copy(update={"name": full})

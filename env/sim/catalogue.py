@@ -153,8 +153,6 @@ def is_known(name: str) -> bool:
     """A catalogue program or a generated job."""
     return name in BY_NAME or is_synthetic(name)
 
-    return name in BY_NAME or is_synthetic(name)
-
 
 @dataclass(frozen=True)
 class CatalogueJob:
@@ -187,8 +185,12 @@ def _solo_traffic_gb(node: NodeSpec, params: JobParams, sp: SimParams) -> float:
     return params.stream_gb + params.reuse_gb * math.exp(-c / params.ws_mb)
 
 
-def catalogue_job(node: NodeSpec, name: str, sp: SimParams = DEFAULT_PARAMS) -> CatalogueJob:
-    e = BY_NAME[name]
+def catalogue_job(node: NodeSpec, name: str, sp: SimParams | None = None) -> CatalogueJob:
+    from env.sim.world import world_for
+
+    w = world_for(node)
+    sp = sp if sp is not None else w.params
+    e = w.entries[name]
     return CatalogueJob(
         entry=e,
         solo_s=solo_time(node, e.params, sp=sp),
@@ -197,18 +199,22 @@ def catalogue_job(node: NodeSpec, name: str, sp: SimParams = DEFAULT_PARAMS) -> 
     )
 
 
-_BY_ID: dict[tuple[int, SimParams], tuple[NodeSpec, dict[str, "CatalogueJob"]]] = {}
+_BY_ID: dict[tuple[int, SimParams, object], tuple[NodeSpec, dict[str, "CatalogueJob"]]] = {}
 
 
-def catalogue(node: NodeSpec, sp: SimParams = DEFAULT_PARAMS) -> dict[str, CatalogueJob]:
-    """Every catalogue job on ``node``, in catalogue order."""
-    hit = _BY_ID.get((id(node), sp))
+def catalogue(node: NodeSpec, sp: SimParams | None = None) -> dict[str, CatalogueJob]:
+    """Every job of ``node``'s world (``env.sim.world``: the paper's catalogue or a node model's jobs), in order."""
+    from env.sim.world import world_for
+
+    w = world_for(node)
+    sp = sp if sp is not None else w.params
+    hit = _BY_ID.get((id(node), sp, w))
     if hit is not None and hit[0] is node:
         return hit[1]
-    cat = _catalogue_cached(node.model_dump_json(), sp)
+    cat = _catalogue_cached(node.model_dump_json(), sp, w)
     if len(_BY_ID) > 32:
         _BY_ID.clear()
-    _BY_ID[(id(node), sp)] = (node, cat)
+    _BY_ID[(id(node), sp, w)] = (node, cat)
     return cat
 
 
@@ -217,7 +223,9 @@ class _Jobs(WithGenerated):
     to list the catalogue: iterating this also lists the generated jobs used so far in this process."""
 
     def __init__(self, node: NodeSpec, sp: SimParams) -> None:
-        super().__init__((name, catalogue_job(node, name, sp)) for name in ALL_JOBS)
+        from env.sim.world import world_for
+
+        super().__init__((name, catalogue_job(node, name, sp)) for name in world_for(node).all_jobs)
         self._node, self._sp = node, sp
 
     def _make(self, name: str) -> CatalogueJob:
@@ -225,5 +233,5 @@ class _Jobs(WithGenerated):
 
 
 @lru_cache(maxsize=16)
-def _catalogue_cached(node_json: str, sp: SimParams) -> dict[str, CatalogueJob]:
+def _catalogue_cached(node_json: str, sp: SimParams, _world: object) -> dict[str, CatalogueJob]:
     return _Jobs(NodeSpec.model_validate_json(node_json), sp)

@@ -15,7 +15,8 @@ One job's time for its whole work, given what it holds and whom it runs with::
 
 Routes and memory policy: a thread in domain s sends a regular access to its own partition (first-touch and
 local-alloc: where the toucher is, except the ``init_serial`` share first-touched by the master thread;
-interleave: evenly over the job's domains) and an irregular access anywhere in the job's data. kappa of a
+interleave: evenly over the job's domains; ``bind:I``: all of it in the domain of index I, as ``numactl
+--membind`` does, which the calibration's remote runs use) and an irregular access anywhere in the job's data. kappa of a
 route is the share of demand its memory controller (and, for a remote route, the inter-socket link
 direction) can serve: the loads are the jobs' drawn bandwidths V / T, found by a short fixed-point
 iteration. Communication adds ``comm_gb * x`` of traffic on the link.
@@ -129,7 +130,10 @@ class SimJob:
         self.tc = params.work_s * ((1.0 - p) + p / n) * (1.0 + params.comm * x)
         # where its data lives
         master = g.cpu_numa[min(cpus)]
-        if memory == "interleave":
+        bind = int(memory[5:]) if memory.startswith("bind:") else None
+        if bind is not None:
+            dist = [1.0 if m == bind else 0.0 for m in range(g.n_numa)]
+        elif memory == "interleave":
             dist = [1.0 / len(doms) if s in doms else 0.0 for s in range(g.n_numa)]
         else:  # first-touch and local-alloc (membind to its own domains) place pages alike here
             init = params.init_serial
@@ -139,7 +143,7 @@ class SimJob:
         remote = [0.0] * g.n_numa
         for s in doms:
             for m in range(g.n_numa):
-                if memory == "interleave":
+                if memory == "interleave" or bind is not None:
                     reg = dist[m]
                 else:
                     reg = (1.0 - params.init_serial) * (1.0 if m == s else 0.0) + (params.init_serial if m == master else 0.0)
@@ -171,6 +175,8 @@ def memory_key(g: Geometry, cpus: list[int] | tuple[int, ...], memory: str) -> s
     CPUs are all in one domain every policy places them there (SimJobs with equal keys are equal)."""
     if memory == "local-alloc":
         return "first-touch"
+    if memory.startswith("bind:"):
+        return memory
     first = g.cpu_numa[cpus[0]]
     if all(g.cpu_numa[c] == first for c in cpus):
         return "first-touch"

@@ -20,6 +20,10 @@ l3_mb                  16.5        per L3 domain when the spec has no ``size_byt
 clock_ghz              2.1         base clock (product sheet); it turns compute seconds into simulated cycles.
 noise_sd               0.0         optional measurement noise: each job's time in a plan is multiplied by
                                    exp(N(0, noise_sd)), drawn from the seed given to the simulation.
+latency_ns             90.0        idle local load latency (Intel MLC on 2-socket Skylake-SP, as commonly
+                                   published): only the LATENCY microbenchmark of the measuring backend reads it.
+bubble_gbs_per_core    8.0         memory traffic per core of the pressure generator at level 1 (a streaming
+                                   loop on one core of this node class); only the measuring backend's BUBBLE.
 =====================  ==========  ==============================================================================
 
 These are a *model*: every figure the simulated node produces is labelled simulated.
@@ -39,6 +43,8 @@ class SimParams:
     l3_mb: float = 16.5
     clock_ghz: float = 2.1
     noise_sd: float = 0.0
+    latency_ns: float = 90.0
+    bubble_gbs_per_core: float = 8.0
     # fixed-point iterations of the bandwidth-sharing solve (converges in 3-5 for these sizes)
     iterations: int = 8
 

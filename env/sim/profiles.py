@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 
 from env.discover import node_id
 from env.nodespec import NodeSpec
-from env.sim.catalogue import ALL_JOBS, CatalogueJob, catalogue
+from env.sim.catalogue import CatalogueJob, catalogue
 from env.sim.params import DEFAULT_PARAMS, SimParams
 from env.sim.synthetic import WithGenerated
 from profiler.models import Profile
@@ -41,6 +41,15 @@ READ_SHARE = 0.7
 
 
 def simulated_profile(node: NodeSpec, job: CatalogueJob, sp: SimParams = DEFAULT_PARAMS) -> Profile:
+    """The job's profile on the simulated node: a node model's measured one when it has it, else simulated."""
+    from env.sim.world import world_for
+
+    measured = world_for(node).profiles.get(job.name)
+    return measured if measured is not None else model_profile(node, job, sp)
+
+
+def model_profile(node: NodeSpec, job: CatalogueJob, sp: SimParams = DEFAULT_PARAMS) -> Profile:
+    """The profile the model's parameters give (the counters' table above)."""
     e, p = job.entry, job.entry.params
     n = len(node.cpus)
     serial = (1.0 - p.parallel) / ((1.0 - p.parallel) + p.parallel / n)
@@ -81,14 +90,18 @@ class _Profiles(WithGenerated):
     """The catalogue programs' profiles; a generated job's (``env.sim.synthetic``) is made on first use."""
 
     def __init__(self, node: NodeSpec, sp: SimParams) -> None:
+        from env.sim.world import world_for
+
         cat = catalogue(node, sp)
-        super().__init__((name, simulated_profile(node, cat[name], sp)) for name in ALL_JOBS)
+        super().__init__((name, simulated_profile(node, cat[name], sp)) for name in world_for(node).all_jobs)
         self._node, self._sp = node, sp
 
     def _make(self, name: str) -> Profile:
         return simulated_profile(self._node, catalogue(self._node, self._sp)[name], self._sp)
 
 
-def simulated_profiles(node: NodeSpec, sp: SimParams = DEFAULT_PARAMS) -> dict[str, Profile]:
+def simulated_profiles(node: NodeSpec, sp: SimParams | None = None) -> dict[str, Profile]:
     """Every catalogue program's profile on ``node``; ``get``/``[]`` also resolve generated jobs' names."""
-    return _Profiles(node, sp)
+    from env.sim.world import world_for
+
+    return _Profiles(node, sp if sp is not None else world_for(node).params)

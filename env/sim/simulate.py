@@ -15,9 +15,10 @@ from env.errors import InputError
 from env.models import Plan, RunGroup, RunJob, RunReport
 from env.nodespec import NodeSpec
 from env.plan import check_plan_for_node
-from env.sim.catalogue import ALL_JOBS, BY_NAME, catalogue, is_known
+from env.sim.catalogue import ALL_JOBS, catalogue
 from env.sim.model import Geometry, SimJob, geometry, run_group
-from env.sim.params import DEFAULT_PARAMS, SimParams
+from env.sim.params import SimParams
+from env.sim.world import world_for
 
 
 @dataclass(frozen=True)
@@ -34,9 +35,9 @@ class SimResult:
         return self.timeshare_s / self.total_s if self.total_s > 0 else 1.0
 
 
-def unknown_job_message(names: list[str], node_name: str) -> str:
+def unknown_job_message(names: list[str], node_name: str, known: tuple[str, ...] = ALL_JOBS) -> str:
     return (f"unknown job{'s' if len(names) > 1 else ''} {', '.join(repr(n) for n in names)} for the simulated node "
-            f"{node_name}: the catalogue has {', '.join(ALL_JOBS)} (see 'cosched jobs --backend sim')")
+            f"{node_name}: the catalogue has {', '.join(known)} (see 'cosched jobs --backend sim --node {node_name}')")
 
 
 _JOB_CACHE: dict[tuple, tuple[Geometry, SimJob]] = {}
@@ -49,9 +50,9 @@ def clear_caches() -> None:
 
 
 def _sim_job(g: Geometry, node: NodeSpec, profile: str, cpus: list[int], memory: str,
-             l3: dict, mem_bw_percent: dict[str, int]) -> SimJob:
+             l3: dict, mem_bw_percent: dict[str, int], entries: dict) -> SimJob:
     """A plan job as the model's SimJob (memoised: identical inputs give the identical immutable job)."""
-    key = (id(g), profile, tuple(cpus), memory, tuple((k, a.mask) for k, a in l3.items()), tuple(mem_bw_percent.items()))
+    key = (id(g), id(entries), profile, tuple(cpus), memory, tuple((k, a.mask) for k, a in l3.items()), tuple(mem_bw_percent.items()))
     hit = _JOB_CACHE.get(key)
     if hit is not None and hit[0] is g:
         return hit[1]
@@ -67,19 +68,22 @@ def _sim_job(g: Geometry, node: NodeSpec, profile: str, cpus: list[int], memory:
         if si is None:
             raise InputError(f"job {profile}: memory domain {k} does not exist on {node.name} (it has {g.numa_ids})")
         mba[si] = int(pct)
-    job = SimJob(g, BY_NAME[profile].params, cpus, memory, masks, mba)
+    job = SimJob(g, entries[profile].params, cpus, memory, masks, mba)
     if len(_JOB_CACHE) >= _JOB_CACHE_MAX:
         _JOB_CACHE.clear()
     _JOB_CACHE[key] = (g, job)
     return job
 
 
-def simulate_plan(plan: Plan, node: NodeSpec, seed: int | None = None, params: SimParams = DEFAULT_PARAMS) -> SimResult:
-    """Run ``plan`` on the simulated ``node``. Deterministic; with ``params.noise_sd > 0`` the noise comes from ``seed``."""
+def simulate_plan(plan: Plan, node: NodeSpec, seed: int | None = None, params: SimParams | None = None) -> SimResult:
+    """Run ``plan`` on the simulated ``node``. Deterministic; with ``params.noise_sd > 0`` the noise comes from ``seed``.
+    ``params`` default: the node's own (``env.sim.world``: a node model's, else the paper's machine)."""
     check_plan_for_node(plan, node)
-    unknown = sorted({j.profile for g in plan.groups for j in g.jobs if not is_known(j.profile)})
+    world = world_for(node)
+    params = params if params is not None else world.params
+    unknown = sorted({j.profile for g in plan.groups for j in g.jobs if not world.is_known(j.profile)})
     if unknown:
-        raise InputError(unknown_job_message(unknown, node.name))
+        raise InputError(unknown_job_message(unknown, node.name, world.all_jobs))
     g = geometry(node, params)
     rng = random.Random(seed) if params.noise_sd > 0 else None
     cat = catalogue(node, params)
@@ -87,7 +91,7 @@ def simulate_plan(plan: Plan, node: NodeSpec, seed: int | None = None, params: S
     job_times: list[dict[str, float]] = []
     timeshare = 0.0
     for group in plan.groups:
-        jobs = [_sim_job(g, node, j.profile, j.cpus, j.memory, j.l3, j.mem_bw_percent) for j in group.jobs]
+        jobs = [_sim_job(g, node, j.profile, j.cpus, j.memory, j.l3, j.mem_bw_percent, world.entries) for j in group.jobs]
         factors = [math.exp(rng.gauss(0.0, params.noise_sd)) for _ in jobs] if rng is not None else None
         ends = run_group(g, jobs, factors)
         makespans.append(max(ends))
@@ -96,7 +100,7 @@ def simulate_plan(plan: Plan, node: NodeSpec, seed: int | None = None, params: S
     return SimResult(makespans=makespans, job_times=job_times, total_s=sum(makespans), timeshare_s=timeshare)
 
 
-def run_report(plan: Plan, node: NodeSpec, seed: int | None = None, params: SimParams = DEFAULT_PARAMS) -> RunReport:
+def run_report(plan: Plan, node: NodeSpec, seed: int | None = None, params: SimParams | None = None) -> RunReport:
     """The run report of a simulated run (backend "sim", simulated, no run directory)."""
     res = simulate_plan(plan, node, seed, params)
     groups = [
@@ -107,7 +111,7 @@ def run_report(plan: Plan, node: NodeSpec, seed: int | None = None, params: SimP
     return RunReport(
         run_dir=None, backend="sim", simulated=True, plan=plan, groups=groups,
         total_s=res.total_s, timeshare_s=res.timeshare_s,
-        timeshare_source=f"simulated: catalogue solo times on {node.name}",
+        timeshare_source=f"simulated: solo times of the {world_for(node).source} on {node.name}",
         throughput_vs_timeshare=res.throughput_vs_timeshare if res.total_s > 0 else None,
         failed=[],
     )

@@ -121,9 +121,11 @@ def run(args: argparse.Namespace) -> int:
     if not 0.0 <= args.noise <= 1.0:
         raise InputError("--noise must be between 0 and 1 (a log-normal standard deviation)")
     from env.backend import SimBackend
-    from env.sim.params import SimParams
+    from dataclasses import replace
 
-    backend = SimBackend(node, SimParams(noise_sd=args.noise))
+    from env.sim.world import world_for
+
+    backend = SimBackend(node, replace(world_for(node).params, noise_sd=args.noise))
     doc = evaluate(windows, node, policies, backend=backend, seed=args.seed, window_size=args.window_size, progress=progress)
     doc["noise_sd"] = args.noise
     emit(doc, args.json, lambda: render(doc))

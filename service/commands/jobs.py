@@ -26,12 +26,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def catalogue_document(node_name: str) -> dict[str, Any]:
     from env.jobinfo import sim_provider
-    from env.sim.catalogue import ALL_JOBS, HELD_OUT_JOBS, TRAIN_JOBS, catalogue
+    from env.sim.catalogue import catalogue
+    from env.sim.world import world_for
     from profiler.features import FEATURE_NAMES
 
     node = load_node(node_name)
     if not node.name.startswith("sim:"):
         raise InputError(f"{node_name!r} is not a simulated node: the catalogue exists for sim:NAME nodes")
+    world = world_for(node)  # a node model's own jobs, else the paper's catalogue
+    ALL_JOBS, HELD_OUT_JOBS, TRAIN_JOBS = world.all_jobs, world.held_out_jobs, world.train_jobs
     prov = sim_provider(node)
     jobs = []
     cat = catalogue(node)
@@ -42,7 +45,7 @@ def catalogue_document(node_name: str) -> dict[str, Any]:
         jobs.append({
             "name": name,
             "suite": job.entry.suite,
-            "set": "held-out" if job.held_out else "train" if name in TRAIN_JOBS else "other",
+            "set": "held-out" if name in HELD_OUT_JOBS else "train" if name in TRAIN_JOBS else "other",
             "solo_s": job.solo_s,
             "one_core_s": job.one_core_s,
             "scale_factor": job.scale_factor,

@@ -5,15 +5,21 @@ from __future__ import annotations
 import argparse
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from functools import partial
+
 from env.discover import local_node_id
-from profiler.errors import ProfilerInputError, ProfilerRunError, StoreError
+from env.errors import CoschedError, RunError
+from env.launch import solo_prefix
+from env.nodes import load_node
+from profiler.errors import ProfilerError, ProfilerInputError, ProfilerRunError, StoreError
+from profiler.interference import InterferenceProfile
 from profiler.events import PERF_EVENTS
 from profiler.models import Profile, check_profile_name
 from profiler.perfrun import resolve_command
@@ -28,12 +34,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="solo-run a command under perf and store its profile",
         description="Run CMD alone on the whole node under 'perf stat' (the paper's twelve events), then once more "
         "bound to one core for the scale factor, and store the profile under NAME for this node "
-        "(in $COSCHED_HOME/profiles.sqlite). CMD is never run through a shell; its output goes to "
-        "$COSCHED_HOME/logs/profile-NAME.{out,err}. A failed run is not stored.",
-        usage="cosched profile --name NAME [--no-scale] [--timeout S] [--json] -- CMD [ARG...]",
+        "(in $COSCHED_HOME/profiles.sqlite). Then (unless --no-interference) measure its interference curves "
+        "(Bubble-Up): its slowdown next to the memory-pressure generator at several pressures (sensitivity) and "
+        "the reference probe's slowdown next to it (pressure); about ten more runs of CMD. CMD is never run "
+        "through a shell; its output goes to $COSCHED_HOME/logs/profile-NAME.{out,err}. A failed run is not stored.",
+        usage="cosched profile --name NAME [--no-scale] [--no-interference] [--timeout S] [--json] -- CMD [ARG...]",
     )
     p.add_argument("--name", required=True, help="profile name: 1-128 characters of [A-Za-z0-9._:-]")
     p.add_argument("--no-scale", action="store_true", help="skip the one-core run (no scale factor)")
+    p.add_argument("--no-interference", action="store_true",
+                   help="skip the interference curves (sensitivity to the pressure generator, pressure on the probe): "
+                   "a solo profile only, as the planner needs; 'cosched calibrate' measures what is missing")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="stop each run after S seconds (a failure)")
     p.add_argument("--json", action="store_true", help="print the stored profile as one JSON document")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD [ARG...]", help="the command to profile")
@@ -50,6 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--node-id", default=None, help="the node the profiles belong to (default: this node's id)")
     q.add_argument("--all-nodes", action="store_true", help="list: the profiles of every node")
     q.add_argument("--json", action="store_true", help="print one JSON document")
+    q.add_argument("--plot", metavar="FILE.png", default=None, help="show: also draw the interference curves to FILE.png")
     q.set_defaults(handler=run_profiles)
 
 
@@ -68,6 +80,8 @@ def run_profile(args: argparse.Namespace) -> int:
     resolve_command(command)
     store = ProfileStore()  # open (and check) the store before spending time on runs
     node = local_node_id()
+    launcher = partial(solo_prefix, load_node("local"))
+    curves_skipped = None if args.no_interference else _why_no_curves()
     logs = cosched_home() / "logs"
     try:
         logs.mkdir(parents=True, exist_ok=True)
@@ -80,7 +94,7 @@ def run_profile(args: argparse.Namespace) -> int:
     if len(shown) > 60:
         shown = shown[:57] + "..."
     shown = escape(shown)
-    steps = 1 if args.no_scale else 2
+    steps = (1 if args.no_scale else 2) + (0 if args.no_interference or curves_skipped else 1)
     with Progress(
         SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=False
     ) as progress:
@@ -102,6 +116,7 @@ def run_profile(args: argparse.Namespace) -> int:
                     command,
                     node,
                     scale=not args.no_scale,
+                    launcher=launcher,
                     stdout=out,
                     stderr=err,
                     timeout_s=args.timeout,
@@ -111,10 +126,54 @@ def run_profile(args: argparse.Namespace) -> int:
             raise type(exc)(f"{exc} (its output: {err_path})") from None
         for tid in task_ids.values():
             progress.stop_task(tid)
-    replaced = store.get(name, node) is not None
-    store.put(profile)
-    emit(profile, args.json, lambda: _render_profile(profile, store.path, saved="replaced" if replaced else "stored"))
+        replaced = store.get(name, node) is not None
+        store.put(profile)
+        curves = None
+        if args.no_interference or curves_skipped:
+            store.delete_interference(name, node)  # measured for an earlier profile: may not be this command's
+            if curves_skipped:
+                console.print(f"[yellow]interference curves not measured:[/] {curves_skipped}")
+        else:
+            task = progress.add_task(f"[{steps}/{steps}] {name}: interference curves", total=None)
+            curves = _measure_curves(name, command, args.timeout, lambda msg: progress.update(task, description=f"[{steps}/{steps}] {escape(msg)}"))
+            progress.stop_task(task)
+            store.put_interference(curves)
+    emit(_document(profile, curves), args.json,
+         lambda: _render_profile(profile, store.path, saved="replaced" if replaced else "stored", curves=curves))
     return 0
+
+
+def _why_no_curves() -> str | None:
+    """Why this node cannot measure interference curves (checked before any run), or None."""
+    from env.realprobe import missing_programs
+
+    missing = missing_programs()
+    if missing:
+        raise ProfilerInputError(f"the interference curves need the native programs ({', '.join(missing)}): "
+                                 "build them with 'make native', or profile with --no-interference")
+    if len(load_node("local").cpus) < 2:
+        return "this node has one CPU: the pressure generator and the probe need a second one"
+    return None
+
+
+def _measure_curves(name: str, command: list[str], timeout_s: float | None, say: Callable[[str], None]) -> InterferenceProfile:
+    """The job's interference curves on this node (env.interference through the real MeasuringBackend).
+    Its solo profile is already stored when this runs: a failure says so."""
+    from env.interference import measure_interference
+    from env.realprobe import RealMeasuringBackend
+
+    backend = RealMeasuringBackend(load_node("local"), {name: command}, work_dir=cosched_home() / "measure",
+                                   timeout_s=timeout_s if timeout_s is not None else 600.0)
+    try:
+        return measure_interference(backend, name, progress=say)
+    except (CoschedError, ProfilerError) as exc:
+        raise RunError(f"the interference curves of {name} failed: {exc} (its solo profile is stored; "
+                       "profile again, or use --no-interference)") from None
+
+
+def _document(profile: Profile, curves: InterferenceProfile | None) -> dict[str, Any]:
+    """What --json prints: the profile document with its interference curves (null when not measured)."""
+    return {**profile.model_dump(mode="json"), "interference": curves.model_dump(mode="json") if curves else None}
 
 
 # -- cosched profiles -----------------------------------------------------------------------------
@@ -130,9 +189,16 @@ def run_profiles(args: argparse.Namespace) -> int:
     store = ProfileStore()
     node = args.node_id or (None if (args.action == "list" and args.all_nodes) else local_node_id())
 
+    if args.plot and args.action != "show":
+        raise ProfilerInputError("--plot goes with 'profiles show NAME'")
     if args.action == "show":
         profile = store.require(args.name, node)
-        emit(profile, args.json, lambda: _render_profile(profile, store.path))
+        curves = store.get_interference(args.name, node)
+        if args.plot:
+            if curves is None:
+                raise ProfilerInputError(f"profile {args.name!r} has no interference curves to plot: cosched profile --name {args.name} -- CMD")
+            _plot_curves(curves, Path(args.plot))
+        emit(_document(profile, curves), args.json, lambda: _render_profile(profile, store.path, curves=curves, plot=args.plot))
     elif args.action == "delete":
         store.require(args.name, node)
         store.delete(args.name, node)
@@ -160,7 +226,8 @@ def _fmt(value: float | None, unit: str = "") -> str:
     return f"{value:,.2f}{unit}" if value != int(value) else f"{int(value):,}{unit}"
 
 
-def _render_profile(profile: Profile, store_path: Path, saved: str = "profile") -> None:
+def _render_profile(profile: Profile, store_path: Path, saved: str = "profile", curves: InterferenceProfile | None = None,
+                    plot: str | None = None) -> None:
     console = Console()
     verb = saved
     console.print(f"[bold]{verb}[/] {profile.name}  node {profile.node_id}  ({store_path})")
@@ -190,6 +257,58 @@ def _render_profile(profile: Profile, store_path: Path, saved: str = "profile") 
     if missing:
         console.print(f"[yellow]{len(missing)} counter(s) missing on this node[/] (not counted, not zero)")
     console.print(f"{profile.perf_version or 'no perf'}; {profile.created_at:%Y-%m-%d %H:%M:%S} UTC")
+    if curves is None:
+        console.print("[dim]no interference curves (cosched profile without --no-interference measures them)[/]")
+    else:
+        _render_curves(console, curves)
+        if plot:
+            console.print(f"curves drawn to {plot}")
+
+
+def _render_curves(console: Console, c: InterferenceProfile) -> None:
+    label = "simulated" if c.simulated else "measured"
+    console.print(f"[bold]interference curves[/] ({label}, one run each; {c.node_seconds:.1f} s of node time, "
+                  f"{c.created_at:%Y-%m-%d %H:%M} UTC): on CPUs {c.cpus}, partner on {c.partner_cpus}, alone {c.alone_s:.3f} s")
+    table = Table("curve", "x", "slowdown")
+    for p in c.sensitivity:
+        table.add_row("sensitivity (pressure generator level)", f"{p.x:g}", f"{p.slowdown:.3f}")
+    table.add_row("pressure (reference probe's slowdown)", "", f"{c.pressure:.3f}")
+    for title, curve in (("L3 ways", c.ways), ("MBA cap %", c.mba)):
+        for p in curve or []:
+            table.add_row(title, f"{p.x:g}", f"{p.slowdown:.3f}")
+    console.print(table)
+    if c.ways is None and c.mba is None:
+        console.print("[dim]no L3 ways / MBA curves: this node cannot partition its cache or bandwidth (cosched node)[/]")
+
+
+def _plot_curves(c: InterferenceProfile, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [("sensitivity: next to the pressure generator", "generator level", c.sensitivity)]
+    panels += [(t, x, pts) for t, x, pts in (("slowdown by L3 ways", "ways", c.ways), ("slowdown by MBA cap", "MBA %", c.mba)) if pts]
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(6.5, 5 * len(panels)), 4.2), squeeze=False)
+    label = "simulated" if c.simulated else "measured"
+    for ax, (title, xlabel, pts) in zip(axes[0], panels):
+        xs = ([0.0] if xlabel == "generator level" else []) + [p.x for p in pts]
+        ys = ([1.0] if xlabel == "generator level" else []) + [p.slowdown for p in pts]
+        ax.plot(xs, ys, "o-")
+        ax.axhline(1.0, color="grey", lw=0.8, ls=":")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("time / time alone")
+        ax.set_title(title, fontsize=10)
+    axes[0][0].text(0.98, 0.04, f"pressure on the reference probe: {c.pressure:.3f}", transform=axes[0][0].transAxes, ha="right", va="bottom")
+    fig.suptitle(f"{c.name} on {c.node_id} ({label}, one run per point)", fontsize=10)
+    fig.tight_layout()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=100)
+    except OSError as exc:
+        raise ProfilerInputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)
 
 
 def _render_list(profiles: list[Profile], store_path: Path, node: str | None) -> None:

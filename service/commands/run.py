@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -62,15 +61,18 @@ def _new_run_dir(base: Path) -> Path:
     raise InputError(f"too many runs named {stamp} in {base}")
 
 
-def _solo_runner(node_id: str):  # noqa: ANN202 - returns env.execute.SoloRunner
-    """Run a job without a profile alone on the whole node under perf, and store its profile."""
+def _solo_runner(node: NodeSpec, node_id: str):  # noqa: ANN202 - returns env.execute.SoloRunner
+    """Run a job without a profile alone on the whole node under perf (launched like every job: the whole
+    node's launch prefix), and store its profile."""
+    from env.launch import solo_prefix
     from profiler.perfrun import perf_version, run_under_perf
     from profiler.profiling import build_profile
     from profiler.store import ProfileStore
 
     def run_solo(job: Excluded, out: Path, err: Path, timeout_s: float | None) -> SoloResult:
         with open(out, "wb") as o, open(err, "wb") as e:
-            res = run_under_perf(job.command, env={**os.environ, **job.env}, stdout=o, stderr=e, timeout_s=timeout_s)
+            res = run_under_perf(job.command, env={**os.environ, **job.env}, stdout=o, stderr=e, timeout_s=timeout_s,
+                                 launch_prefix=solo_prefix(node))
         if res.ok:
             ProfileStore().put(build_profile(job.profile or job.id, node_id, res, None, perf_version=perf_version()))
         return SoloResult(
@@ -98,23 +100,37 @@ def _timeshare_from_profiles(plan: Plan, groups: list[RunGroup], node_id: str) -
                 total += prof.duration_s
     total += sum(g.makespan_s for g in groups if g.solo_profile)
     if missing:
-        return None, f"profiles (missing on this node: {', '.join(sorted(set(missing)))})"
-    return total, "profiles"
+        return None, f"predicted from profiles: missing on this node: {', '.join(sorted(set(missing)))}"
+    return total, "predicted from profiles: the sum of the stored solo times"
 
 
-def _measure_timeshare(plan: Plan, run_dir: Path, progress: LiveProgress) -> float:
-    """Run every planned job alone on the whole node, one after another (its plain command)."""
-    import subprocess
+def timeshare_plan(plan: Plan, node: NodeSpec) -> Plan:
+    """Time sharing of a plan's jobs: each alone on the whole node, in plan order (``PlanBuilder.place_whole_node``,
+    as the ``timeshare`` policy plans it), so its runs are launched like every other job."""
+    from env.actions import ScheduleAction
+    from env.models import WindowJob
+    from env.plan import PlanBuilder
 
-    total = 0.0
-    for g in plan.groups:
-        for j in g.jobs:
-            progress.console.print(f"time sharing: {j.id} alone", highlight=False)
-            with open(run_dir / f"{j.id}.solo.out", "wb") as o, open(run_dir / f"{j.id}.solo.err", "wb") as e:
-                t = time.monotonic()
-                subprocess.run(j.command, stdin=subprocess.DEVNULL, stdout=o, stderr=e, env={**os.environ, **j.env}, check=False)
-                total += time.monotonic() - t
-    return total
+    jobs = [j for g in plan.groups for j in g.jobs]
+    b = PlanBuilder(node=node, schedule=ScheduleAction("compact", "first-touch"), max_concurrency=1, window_size=max(1, len(jobs)))
+    for j in jobs:
+        b.place_whole_node(WindowJob(id=j.id, profile=j.profile, command=j.command, env=j.env))
+    return b.build("timeshare")
+
+
+def _measure_timeshare(plan: Plan, node: NodeSpec, run_dir: Path, timeout_s: float | None, progress: LiveProgress) -> tuple[float | None, str]:
+    """Run every planned job alone on the whole node, one after another, through the executor (its own run
+    directory ``timeshare/`` with a journal, each job in its own process group, the run's timeout)."""
+    ts = timeshare_plan(plan, node)
+    ts_dir = run_dir / "timeshare"
+    ts_dir.mkdir(exist_ok=True)
+    (ts_dir / "plan.json").write_text(ts.model_dump_json(indent=2))
+    progress.console.print(f"time sharing: {len(ts.groups)} job(s) alone on the whole node ({ts_dir})", highlight=False)
+    groups = Executor(ts, node, ts_dir, timeout_s=timeout_s).run()
+    failed = [j.id for g in groups for j in g.jobs if j.exit_code != 0]
+    if failed:
+        return None, f"not measured: {', '.join(failed)} failed alone (see {ts_dir})"
+    return sum(g.makespan_s for g in groups), "measured in this run: each job alone"
 
 
 def _print_dry_run(plan: Plan) -> None:
@@ -184,15 +200,20 @@ def _execute(args: argparse.Namespace, plan: Plan, node: NodeSpec, run_dir: Path
     n_stages = len(plan.groups) + sum(1 for e in plan.excluded if e.command)
     progress = LiveProgress(n_stages)
     try:
-        executor = Executor(plan, node, run_dir, timeout_s=args.timeout, fail_fast=args.fail_fast, progress=progress, solo_runner=_solo_runner(nid))
+        executor = Executor(plan, node, run_dir, timeout_s=args.timeout, fail_fast=args.fail_fast, progress=progress, solo_runner=_solo_runner(node, nid))
         groups = executor.run(state)
         if args.measure_timeshare:
-            timeshare, source = _measure_timeshare(plan, run_dir, progress) + sum(g.makespan_s for g in groups if g.solo_profile), "measured solo runs"
+            timeshare, source = _measure_timeshare(plan, node, run_dir, args.timeout, progress)
+            if timeshare is not None:
+                timeshare += sum(g.makespan_s for g in groups if g.solo_profile)
         else:
             timeshare, source = _timeshare_from_profiles(plan, groups, nid)
     finally:
         progress.close()
     report = build_report(plan, groups, backend="real", run_dir=str(run_dir), timeshare_s=timeshare, timeshare_source=source)
+    from env.calibration.runs import predict_and_record
+
+    report = predict_and_record(report, nid)  # each group beside the node model's prediction, kept for --update
     (run_dir / "report.json").write_text(report.model_dump_json(indent=2))
     schedule_chart(report, run_dir / "schedule.png", node.cpus)
     emit(report, args.json, lambda: render_report(report))

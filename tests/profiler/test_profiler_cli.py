@@ -41,12 +41,13 @@ def kept(home: Path, make_profile: MakeProfile) -> Profile:
 
 @needs_numactl
 def test_profile_stores_software_counters_and_show_json(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["profile", "--name", "sysbench1", "--", *SYSBENCH_1]) == 0
+    assert main(["profile", "--name", "sysbench1", "--no-interference", "--", *SYSBENCH_1]) == 0
     human = capsys.readouterr()
     assert "sysbench1" in human.out and "missing" in human.out
     assert main(["profiles", "show", "sysbench1", "--json"]) == 0
     out = capsys.readouterr().out
     doc = json.loads(out)  # stdout is one JSON document and nothing else
+    assert doc.pop("interference") is None  # measured unless --no-interference
     p = Profile.model_validate(doc)
     assert p.name == "sysbench1" and p.node_id == local_node_id()
     assert p.command == SYSBENCH_1 and p.exit_status == 0
@@ -61,7 +62,7 @@ def test_profile_stores_software_counters_and_show_json(home: Path, capsys: pyte
 
 
 def test_profile_json_no_scale_list_delete(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["profile", "--name", "t1", "--no-scale", "--json", "--", "true"]) == 0
+    assert main(["profile", "--name", "t1", "--no-scale", "--no-interference", "--json", "--", "true"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["name"] == "t1" and doc["scale_factor"] is None and doc["one_core_s"] is None
     assert main(["profiles", "--json"]) == 0
@@ -127,7 +128,7 @@ def test_two_concurrent_profile_processes_both_stored(home: Path) -> None:
     env = env_with_home(home)
     procs = [
         subprocess.Popen(
-            [*cosched_argv(), "profile", "--name", name, "--no-scale", "--json", "--",
+            [*cosched_argv(), "profile", "--name", name, "--no-scale", "--no-interference", "--json", "--",
              "sysbench", "cpu", "--threads=1", "--events=300", "--time=0", "run"],
             env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )
@@ -143,8 +144,10 @@ def test_two_concurrent_profile_processes_both_stored(home: Path) -> None:
 def _scale(name: str, threads: int, events: int, capsys: pytest.CaptureFixture[str]) -> tuple[float, float, float]:
     """(scale factor, CPUs the whole-node run got: task-clock / duration, CPUs used by other processes)."""
     argv = ["sysbench", "cpu", f"--threads={threads}", f"--events={events}", "--time=0", "run"]
-    assert main(["profile", "--name", name, "--json", "--", *argv]) == 0
-    p = Profile.model_validate_json(capsys.readouterr().out)
+    assert main(["profile", "--name", name, "--no-interference", "--json", "--", *argv]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    doc.pop("interference")
+    p = Profile.model_validate(doc)
     assert p.scale_factor is not None and p.counters["task-clock"] is not None
     return p.scale_factor, p.counters["task-clock"] / 1000 / p.duration_s, p.other_load_cpus or 0.0
 

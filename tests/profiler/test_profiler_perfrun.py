@@ -9,12 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from env.discover import discover
+from env.launch import solo_prefix
 from profiler.errors import ProfilerInputError
 from profiler.events import HARDWARE_EVENTS
 from profiler.perfrun import perf_version, resolve_command, run_under_perf
 from profiler_helpers import needs_numactl, needs_perf
 
 pytestmark = needs_perf
+LOCAL = discover()
 
 
 def test_success_counts_software_events(tmp_path: Path) -> None:
@@ -102,10 +105,10 @@ def test_bound_to_one_cpu(tmp_path: Path) -> None:
     out = tmp_path / "out.txt"
     cpu = min(os.sched_getaffinity(0))
     with out.open("wb") as f:
-        run = run_under_perf(["grep", "Cpus_allowed_list", "/proc/self/status"], bind_cpus=[cpu], stdout=f)
+        run = run_under_perf(["grep", "Cpus_allowed_list", "/proc/self/status"], launch_prefix=solo_prefix(LOCAL, [cpu]), bound_cpus=[cpu], stdout=f)
     assert run.ok and run.bound_cpus == (cpu,)
     assert out.read_text().split()[-1] == str(cpu)
-    assert any(a.startswith("--physcpubind=") for a in run.executed)
+    assert run.executed[run.executed.index("--") + 1:] == ("numactl", f"--physcpubind={cpu}", "--", "grep", "Cpus_allowed_list", "/proc/self/status")
 
 
 def test_perf_version() -> None:

@@ -1,0 +1,320 @@
+"""``calibrate(backend)``: a node model from the node's own measurements, through the ``MeasuringBackend`` only.
+
+Steps (each measurement's node time counted):
+
+1. microbenchmarks (``env.interference.measure_node``): per-domain bandwidth and latency, local and remote:
+   read directly as the model's node-level numbers (domain bandwidth, link bandwidth, remote latency ratio);
+2. each job's interference curves (``measure_interference``) and solo design (``design.solo_design``), the
+   reference probe's too (it is fitted like a job);
+3. a first fit of every free parameter (``fit.Fit``: node-level overlap and generator rate, ten per job);
+4. ``probes`` job-with-job co-runs, in rounds: random candidate pairs scored by the spread of their predicted
+   makespan over an ensemble of plausible fits, the most uncertain measured, then a refit;
+5. held-out co-runs (random groups of 2-4 jobs) measured and predicted: the median and p90 absolute error (%)
+   of group makespans.
+
+The backend is wrapped in ``ProtocolOnly`` before anything else, so this module can reach nothing of it but
+the protocol (the twin test: a simulated node's parameters are out of reach).
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from env.calibration.design import random_group, solo_design
+from env.calibration.fit import Fit, Obs, Predictor
+from env.calibration.space import Space
+from env.discover import node_id
+from env.errors import InputError
+from env.interference import Runner, measure_interference, measure_node, to_placement
+from env.nodespec import NodeSpec
+from env.probing import BUBBLE, PROBE, Measurement, MeasuringBackend, Placement
+from env.sim.nodemodel import HeldOutError, JobParamsDoc, ModelJob, NodeModel, Provenance, SimParamsDoc
+from env.sim.params import SimParams
+from profiler.interference import InterferenceProfile, NodeBench, RunRecord
+from profiler.models import Profile
+
+Progress = Callable[[str], None]
+PROTOCOL = ("simulated", "shape", "jobs", "measure")
+
+
+class ProtocolOnly:
+    """The backend as the protocol and nothing else: any other attribute is an error, not a way in."""
+
+    __slots__ = ("_b",)
+
+    def __init__(self, backend: MeasuringBackend) -> None:
+        object.__setattr__(self, "_b", backend)
+
+    def __getattribute__(self, name: str):
+        if name not in PROTOCOL:
+            raise AttributeError(f"the calibrator may use only the MeasuringBackend protocol {PROTOCOL}, not {name!r}")
+        return getattr(object.__getattribute__(self, "_b"), name)
+
+
+@dataclass
+class CalibrationConfig:
+    probes: int | None = None  # job-with-job co-runs (default: 2 per job + 30)
+    heldout: int = 40
+    seed: int = 0
+    jobs: Sequence[str] | None = None  # a subset of the node's jobs (default: all)
+    max_nfev: int = 40
+    rounds: int = 2
+    ensemble: int = 12
+    candidates: int = 250
+    noise_sd: float | None = None  # the sim backend's noise, recorded in the provenance
+
+
+@dataclass
+class CalibrationResult:
+    model: NodeModel
+    records: list[RunRecord]  # every measurement the fit used (probes with the prediction made when chosen)
+    heldout_records: list[RunRecord] = field(default_factory=list)  # held-out co-runs, with the final prediction
+    heldout: list[tuple[float, float]] = field(default_factory=list)  # (measured, predicted) group makespans
+    node_seconds: dict[str, float] = field(default_factory=dict)  # profiling / probes / heldout
+
+    @property
+    def errors_pct(self) -> list[float]:
+        return [abs(p - m) / m * 100.0 for m, p in self.heldout]
+
+
+def error_summary(errors: Sequence[float]) -> HeldOutError:
+    if not errors:
+        return HeldOutError(median_abs_error_pct=float("nan"), p90_abs_error_pct=float("nan"), n=0)
+    s = sorted(errors)
+    return HeldOutError(median_abs_error_pct=statistics.median(s), p90_abs_error_pct=float(np.percentile(s, 90)), n=len(s))
+
+
+def base_params(node: NodeSpec, bench: NodeBench) -> tuple[SimParams, NodeSpec]:
+    """Node-level numbers read from the microbenchmarks, and the shape with each domain's measured bandwidth."""
+    local = {d.cpu_domain: d for d in bench.domains if d.local}
+    remote = [d for d in bench.domains if not d.local]
+    bw_local = statistics.median(d.bandwidth_gbs for d in local.values())
+    lat_local = statistics.median(d.latency_ns for d in local.values())
+    link = statistics.median(d.bandwidth_gbs for d in remote) if remote else bw_local
+    ratio = max(1.0, statistics.median(d.latency_ns for d in remote) / lat_local) if remote else 1.0
+    l3 = node.l3[0]
+    l3_mb = l3.size_bytes / 2**20 if l3.size_bytes else float(l3.ways)  # discovery normally knows the size
+    sp = SimParams(domain_bw_gbs=bw_local, link_gbs=link, remote_latency_ratio=ratio, overlap=0.5, l3_mb=l3_mb,
+                   clock_ghz=2.0, noise_sd=0.0, latency_ns=lat_local, bubble_gbs_per_core=6.0)
+    spec = node.model_copy(update={"numa": [d.model_copy(update={"memory_bandwidth_gbs": local[d.id].bandwidth_gbs})
+                                            for d in node.numa]}, deep=True)
+    return sp, spec
+
+
+def initial_x(space: Space, profiles: dict[str, InterferenceProfile], n_cpus: int) -> np.ndarray:
+    """Generic starting values, with each job's compute time and parallel fraction from its solo runs."""
+    from env.calibration.space import JOB_FIELDS, to_x
+
+    x = space.initial()
+    names = [f.name for f in JOB_FIELDS]
+    for job, prof in profiles.items():
+        i = space.index[job]
+        speedup = prof.one_core_s / prof.solo_s
+        p = (1 - 1 / speedup) / (1 - 1 / n_cpus) if n_cpus > 1 and speedup > 1 else 0.5
+        x[i + names.index("work_s")] = to_x(JOB_FIELDS[0], 0.8 * prof.one_core_s)
+        x[i + names.index("parallel")] = to_x(JOB_FIELDS[1], min(max(p, 0.3), 0.999))
+    return np.clip(x, space.lo, space.hi)
+
+
+def _obs(records: Sequence[RunRecord]) -> list[Obs]:
+    return [Obs(tuple(to_placement(p) for p in r.group), tuple(r.times_s)) for r in records]
+
+
+def makespan(times: Sequence[float | None], group: Sequence[Placement]) -> float:
+    return max(t for t, p in zip(times, group) if p.job != BUBBLE and t is not None)
+
+
+def calibrate(backend: MeasuringBackend, cfg: CalibrationConfig = CalibrationConfig(),
+              progress: Progress | None = None) -> CalibrationResult:
+    say = progress or (lambda _m: None)
+    b = ProtocolOnly(backend)
+    node = b.shape()
+    jobs = list(cfg.jobs) if cfg.jobs else b.jobs()
+    if not jobs:
+        raise InputError(f"node {node.name} has no jobs to calibrate on: profile some first ('cosched profile')")
+    unknown = [j for j in jobs if j not in b.jobs()]
+    if unknown:
+        raise InputError(f"unknown job(s) {', '.join(unknown)} on {node.name}: its jobs are {', '.join(b.jobs())}")
+    budget = cfg.probes if cfg.probes is not None else 2 * len(jobs) + 30
+    if budget < 1:
+        raise InputError("--probes must be at least 1 (a fit without a single co-run cannot be checked on co-runs)")
+    if len(jobs) < 2:
+        raise InputError("calibration needs at least 2 jobs (co-run probes pair them)")
+    seed = cfg.seed
+    say(f"microbenchmarks on {node.name}")
+    bench = measure_node(b, seed=seed, progress=say)
+    base, spec = base_params(node, bench)
+    profiles: dict[str, InterferenceProfile] = {}
+    records: list[RunRecord] = list(bench.runs)
+    runner = Runner(b, seed=seed + 1)
+    for k, job in enumerate(jobs):
+        say(f"profiling {job} ({k + 1}/{len(jobs)})")
+        profiles[job] = measure_interference(b, job, seed=seed * 7919 + k + 2)
+        records += profiles[job].runs
+        for group in solo_design(node, job):
+            runner.run("solo", group)
+    for group in solo_design(node, PROBE, with_curves=True):
+        runner.run("probe", group)
+    records += runner.records
+    profiling_s = bench.node_seconds + sum(p.node_seconds for p in profiles.values()) + runner.node_seconds
+
+    space = Space(jobs + [PROBE])
+    prior = initial_x(space, profiles, len(node.cpus))
+    fit = Fit(spec, base, space, _obs(records), prior)
+    say(f"first fit: {space.size} parameters from {len(fit.rows)} timed runs")
+    res = fit.run(prior, cfg.max_nfev, say)
+    x = res.x
+
+    rng = random.Random(seed + 17)
+    nrng = np.random.default_rng(seed + 18)
+    probe_runner = Runner(b, seed=seed + 3)
+    probe_records: list[RunRecord] = []
+    left = budget
+    for rnd in range(cfg.rounds):
+        n = left if rnd == cfg.rounds - 1 else max(1, budget // cfg.rounds)
+        n = min(n, left)
+        if n <= 0:
+            break
+        chosen = choose_probes(fit, res, jobs, node, n, rng, nrng, cfg)
+        say(f"co-run probes, round {rnd + 1}: measuring {len(chosen)} pairs where the fit is least sure")
+        pred = Predictor(spec, base, space)
+        for group in chosen:
+            m = probe_runner.run("corun", group)
+            probe_runner.records[-1].predicted_s = pred.times(x, group)
+        probe_records = probe_runner.records
+        left -= len(chosen)
+        fit = Fit(spec, base, space, _obs(records + probe_records), prior)
+        res = fit.run(x, cfg.max_nfev, say)
+        x = res.x
+
+    say(f"held-out co-runs: {cfg.heldout} random groups of 2-4 jobs")
+    held_runner = Runner(b, seed=seed + 5)
+    pred = Predictor(spec, base, space)
+    heldout: list[tuple[float, float]] = []
+    hrng = random.Random(seed + 29)
+    for _ in range(cfg.heldout):
+        group = random_group(node, jobs, hrng, hrng.choice((2, 3, 4)))
+        predicted = pred.times(x, group)
+        m: Measurement = held_runner.run("corun", group)
+        held_runner.records[-1].predicted_s = predicted
+        heldout.append((makespan(m.times_s, group), makespan(predicted, group)))
+    errs = [abs(p - mm) / mm * 100 for mm, p in heldout]
+    summary = error_summary(errs)
+    say(f"held-out: median abs error {summary.median_abs_error_pct:.1f} %, p90 {summary.p90_abs_error_pct:.1f} % (n {summary.n})")
+
+    model = build_model(node, spec, base, space, x, jobs, profiles, bench, fit, backend_simulated=bool(b.simulated),
+                        probes=len(probe_records), profiling_runs=len(records), summary=summary,
+                        seconds=(profiling_s, probe_runner.node_seconds, held_runner.node_seconds), noise_sd=cfg.noise_sd)
+    return CalibrationResult(model=model, records=records + probe_records, heldout_records=held_runner.records, heldout=heldout,
+                             node_seconds={"profiling": profiling_s, "probes": probe_runner.node_seconds,
+                                           "heldout": held_runner.node_seconds})
+
+
+def choose_probes(fit: Fit, res, jobs: Sequence[str], node: NodeSpec, n: int, rng: random.Random,
+                  nrng: np.random.Generator, cfg: CalibrationConfig) -> list[list[Placement]]:
+    """The ``n`` candidate pairs whose predicted makespan varies most over the fit's ensemble: one per job pair
+    first (spread over the jobs), then the next most uncertain placements of pairs already chosen."""
+    members = fit.ensemble(res, cfg.ensemble, nrng)
+    cands = [random_group(node, jobs, rng, 2) for _ in range(cfg.candidates)]
+    scored = []
+    for c in cands:
+        logs = [np.log(makespan(fit.pred.times(xm, c), c)) for xm in members]
+        scored.append((float(np.std(logs)), c))
+    scored.sort(key=lambda t: -t[0])
+    out, seen = [], set()
+    for _, c in scored:
+        pair = frozenset(p.job for p in c)
+        if pair in seen:
+            continue
+        seen.add(pair)
+        out.append(c)
+        if len(out) == n:
+            return out
+    rest = [c for _, c in scored if not any(c is o for o in out)]
+    return out + rest[: n - len(out)]
+
+
+def measured_profile(prof: InterferenceProfile, simulated: bool) -> Profile:
+    """The job's profile from its calibration runs: the whole-node solo run's time and counters (what the node
+    counted; the rest missing), the one-core run's scale factor. Planning on the node model uses it as features."""
+    from profiler.events import PERF_EVENTS
+
+    counters = {e: v for e, v in (prof.counters or {}).items() if e in PERF_EVENTS}
+    counters.setdefault("duration_time", prof.solo_s * 1e9)
+    return Profile(name=prof.name, node_id=prof.node_id, command=[f"node/{prof.name}"], counters=counters,
+                   wall_s=prof.solo_s, scale_factor=prof.one_core_s / prof.solo_s, one_core_s=prof.one_core_s,
+                   simulated=simulated, created_at=prof.created_at)
+
+
+def build_model(node: NodeSpec, spec: NodeSpec, base: SimParams, space: Space, x: np.ndarray, jobs: Sequence[str],
+                profiles: dict[str, InterferenceProfile], bench: NodeBench, fit: Fit, *, backend_simulated: bool,
+                probes: int, profiling_runs: int, summary: HeldOutError, seconds: tuple[float, float, float],
+                noise_sd: float | None = None, updates: int = 0) -> NodeModel:
+    sp = space.node_params(x, base)
+    model_jobs = []
+    for j in jobs:
+        prof = profiles.get(j)
+        model_jobs.append(ModelJob(params=JobParamsDoc.of(space.job_params(x, j)), role="train", suite="node",
+                                   character="calibrated from its own measurements", interference=prof,
+                                   profile=measured_profile(prof, backend_simulated) if prof else None))
+    return NodeModel(
+        node=spec.model_copy(update={"notes": {**spec.notes, "model": "calibrated by cosched calibrate"}}),
+        params=SimParamsDoc.of(sp), jobs=model_jobs, probe=JobParamsDoc.of(space.job_params(x, PROBE, PROBE)),
+        provenance=Provenance(
+            source="calibrated", backend="sim" if backend_simulated else "real", measured_node=node.name,
+            measured_node_id=node_id(node), noise_sd=noise_sd, corun_probes=probes, profiling_runs=profiling_runs,
+            node_seconds_profiling=seconds[0], node_seconds_probes=seconds[1], node_seconds_heldout=seconds[2],
+            fit_rms_log=fit.rms_log(x), heldout=summary, bench=bench, updates=updates,
+        ),
+    )
+
+
+def refit(model: NodeModel, records: Sequence[RunRecord], cfg: CalibrationConfig = CalibrationConfig(),
+          progress: Progress | None = None) -> tuple[NodeModel, Fit, int]:
+    """``model`` refitted from ``records`` (everything measured on its node so far), warm-started from its own
+    parameters with the same prior as the first fit. Returns (the new model, the fit, the records used)."""
+    from env.probing import BUILTINS
+
+    jobs = [j.name for j in model.jobs]
+    known = set(jobs) | set(BUILTINS)
+    usable = [r for r in records if all(p.job in known for p in r.group)]
+    if not usable:
+        raise InputError(f"no stored measurement of {model.node.name}'s jobs to refit from: run 'cosched calibrate' first")
+    base = model.params.to_params()
+    space = Space(jobs + [PROBE])
+    profiles = {j.name: j.interference for j in model.jobs if j.interference is not None}
+    prior = initial_x(space, profiles, len(model.node.cpus))
+    x0 = space.encode(base, {**model.job_params(), PROBE: model.probe.to_params()})
+    fit = Fit(model.node, base, space, _obs(usable), prior)
+    (progress or (lambda _m: None))(f"refit: {space.size} parameters from {len(fit.rows)} timed runs")
+    res = fit.run(x0, cfg.max_nfev, progress)
+    x = res.x
+    new_jobs = [j.model_copy(update={"params": JobParamsDoc.of(space.job_params(x, j.name))}) for j in model.jobs]
+    prov = model.provenance.model_copy(update={"updates": model.provenance.updates + 1, "fit_rms_log": fit.rms_log(x)})
+    new = model.model_copy(update={"params": SimParamsDoc.of(space.node_params(x, base)), "jobs": new_jobs,
+                                   "probe": JobParamsDoc.of(space.job_params(x, PROBE, PROBE)), "provenance": prov})
+    return new, fit, len(usable)
+
+
+def predict_times(model: NodeModel, records: Sequence[RunRecord]) -> list[list[float | None] | None]:
+    """The model's predicted time of each program of each record's group (None where it holds a job the model lacks)."""
+    from env.probing import BUILTINS
+    from env.sim.probes import GroupModel
+
+    gm = GroupModel(model.node, model.params.to_params(), model.job_params(), model.probe.to_params())
+    out: list[list[float | None] | None] = []
+    for r in records:
+        group = [to_placement(p) for p in r.group]
+        out.append(gm.times(group)[0] if all(p.job in gm.jobs or p.job in BUILTINS for p in group) else None)
+    return out
+
+
+def predict_records(model: NodeModel, records: Sequence[RunRecord]) -> list[float | None]:
+    """The model's predicted makespan of each record's group (None where it holds a job the model lacks)."""
+    return [None if t is None else makespan(t, [to_placement(p) for p in r.group])
+            for t, r in zip(predict_times(model, records), records)]

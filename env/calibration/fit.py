@@ -1,0 +1,145 @@
+"""Fitting the contention model's parameter vector to measured runs (scipy.optimize.least_squares).
+
+Residuals: log(predicted / measured) for every timed program of every run, plus a weak prior pulling each
+entry toward its starting value (so a direction no measurement constrains stays put instead of wandering;
+weight ``PRIOR_WEIGHT``: one unit of a transformed parameter costs like a 3 % error on one run).
+
+Cost: a run depends on the node-level entries and on the entries of the jobs it holds, so the Jacobian is
+sparse (``jac_sparsity``: scipy perturbs many jobs' columns at once) and predictions are memoised by the
+entries a run depends on (a perturbation recomputes only the runs it touches).
+
+Uncertainty, for choosing probes: the fit's Laplace approximation (covariance from the Jacobian at the
+optimum, prior rows included so it is proper) gives an ensemble of plausible parameter vectors; a candidate
+co-run's uncertainty is the spread of its predicted makespan over the ensemble.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+from scipy.optimize import least_squares
+from scipy.sparse import lil_matrix
+
+from env.calibration.space import Space
+from env.nodespec import NodeSpec
+from env.probing import BUBBLE, LATENCY, PROBE, STREAM, Placement
+from env.sim.params import SimParams
+from env.sim.probes import DEFAULT_PROBE, GroupModel
+
+PRIOR_WEIGHT = 0.03
+_NOT_FITTED = (STREAM, LATENCY)  # microbenchmarks: read directly as node parameters, not fitted
+_CLIP = 4.0  # |log ratio| beyond this is a failed prediction (inf, nan): capped so the optimiser can recover
+
+
+@dataclass(frozen=True)
+class Obs:
+    """One measured run as the fit sees it."""
+
+    group: tuple[Placement, ...]
+    times: tuple[float | None, ...]
+
+
+class Predictor:
+    """Times of placement groups for a parameter vector (memoised per run and the entries it depends on)."""
+
+    def __init__(self, node: NodeSpec, base: SimParams, space: Space) -> None:
+        self.node = node
+        self.base = base
+        self.space = space
+        self._memo: dict[tuple, list[float | None]] = {}
+
+    def deps(self, group: Sequence[Placement]) -> list[int]:
+        idx = [0] + ([1] if any(p.job == BUBBLE for p in group) else [])
+        for p in group:
+            if p.job in self.space.index:
+                s = self.space.job_slice(p.job)
+                idx.extend(range(s.start, s.stop))
+        return idx
+
+    def model(self, x: np.ndarray, jobs: Sequence[str]) -> GroupModel:
+        sp = self.space.node_params(x, self.base)
+        params = {j: self.space.job_params(x, j) for j in jobs if j in self.space.index}
+        probe = params.pop(PROBE, None)
+        return GroupModel(self.node, sp, params, probe if probe is not None else DEFAULT_PROBE)
+
+    def times(self, x: np.ndarray, group: Sequence[Placement], key: object = None) -> list[float | None]:
+        deps = self.deps(group)
+        k = (key if key is not None else tuple(group), x[deps].tobytes())
+        hit = self._memo.get(k)
+        if hit is not None:
+            return hit
+        try:
+            t, _ = self.model(x, [p.job for p in group]).times(group)
+        except (ZeroDivisionError, OverflowError, ValueError):
+            t = [math.inf if p.job != BUBBLE else None for p in group]
+        if len(self._memo) > 400_000:
+            self._memo.clear()
+        self._memo[k] = t
+        return t
+
+
+class Fit:
+    """A least-squares fit of ``space`` to ``obs``."""
+
+    def __init__(self, node: NodeSpec, base: SimParams, space: Space, obs: Sequence[Obs], prior: np.ndarray) -> None:
+        self.space = space
+        self.obs = [o for o in obs if any(t is not None and p.job not in _NOT_FITTED for p, t in zip(o.group, o.times))]
+        self.pred = Predictor(node, base, space)
+        self.prior = prior
+        self.rows: list[tuple[int, int]] = [(i, k) for i, o in enumerate(self.obs) for k, t in enumerate(o.times)
+                                            if t is not None and t > 0 and o.group[k].job not in _NOT_FITTED]
+
+    def residuals(self, x: np.ndarray) -> np.ndarray:
+        out = np.empty(len(self.rows) + self.space.size)
+        cache: dict[int, list[float | None]] = {}
+        for r, (i, k) in enumerate(self.rows):
+            t = cache.get(i)
+            if t is None:
+                t = cache[i] = self.pred.times(x, self.obs[i].group, key=i)
+            p = t[k]
+            v = math.log(p / self.obs[i].times[k]) if p is not None and 0 < p < math.inf else _CLIP
+            out[r] = v if -_CLIP <= v <= _CLIP else math.copysign(_CLIP, v)
+        out[len(self.rows):] = PRIOR_WEIGHT * (x - self.prior)
+        return out
+
+    def sparsity(self) -> lil_matrix:
+        m = lil_matrix((len(self.rows) + self.space.size, self.space.size), dtype=np.int8)
+        for r, (i, _) in enumerate(self.rows):
+            for c in self.pred.deps(self.obs[i].group):
+                m[r, c] = 1
+        for c in range(self.space.size):
+            m[len(self.rows) + c, c] = 1
+        return m
+
+    def run(self, x0: np.ndarray, max_nfev: int = 60, progress: Callable[[str], None] | None = None):
+        x0 = np.clip(x0, self.space.lo + 1e-9, self.space.hi - 1e-9)
+        res = least_squares(self.residuals, x0, bounds=(self.space.lo, self.space.hi), jac_sparsity=self.sparsity(),
+                            method="trf", tr_solver="lsmr", max_nfev=max_nfev, x_scale=1.0, xtol=1e-6, ftol=1e-6)
+        if progress:
+            progress(f"fit: {len(self.rows)} timed runs, {self.space.size} parameters, cost {res.cost:.4f}, "
+                     f"{res.nfev} evaluations")
+        return res
+
+    def rms_log(self, x: np.ndarray) -> float:
+        r = self.residuals(x)[: len(self.rows)]
+        return float(np.sqrt(np.mean(r * r))) if len(r) else 0.0
+
+    def ensemble(self, res, n: int, rng: np.random.Generator) -> list[np.ndarray]:
+        """``n`` parameter vectors drawn from the fit's Laplace approximation around ``res.x``."""
+        J = res.jac.toarray() if hasattr(res.jac, "toarray") else np.asarray(res.jac)
+        m = len(self.rows)
+        dof = max(1, m - self.space.size // 4)
+        s2 = max(float(np.sum(res.fun[:m] ** 2)) / dof, 1e-6)
+        H = J.T @ J + 1e-8 * np.eye(J.shape[1])
+        cov = s2 * np.linalg.inv(H)
+        cov = (cov + cov.T) / 2
+        w, v = np.linalg.eigh(cov)
+        root = v * np.sqrt(np.clip(w, 0, None))
+        out = []
+        for _ in range(n):
+            x = res.x + root @ rng.standard_normal(len(w))
+            out.append(np.clip(x, self.space.lo, self.space.hi))
+        return out

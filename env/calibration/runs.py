@@ -1,0 +1,67 @@
+"""Learning from every run: a run's groups beside the node model's predictions, kept in the calibration data.
+
+``cosched run`` calls ``predict_and_record(report, node_key)`` after executing a plan: when the node has a node
+model (``cosched calibrate`` wrote it at ``model_path(node_key)``) and the model knows a group's jobs, the group's
+predicted makespan goes into the run report beside the measured one, and the group (its placements, every
+job's measured time, the prediction) into the calibration data (source ``run``), which ``cosched calibrate
+--update`` refits from and ``--report`` shows the drift of. A group whose job failed, and a job run alone while
+profiled, is measured but not kept (its time says nothing about co-running).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from env.calibration.calibrate import makespan, predict_times
+from env.calibration.store import CalibrationStore, model_path
+from env.models import PlanGroup, RunReport
+from env.probing import Placement
+from profiler.interference import PlacementRecord, RunRecord
+
+
+def group_record(group: PlanGroup, times: dict[str, float], simulated: bool) -> RunRecord:
+    """A plan group as placements (memory: first-touch and local-alloc place pages locally; its L3 ways and MBA
+    cap as counts: the model gives partitions their own ways in order, as the allocator does)."""
+    placements = []
+    for j in group.jobs:
+        ways = next(iter(j.l3.values())).ways if j.l3 else None
+        caps = [p for p in j.mem_bw_percent.values() if p < 100]
+        placements.append(PlacementRecord(job=j.profile, cpus=list(j.cpus),
+                                          memory="interleave" if j.memory == "interleave" else "local",
+                                          l3_ways=ways, mba_percent=min(caps) if caps else None))
+    return RunRecord(kind="corun", group=placements, times_s=[times[j.id] for j in group.jobs],
+                     node_seconds=max(times.values()), simulated=simulated)
+
+
+def predict_and_record(report: RunReport, node_key: str, store: CalibrationStore | None = None) -> RunReport:
+    """The report with each group's predicted makespan (where the node model can say) and where predictions came
+    from; the groups stored in the calibration data. No node model: the report says so, nothing is stored."""
+    from env.nodes import load_node
+    from env.sim.world import world_for
+
+    path = model_path(node_key)
+    if not path.exists():
+        return report.model_copy(update={"predictions_source": f"none: no node model for {node_key} "
+                                                                f"(cosched calibrate writes {path})"})
+    model = world_for(load_node(f"sim:{path.resolve()}")).model
+    records, keep = [], []
+    by_index = {g.index: g for g in report.plan.groups}
+    for g in report.groups:
+        pg = by_index.get(g.index)
+        if pg is None or g.solo_profile or any(j.exit_code != 0 for j in g.jobs):
+            continue
+        records.append(group_record(pg, {j.id: j.wall_s for j in g.jobs}, report.simulated))
+        keep.append(g.index)
+    predicted = predict_times(model, records)  # type: ignore[arg-type]
+    ms: dict[int, float] = {}
+    stored = []
+    for idx, rec, pred in zip(keep, records, predicted):
+        if pred is None:
+            continue
+        rec.predicted_s = pred
+        ms[idx] = makespan(pred, [Placement(p.job, tuple(p.cpus)) for p in rec.group])
+        stored.append(rec)
+    if stored:
+        (store or CalibrationStore()).add(node_key, stored, "run", str(path.resolve()))
+    groups = [g.model_copy(update={"predicted_makespan_s": ms.get(g.index)}) for g in report.groups]
+    return report.model_copy(update={"groups": groups, "predictions_source": f"node model {path}"})

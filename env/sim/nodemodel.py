@@ -1,0 +1,159 @@
+"""The node-model file: one document holding everything the simulated node needs to stand for a node.
+
+* ``node``: the node's shape (``NodeSpec``), per-domain bandwidth included;
+* ``params``: EVERY node-level parameter of the contention model (``SimParams``: none left at a hidden default);
+* ``jobs``: the node's own jobs, each with every ``JobParams`` field, the profile columns that simulated
+  counters need, and (for a calibrated model) its measured profile and interference curves;
+* ``probe``: the reference probe program's parameters on this node (it is a program like any other);
+* ``provenance``: where the numbers came from (hand-written reference, a variant, or a calibration: probes
+  used, node seconds, held-out error).
+
+``--node sim:FILE`` accepts it wherever a simulated node is accepted (``env.nodes.load_node`` registers the
+file's world under the node's name: ``env.sim.world``). ``sim:reference`` and its variants exist as such
+files too (``env/nodes/*.json`` holding ``"kind": "cosched-node-model"``; ``env.sim.variants`` writes them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timezone
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from env.nodespec import NodeSpec
+from env.sim.model import JobParams
+from env.sim.params import SimParams
+from profiler.interference import InterferenceProfile, NodeBench
+from profiler.models import Profile
+
+NODE_MODEL_KIND = "cosched-node-model"
+NODE_MODEL_SCHEMA_VERSION = 1
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class JobParamsDoc(BaseModel):
+    """``env.sim.model.JobParams`` as a document (every field required: nothing defaults to the paper's machine)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str = Field(min_length=1, max_length=128)
+    work_s: float = Field(gt=0)
+    parallel: float = Field(ge=0, le=1)
+    comm: float = Field(ge=0)
+    comm_gb: float = Field(ge=0)
+    irregular: float = Field(ge=0, le=1)
+    init_serial: float = Field(ge=0, le=1)
+    stream_gb: float = Field(ge=0)
+    reuse_gb: float = Field(ge=0)
+    ws_mb: float = Field(gt=0)
+    bw_core: float = Field(gt=0)
+
+    def to_params(self) -> JobParams:
+        return JobParams(**self.model_dump())
+
+    @classmethod
+    def of(cls, p: JobParams) -> "JobParamsDoc":
+        return cls(**dataclasses.asdict(p))
+
+
+class SimParamsDoc(BaseModel):
+    """``env.sim.params.SimParams`` as a document: every node-level number of the model."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    domain_bw_gbs: float = Field(gt=0)
+    link_gbs: float = Field(gt=0)
+    remote_latency_ratio: float = Field(ge=1)
+    overlap: float = Field(ge=0, le=1)
+    l3_mb: float = Field(gt=0)
+    clock_ghz: float = Field(gt=0)
+    noise_sd: float = Field(ge=0)
+    iterations: int = Field(ge=1)
+    latency_ns: float = Field(gt=0)
+    bubble_gbs_per_core: float = Field(gt=0)
+
+    def to_params(self) -> SimParams:
+        return SimParams(**self.model_dump())
+
+    @classmethod
+    def of(cls, p: SimParams) -> "SimParamsDoc":
+        return cls(**dataclasses.asdict(p))
+
+
+class ProfileColumns(BaseModel):
+    """What simulated counters need beyond the model's parameters (``env.sim.profiles``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    footprint_gb: float = Field(gt=0)
+    ipc: float = Field(gt=0)
+    branch_mpki: float = Field(ge=0)
+    l1i_mpki: float = Field(ge=0)
+    cs_per_cpu_s: float = Field(ge=0)
+
+
+#: Columns for a job whose counters were not measured (a real node without counters): mid-range values.
+NEUTRAL_COLUMNS = ProfileColumns(footprint_gb=1.0, ipc=1.2, branch_mpki=3.0, l1i_mpki=0.5, cs_per_cpu_s=30.0)
+
+
+class ModelJob(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    params: JobParamsDoc
+    columns: ProfileColumns = NEUTRAL_COLUMNS
+    role: Literal["train", "held-out", "other"] = "train"
+    suite: str = "node"
+    character: str = ""
+    profile: Profile | None = Field(None, description="the job's measured profile (a calibrated model)")
+    interference: InterferenceProfile | None = Field(None, description="its interference curves (a calibrated model)")
+
+    @property
+    def name(self) -> str:
+        return self.params.name
+
+
+class HeldOutError(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    median_abs_error_pct: float
+    p90_abs_error_pct: float
+    n: int
+
+
+class Provenance(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    source: Literal["reference", "variant", "calibrated"]
+    description: str = ""
+    backend: str | None = Field(None, description="calibrated: 'sim' or 'real'")
+    measured_node: str | None = Field(None, description="calibrated: the node measured (name) and its id")
+    measured_node_id: str | None = None
+    noise_sd: float | None = Field(None, description="calibrated on the sim backend: the measurement noise")
+    corun_probes: int = 0
+    profiling_runs: int = 0
+    node_seconds_profiling: float = 0.0
+    node_seconds_probes: float = 0.0
+    node_seconds_heldout: float = 0.0
+    fit_rms_log: float | None = Field(None, description="RMS of log(predicted / measured) over the fitted runs")
+    heldout: HeldOutError | None = None
+    bench: NodeBench | None = None
+    updates: int = Field(0, description="refits from stored calibration data (cosched calibrate --update)")
+    created_at: datetime = Field(default_factory=_utcnow)
+
+
+class NodeModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["cosched-node-model"] = NODE_MODEL_KIND
+    schema_version: Literal[1] = NODE_MODEL_SCHEMA_VERSION
+    node: NodeSpec
+    params: SimParamsDoc
+    jobs: list[ModelJob] = Field(min_length=1)
+    probe: JobParamsDoc
+    provenance: Provenance
+
+    def job_params(self) -> dict[str, JobParams]:
+        return {j.name: j.params.to_params() for j in self.jobs}
+
+
+def is_node_model(text: str) -> bool:
+    """Whether a JSON file's text is a node model (not a bare node spec): cheap, before parsing."""
+    head = text[:4096]
+    return '"kind"' in head and NODE_MODEL_KIND in head

@@ -1,0 +1,143 @@
+"""A group of ``env.probing.Placement``s on the contention model: the built-in programs as model jobs.
+
+Used by both sides of the twin test with different parameters: the simulated node's measuring backend
+(``env.sim.measuring``, the hidden true parameters) and the calibrator's predictions (the fitted ones).
+
+The built-in programs in the model:
+
+* ``BUBBLE`` at level L: a streaming loop, no cache reuse, ``L x bubble_gbs_per_core`` GB/s per core demanded,
+  and so much work that it outlasts every foreground program (its time is ``None``); its cache pressure grows
+  with L like its traffic.
+* ``PROBE``: an ordinary model job (``World.probe`` / a node model's ``probe``; ``DEFAULT_PROBE`` otherwise).
+* ``STREAM``: pure streaming with unbounded per-core pull, so it reads the memory domain's (and, remote, the
+  link's) bandwidth: metric GB/s = its traffic / its time.
+* ``LATENCY``: a dependent-load chain of ``LATENCY_LOADS`` loads, ``latency_ns`` each (x ``remote_latency_ratio``
+  remote); it does not contend (one thread, one load in flight) and is read alone.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from env.errors import InputError
+from env.nodespec import NodeSpec
+from env.probing import BUBBLE, BUILTINS, LATENCY, PROBE, STREAM, Placement
+from env.sim.model import Geometry, JobParams, SimJob, run_group
+from env.sim.params import SimParams
+
+DEFAULT_PROBE = JobParams("cosched:probe", work_s=40.0, parallel=0.95, comm=0.0, comm_gb=0.0, irregular=0.3,
+                          init_serial=0.0, stream_gb=60.0, reuse_gb=150.0, ws_mb=6.0, bw_core=8.0)
+BUBBLE_WORK_S = 1e7
+STREAM_GB = 200.0
+LATENCY_LOADS = 1e8
+
+
+def bubble_params(level: float, sp: SimParams) -> JobParams:
+    return JobParams(BUBBLE, work_s=BUBBLE_WORK_S, parallel=1.0, comm=0.0, comm_gb=0.0, irregular=0.0,
+                     init_serial=0.0, stream_gb=level * sp.bubble_gbs_per_core * BUBBLE_WORK_S, reuse_gb=0.0,
+                     ws_mb=1.0, bw_core=1e3)
+
+
+STREAM_PARAMS = JobParams(STREAM, work_s=1e-3, parallel=1.0, comm=0.0, comm_gb=0.0, irregular=0.0, init_serial=0.0,
+                          stream_gb=STREAM_GB, reuse_gb=0.0, ws_mb=1.0, bw_core=1e3)
+
+
+def check_group(node: NodeSpec, known: Sequence[str], group: Sequence[Placement]) -> None:
+    """A group a node could run: known programs, existing and disjoint CPUs, options the node has."""
+    if not group:
+        raise InputError("a measurement needs at least one placement")
+    online = set(node.cpus)
+    used: set[int] = set()
+    numa_ids = {d.id for d in node.numa}
+    for p in group:
+        if p.job not in BUILTINS and p.job not in known:
+            raise InputError(f"unknown job {p.job!r} on {node.name}: its jobs are {', '.join(known)}")
+        if not p.cpus or not set(p.cpus) <= online:
+            raise InputError(f"{p.job}: CPUs {sorted(set(p.cpus) - online) or '(none)'} are not on {node.name}")
+        if used & set(p.cpus):
+            raise InputError(f"{p.job}: CPUs {sorted(used & set(p.cpus))} are given to two programs of one measurement")
+        used |= set(p.cpus)
+        if p.memory == "bind" and p.memory_domain not in numa_ids:
+            raise InputError(f"{p.job}: memory bind needs a memory_domain of {sorted(numa_ids)}, not {p.memory_domain}")
+        if p.job == BUBBLE and (p.level is None or not 0.0 <= p.level <= 1.0):
+            raise InputError(f"the pressure generator needs a level in [0, 1], not {p.level}")
+        if p.l3_ways is not None and (node.cat is None or not node.capabilities.l3_cat.available):
+            raise InputError(f"{p.job}: {node.name} has no L3 CAT, so no l3_ways")
+        if p.mba_percent is not None and (node.mba is None or not node.capabilities.mba.available):
+            raise InputError(f"{p.job}: {node.name} has no MBA, so no mba_percent")
+    if all(p.job == BUBBLE for p in group):
+        raise InputError("the pressure generator runs next to a program, not alone")
+
+
+class GroupModel:
+    """Times of placement groups under one set of parameters (node-level and per job)."""
+
+    def __init__(self, node: NodeSpec, sp: SimParams, jobs: Mapping[str, JobParams], probe: JobParams = DEFAULT_PROBE) -> None:
+        self.node = node
+        self.sp = sp
+        # its own Geometry, not the id-keyed cache: a fit makes a new SimParams per evaluation, and a reused id
+        # must not bring back another evaluation's geometry
+        self.g: Geometry = Geometry(node, sp)
+        self.jobs = jobs
+        self.probe = probe
+
+    def _params(self, p: Placement) -> JobParams:
+        if p.job == BUBBLE:
+            return bubble_params(p.level or 0.0, self.sp)
+        if p.job == PROBE:
+            return self.probe
+        if p.job == STREAM:
+            return STREAM_PARAMS
+        return self.jobs[p.job]
+
+    def sim_jobs(self, group: Sequence[Placement]) -> list[SimJob | None]:
+        g = self.g
+        cursor = [0] * g.n_l3  # next free way per L3 for jobs with their own partition
+        out: list[SimJob | None] = []
+        for p in group:
+            if p.job == LATENCY:
+                out.append(None)
+                continue
+            memory = "first-touch"
+            if p.memory == "interleave":
+                memory = "interleave"
+            elif p.memory == "bind" and p.memory_domain is not None:
+                memory = f"bind:{g.numa_index[p.memory_domain]}"
+            masks = None
+            if p.l3_ways is not None:
+                masks = {}
+                for li in sorted({g.cpu_l3[c] for c in p.cpus}):
+                    bits = g.bits[li]
+                    if cursor[li] + p.l3_ways > len(bits):
+                        raise InputError(f"{p.job}: {p.l3_ways} ways do not fit in L3 {g.l3_ids[li]} "
+                                         f"({len(bits) - cursor[li]} of {len(bits)} left)")
+                    masks[li] = sum(1 << b for b in bits[cursor[li]:cursor[li] + p.l3_ways])
+                    cursor[li] += p.l3_ways
+            mba = None
+            if p.mba_percent is not None:
+                mba = {g.cpu_numa[c]: p.mba_percent for c in p.cpus}
+            out.append(SimJob(g, self._params(p), list(p.cpus), memory, masks, mba))
+        return out
+
+    def times(self, group: Sequence[Placement], factors: Sequence[float] | None = None) -> tuple[list[float | None], list[float | None]]:
+        """(time per placement, metric per placement): None for the generator's time and non-benchmarks' metric."""
+        sims = self.sim_jobs(group)
+        idx = [k for k, s in enumerate(sims) if s is not None]
+        ends = run_group(self.g, [sims[k] for k in idx], [factors[k] for k in idx] if factors is not None else None) if idx else []
+        times: list[float | None] = [None] * len(group)
+        metric: list[float | None] = [None] * len(group)
+        for k, t in zip(idx, ends):
+            p = group[k]
+            if p.job != BUBBLE:
+                times[k] = t
+            if p.job == STREAM:
+                metric[k] = STREAM_GB / t
+        for k, p in enumerate(group):
+            if p.job == LATENCY:
+                remote = p.memory == "bind" and p.memory_domain is not None and any(
+                    self.node.numa_of(c) != p.memory_domain for c in p.cpus)
+                ns = self.sp.latency_ns * (self.sp.remote_latency_ratio if remote else 1.0)
+                f = factors[k] if factors is not None else 1.0
+                metric[k] = ns * f
+                times[k] = LATENCY_LOADS * ns * f * 1e-9
+        return times, metric

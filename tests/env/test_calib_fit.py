@@ -1,0 +1,76 @@
+"""The fit recovers known parameters from synthetic measurements (the simulated node, seeded, no noise)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from env.calibration.calibrate import CalibrationConfig, calibrate
+from env.calibration.space import Space
+from env.probing import PROBE
+from env.sim.measuring import sim_measuring_backend
+from env.sim.variants import reference_model, variant_models
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    truth = variant_models()["variant-a"]  # not the paper's numbers: nothing can be right by default
+    b = sim_measuring_backend(truth, noise_sd=0.0, seed=0)
+    cfg = CalibrationConfig(probes=4, heldout=6, seed=3, jobs=["EP", "MG", "water_spatial"], max_nfev=25, rounds=1,
+                            ensemble=4, candidates=30)
+    return truth, calibrate(b, cfg)
+
+
+def test_node_numbers_read_from_the_microbenchmarks(fitted):
+    truth, r = fitted
+    p, t = r.model.params, truth.params
+    assert p.domain_bw_gbs == pytest.approx(t.domain_bw_gbs, rel=0.01)
+    assert p.link_gbs == pytest.approx(t.link_gbs, rel=0.01)
+    assert p.remote_latency_ratio == pytest.approx(t.remote_latency_ratio, rel=0.01)
+    assert p.latency_ns == pytest.approx(t.latency_ns, rel=0.01)
+    assert [d.memory_bandwidth_gbs for d in r.model.node.numa] == pytest.approx([50.0, 50.0], rel=0.01)
+
+
+def test_fitted_parameters_near_the_hidden_ones(fitted):
+    truth, r = fitted
+    assert r.model.params.overlap == pytest.approx(truth.params.overlap, abs=0.08)
+    assert r.model.params.bubble_gbs_per_core == pytest.approx(truth.params.bubble_gbs_per_core, rel=0.15)
+    fit = {j.name: j.params for j in r.model.jobs}
+    true = truth.job_params()
+    assert fit["EP"].work_s == pytest.approx(true["EP"].work_s, rel=0.05)
+    assert fit["EP"].parallel == pytest.approx(true["EP"].parallel, abs=0.002)
+    assert fit["MG"].stream_gb == pytest.approx(true["MG"].stream_gb, rel=0.2)
+    assert fit["water_spatial"].work_s == pytest.approx(true["water_spatial"].work_s, rel=0.1)
+    assert r.model.provenance.fit_rms_log < 0.02  # without noise the model family holds the truth
+
+
+def test_heldout_predictions_close_without_noise(fitted):
+    _, r = fitted
+    assert r.model.provenance.heldout.median_abs_error_pct < 3.0
+    assert len(r.heldout_records) == 6 and all(rec.predicted_s for rec in r.heldout_records)
+
+
+def test_the_model_file_holds_every_parameter(fitted):
+    _, r = fitted
+    doc = json.loads(r.model.model_dump_json())
+    from env.sim.model import JobParams
+    from env.sim.params import SimParams
+    import dataclasses
+
+    assert set(doc["params"]) == {f.name for f in dataclasses.fields(SimParams)}
+    for j in doc["jobs"]:
+        assert set(j["params"]) == {f.name for f in dataclasses.fields(JobParams)}
+    assert doc["probe"]["name"] == PROBE and doc["provenance"]["source"] == "calibrated"
+
+
+def test_space_round_trip():
+    m = reference_model()
+    s = Space(["MG", "EP", PROBE])
+    jobs = {**m.job_params(), PROBE: m.probe.to_params()}
+    x = s.encode(m.params.to_params(), jobs)
+    assert s.job_params(x, "MG").stream_gb == pytest.approx(jobs["MG"].stream_gb)
+    assert s.job_params(x, "EP").parallel == pytest.approx(jobs["EP"].parallel, abs=1e-9)
+    assert s.node_params(x, m.params.to_params()).overlap == pytest.approx(0.75)
+    assert np.all(x >= s.lo) and np.all(x <= s.hi)

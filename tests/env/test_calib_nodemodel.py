@@ -1,0 +1,72 @@
+"""The node-model file: --node sim:FILE simulates with the file's parameters and jobs, not the paper's machine."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from pydantic import ValidationError
+
+from env.errors import InputError
+from env.nodes import load_node
+from env.sim.catalogue import catalogue
+from env.sim.nodemodel import JobParamsDoc, NodeModel
+from env.sim.simulate import plan_from_actions, simulate_plan
+from env.sim.variants import NODES_DIR, reference_model, variant_models, write_variants
+from env.sim.world import world_for
+
+
+def _write(tmp_path, model: NodeModel, name: str = "m.json"):
+    p = tmp_path / name
+    p.write_text(model.model_dump_json())
+    return p
+
+
+def test_every_job_field_is_required():
+    doc = JobParamsDoc.of(reference_model().jobs[0].params.to_params()).model_dump()
+    doc.pop("ws_mb")
+    with pytest.raises(ValidationError):
+        JobParamsDoc.model_validate(doc)
+
+
+def test_a_model_file_replaces_the_catalogue_and_the_parameters(tmp_path, ref_node):
+    ref = reference_model()
+    slow = ref.model_copy(update={
+        "params": ref.params.model_copy(update={"overlap": 0.2}),
+        "jobs": [j for j in ref.jobs if j.name in ("MG", "EP", "CG")],
+    })
+    node = load_node(f"sim:{_write(tmp_path, slow)}")
+    assert node.name == f"sim:{(tmp_path / 'm.json').resolve()}"
+    assert list(catalogue(node)) == ["CG", "EP", "MG"]
+    assert world_for(node).params.overlap == 0.2
+    plan = plan_from_actions(node, 0, [[("MG", 17), ("EP", 17)]])
+    ours = simulate_plan(plan, node).makespans[0]
+    theirs = simulate_plan(plan_from_actions(ref_node, 0, [[("MG", 17), ("EP", 17)]]), ref_node).makespans[0]
+    assert ours > theirs * 1.02  # less overlap of compute and memory time: slower
+    with pytest.raises(InputError, match="unknown job"):
+        simulate_plan(plan_from_actions(ref_node, 0, [[("fft", 17)]]).model_copy(update={"node": plan.node}), node)
+
+
+def test_reference_untouched_by_a_loaded_model(tmp_path, ref_node):
+    load_node(f"sim:{_write(tmp_path, variant_models()['variant-a'], 'a.json')}")
+    assert world_for(ref_node).model is None and len(catalogue(ref_node)) == 19
+
+
+def test_bad_model_file_is_one_line(tmp_path):
+    p = tmp_path / "bad.json"
+    p.write_text('{"kind": "cosched-node-model", "node": 3}')
+    with pytest.raises(InputError, match="node model .* is invalid"):
+        load_node(f"sim:{p}")
+
+
+def test_variant_files_are_the_generated_ones(tmp_path):
+    for path in write_variants(tmp_path):
+        committed = NodeModel.model_validate_json((NODES_DIR / path.name).read_text())
+        fresh = NodeModel.model_validate_json(path.read_text())
+        assert committed.model_dump(exclude={"provenance": {"created_at"}}) == fresh.model_dump(exclude={"provenance": {"created_at"}})
+    a, b = variant_models()["variant-a"], variant_models()["variant-b"]
+    ref = reference_model()
+    assert a.params.domain_bw_gbs != ref.params.domain_bw_gbs and a.params.remote_latency_ratio != ref.params.remote_latency_ratio
+    assert len(b.node.cpus) == 16 and b.node.l3[0].ways == 12 and b.node.l3[0].size_bytes != ref.node.l3[0].size_bytes
+    assert load_node("sim:variant-b").name == "sim:variant-b" and len(catalogue(load_node("sim:variant-b"))) == 19
+    assert dataclasses.asdict(world_for(load_node("sim:variant-a")).params)["link_gbs"] == 16.0
