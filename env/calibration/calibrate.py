@@ -141,7 +141,7 @@ def initial_x(space: Space, profiles: dict[str, InterferenceProfile], node: Node
         put(i, "parallel", min(max(p, 0.3), 0.999))
         put(i, "stream_gb", 0.5 * volume)
         put(i, "reuse_gb", 0.5 * volume)
-        put(i, "comm_gb", 0.1 * volume)
+        put(i, "comm_gb", min(f["comm_gb"][1].init, 0.1 * volume))  # generic, at most a tenth of its traffic
         put(i, "bw_core", bw_core)
 
     for job, prof in profiles.items():
