@@ -123,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
     real = args.backend == "real"
     node = args.node or ("local" if real else DEFAULT_SIM_NODE)
     synthetic = args.synthetic_jobs
+    tag = node.replace(":", "-")
     if not real and node == "local":
         node = _calibrated_local(args.synthetic_jobs, args.seed)
         synthetic = 0  # drawn around the node's own jobs above, not from the catalogue's ranges
@@ -157,14 +158,13 @@ def run(args: argparse.Namespace) -> int:
         lookahead_windows=args.lookahead_windows, lookahead_k=args.lookahead_k, lookahead_updates=args.lookahead_updates,
         lookahead_lr=args.lookahead_lr,
     )
-    tag = node.replace(":", "-")
     run_dir = Path(args.run_dir or f"runs/train-{args.backend}-{tag}-s{args.seed}")
     out = Path(args.out) if args.out else run_dir / "model.npz"
     command = "cosched " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv and sys.argv[0].endswith("cosched") else None
     result = train(cfg, run_dir, out, resume=args.resume, progress=not args.quiet, final_eval=not args.no_eval,
                    command=command, eval_windows=args.eval_windows, steps_override=args.steps if args.resume else None)
     f = result.figures
-    print(f"model: {out} ({f.get('model_id', '')[:19]}), trained for {'local' if real else node} "
+    print(f"model: {out} ({f.get('model_id', '')[:19]}), trained for {'local' if real or tag == 'local' else node} "
           f"in {f['steps']} steps / {f['episodes']} episodes / {f['updates']} updates; "
           f"{f['wall_s']:.0f} s wall, {f['cpu_s']:.0f} s CPU{' (simulated)' if not real else ''}")
     ev = ", evaluation.json" if result.evaluation else ""
