@@ -54,7 +54,7 @@ if [ "$OWN" != yes ]; then
     echo "== node model of this node: $NODE_MODEL (cosched calibrate --report shows its error) =="
   fi
   echo
-  echo "== training the agent in this node's calibrated model (simulated episodes, a short recipe; about a minute) =="
+  echo "== training the agent in this node's calibrated model (simulated episodes, a short recipe: 4000 steps, a few minutes) =="
   mkdir -p "$(dirname "$MODEL")"
   $C train --node local --steps 4000 --learning-starts 1000 --eval-every 2000 --n-validation 4 --no-eval --seed 1 --out "$MODEL"
   echo "calibrate + train: $(( $(date +%s) - T0 )) s"

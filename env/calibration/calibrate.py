@@ -228,6 +228,13 @@ def calibrate(backend: MeasuringBackend, cfg: CalibrationConfig = CalibrationCon
     probe_alone = [t for r in runner.records for t, pl in zip(r.times_s, r.group) if r.kind == "probe" and len(r.group) == 1
                    and pl.cpus == list(curve_cpus(node)[0])]
     prior = initial_x(space, profiles, spec, base, probe_alone[0] if probe_alone else bench.probe_alone_s)
+    then = [r.times_s[0] for j in jobs if j in stored for r in profiles[j].runs if r.kind == "probe" and len(r.group) == 1 and r.times_s[0]]
+    if then and probe_alone:
+        ratio = statistics.median(then) / probe_alone[0]
+        if not 0.8 <= ratio <= 1.25:  # a shared or throttled node: the stored curves' times are of another node state
+            say(f"warning: the reference probe alone took {statistics.median(then):.2f} s when the stored curves were "
+                f"measured and {probe_alone[0]:.2f} s now ({ratio:.2f}x): the node's load has changed since; "
+                "predictions from those curves may be off by as much ('cosched calibrate --remeasure' measures them again)")
     fit = Fit(spec, base, space, _obs(records), prior)
     say(f"first fit: {space.size} parameters from {len(fit.rows)} timed runs")
     res = fit.run(prior, cfg.max_nfev, say)
