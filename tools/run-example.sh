@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make run`: the main job on a real example. Shows this node, profiles the example jobs that have no
-# profile on this node yet (first use only), then plans and executes the example window with the
-# batch runner and prints its measured report (the run directory holds the journal and the picture).
+# profile on this node yet (solo runs and interference curves; first use only); on a node with no model of its
+# own, calibrates the node model (cosched calibrate, reusing the stored curves) and trains the agent in it
+# (cosched train --node local); then plans and executes the example window with the batch runner and prints
+# its measured report (the run directory holds the journal and the picture).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 C=.venv/bin/cosched
@@ -24,16 +26,38 @@ for job in window["jobs"]:
     if name in have:
         print(f"{name}: stored")
         continue
-    print(f"{name}: profiling (solo on the whole node, then on one core)", flush=True)
+    print(f"{name}: profiling (solo on the whole node, on one core, then its interference curves)", flush=True)
     subprocess.run([".venv/bin/cosched", "profile", "--name", name, "--", *job["command"]], check=True, stdout=subprocess.DEVNULL)
 PY
 
-MODEL=$(.venv/bin/python -c "from training.policies import local_model_path; print(local_model_path())")
-if [ ! -f "$MODEL" ]; then
+# A model of this node's own (trained for its id), or the node model's pipeline: calibrate -> train.
+read -r NODE_ID MODEL OWN < <(.venv/bin/python - <<'PY'
+from agent.modelfile import load_model
+from env.discover import local_node_id
+from training.policies import local_model_path, user_models_dir
+
+nid = local_node_id()
+path = local_model_path()
+own = path.exists() and load_model(path).meta.trained_for.node_id == nid
+print(nid, path if own else user_models_dir() / f"{nid}.npz", "yes" if own else "no")
+PY
+)
+if [ "$OWN" != yes ]; then
+  NODE_MODEL=$(.venv/bin/python -c "from env.calibration.store import model_path; print(model_path('$NODE_ID'))")
+  T0=$(date +%s)
+  if [ ! -f "$NODE_MODEL" ]; then
+    echo
+    echo "== no model of this node's own ($NODE_ID): calibrating its node model (microbenchmarks, the jobs' stored curves, a few co-run probes) =="
+    $C calibrate --probes 6 --heldout 4
+  else
+    echo
+    echo "== node model of this node: $NODE_MODEL (cosched calibrate --report shows its error) =="
+  fi
   echo
-  echo "== no trained model for this node's shape: training one first on the example jobs (real runs; a few minutes) =="
+  echo "== training the agent in this node's calibrated model (simulated episodes, a short recipe: 4000 steps, a few minutes) =="
   mkdir -p "$(dirname "$MODEL")"
-  $C train --backend real --steps 200 --seed 1 --out "$MODEL"
+  $C train --node local --steps 4000 --learning-starts 1000 --eval-every 2000 --n-validation 4 --no-eval --seed 1 --out "$MODEL"
+  echo "calibrate + train: $(( $(date +%s) - T0 )) s"
 fi
 echo
 echo "model: $MODEL"

@@ -634,9 +634,17 @@ def make_setup(cfg: TrainConfig, run_dir: Path, reward: RewardConfig, say: Calla
         node = load_node(cfg.node)
         if not node.name.startswith("sim:"):
             raise InputError(f"--backend sim trains for a simulated node (sim:NAME), not {cfg.node!r}")
-        return sim_setup(node, window_size=cfg.window_size, cmaxes=cfg.cmax, jobs=cfg.jobs,
-                         n_validation=cfg.n_validation, reward=reward, obs_layout=cfg.obs_layout,
-                         synthetic=(cfg.synthetic_jobs, cfg.seed))
+        setup = sim_setup(node, window_size=cfg.window_size, cmaxes=cfg.cmax, jobs=cfg.jobs,
+                          n_validation=cfg.n_validation, reward=reward, obs_layout=cfg.obs_layout,
+                          synthetic=(cfg.synthetic_jobs, cfg.seed))
+        from env.sim.world import world_for
+
+        prov = getattr(world_for(node).model, "provenance", None)
+        if prov is not None and prov.source == "calibrated" and prov.backend == "real" and prov.measured_node_id:
+            # trained in the model of a real node (cosched train --node local): the agent is that node's
+            setup.trained_for_name = "local"
+            setup.extra["node_id"] = prov.measured_node_id
+        return setup
     if cfg.node not in ("local", "sim:reference"):  # sim:reference is only the parser's default
         raise InputError(f"--backend real trains for this node ('local'), not {cfg.node!r}")
     return real_setup(cfg.window_file, run_dir, window_size=cfg.window_size, cmaxes=cfg.cmax, reward=reward, say=say,

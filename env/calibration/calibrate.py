@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 import statistics
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from env.calibration.fit import Fit, Obs, Predictor
 from env.calibration.space import Space
 from env.discover import node_id
 from env.errors import InputError
-from env.interference import Runner, measure_interference, measure_node, to_placement
+from env.interference import Runner, curve_cpus, measure_interference, measure_node, to_placement
 from env.nodespec import NodeSpec
 from env.probing import BUBBLE, PROBE, Measurement, MeasuringBackend, Placement
 from env.sim.nodemodel import HeldOutError, JobParamsDoc, ModelJob, NodeModel, Provenance, SimParamsDoc
@@ -67,6 +67,8 @@ class CalibrationConfig:
     ensemble: int = 12
     candidates: int = 250
     noise_sd: float | None = None  # the sim backend's noise, recorded in the provenance
+    stored_profiles: Mapping[str, InterferenceProfile] | None = None  # curves measured before ('cosched profile'): reused
+    stored_bench: NodeBench | None = None  # microbenchmarks measured before ('cosched node --bench'): reused
 
 
 @dataclass
@@ -75,7 +77,8 @@ class CalibrationResult:
     records: list[RunRecord]  # every measurement the fit used (probes with the prediction made when chosen)
     heldout_records: list[RunRecord] = field(default_factory=list)  # held-out co-runs, with the final prediction
     heldout: list[tuple[float, float]] = field(default_factory=list)  # (measured, predicted) group makespans
-    node_seconds: dict[str, float] = field(default_factory=dict)  # profiling / probes / heldout
+    node_seconds: dict[str, float] = field(default_factory=dict)  # profiling (now) / reused (stored) / probes / heldout
+    fit_problem: str | None = None  # why the final fit is no fit (one line); the model is then not to be used
 
     @property
     def errors_pct(self) -> list[float]:
@@ -106,19 +109,70 @@ def base_params(node: NodeSpec, bench: NodeBench) -> tuple[SimParams, NodeSpec]:
     return sp, spec
 
 
-def initial_x(space: Space, profiles: dict[str, InterferenceProfile], n_cpus: int) -> np.ndarray:
-    """Generic starting values, with each job's compute time and parallel fraction from its solo runs."""
+FAR = 20.0  # a generic start whose implied time is beyond this factor of the measured one is replaced (e^3: near the clip)
+
+
+def initial_x(space: Space, profiles: dict[str, InterferenceProfile], node: NodeSpec, base: SimParams,
+              probe_alone_s: float | None = None) -> np.ndarray:
+    """Starting values (also the fit's prior) of the job's own scale: each job's compute time and parallel fraction
+    from its solo runs; where the generic traffic (1000 GB) would take more than ``FAR`` times the job's measured
+    solo time at the node's measured bandwidth, its traffic too, from its curves and that bandwidth; the same for
+    the reference probe from its time alone. Jobs of the generic scale (the simulated catalogue's, minutes) keep
+    the generic traffic: the twin test's fits are those it was tuned on.
+
+    Why: the generic sizes (500 s of work, 500 GB of traffic) predict minutes for a 0.3 s real job; every residual
+    then sits at the clip, the gradient is zero and least squares stops after one evaluation (the 86 s fit).
+    The job's memory-bound share ``m`` is read from its sensitivity to the generator (a compute-bound job is not
+    slowed); its traffic is what the node's bandwidth moves in ``m`` of its solo time; its per-core bandwidth is
+    a fair share of the domain's. The reference probe (no curves) starts from its measured time alone.
+    """
     from env.calibration.space import JOB_FIELDS, to_x
 
     x = space.initial()
-    names = [f.name for f in JOB_FIELDS]
-    for job, prof in profiles.items():
+    f = {fl.name: (k, fl) for k, fl in enumerate(JOB_FIELDS)}
+    n_cpus = len(node.cpus)
+    per_domain = max(1, min(len(d.cpus) for d in node.numa))
+    bw_core = base.domain_bw_gbs / per_domain * 1.5  # a few cores saturate a domain
+    n_probe = len(curve_cpus(node)[0])
+
+    def put(i: int, name: str, v: float) -> None:
+        k, fl = f[name]
+        x[i + k] = to_x(fl, v)
+
+    def generic_s(n: int) -> tuple[float, float]:
+        """The time the generic sizes imply on ``n`` cores (compute, then traffic at the node's bandwidth)."""
+        g = {fl.name: fl.init for fl in JOB_FIELDS}
+        volume = g["stream_gb"] + g["reuse_gb"]
+        return g["work_s"] * ((1 - g["parallel"]) + g["parallel"] / n), volume / min(base.domain_bw_gbs, n * g["bw_core"])
+
+    def start(job: str, one_core_s: float, solo_s: float, n: int, mem: float) -> None:
         i = space.index[job]
-        speedup = prof.one_core_s / prof.solo_s
-        p = (1 - 1 / speedup) / (1 - 1 / n_cpus) if n_cpus > 1 and speedup > 1 else 0.5
-        x[i + names.index("work_s")] = to_x(JOB_FIELDS[0], 0.8 * prof.one_core_s)
-        x[i + names.index("parallel")] = to_x(JOB_FIELDS[1], min(max(p, 0.3), 0.999))
+        speedup = one_core_s / solo_s
+        p = (1 - 1 / speedup) / (1 - 1 / n) if n > 1 and speedup > 1 else 0.5
+        put(i, "work_s", 0.8 * one_core_s)
+        put(i, "parallel", min(max(p, 0.3), 0.999))
+        if generic_s(n)[1] <= FAR * solo_s:
+            return  # the generic traffic is of the job's scale: a start the fit recovers from (the twin's jobs)
+        volume = mem * solo_s * min(base.domain_bw_gbs, n * bw_core)
+        put(i, "stream_gb", 0.5 * volume)
+        put(i, "reuse_gb", 0.5 * volume)
+        put(i, "comm_gb", min(f["comm_gb"][1].init, 0.1 * volume))  # generic, at most a tenth of its traffic
+        put(i, "bw_core", bw_core)
+
+    for job, prof in profiles.items():
+        if job not in space.index:
+            continue
+        slow = max((pt.slowdown for pt in prof.sensitivity), default=1.0)
+        start(job, prof.one_core_s, prof.solo_s, n_cpus, min(max(slow - 1.0, 0.05), 0.8))
+    if probe_alone_s and PROBE in space.index and sum(generic_s(n_probe)) > FAR * probe_alone_s:
+        # alone on the curves' CPUs; memory-sensitive by design
+        start(PROBE, probe_alone_s * n_probe, probe_alone_s, n_probe, 0.5)
     return np.clip(x, space.lo, space.hi)
+
+
+def _key(run: RunRecord | Sequence[Placement]) -> tuple[Placement, ...]:
+    """A measurement's group as hashable placements (to skip a run an earlier one already made)."""
+    return tuple(to_placement(p) for p in run.group) if isinstance(run, RunRecord) else tuple(run)
 
 
 def _obs(records: Sequence[RunRecord]) -> list[Obs]:
@@ -146,25 +200,57 @@ def calibrate(backend: MeasuringBackend, cfg: CalibrationConfig = CalibrationCon
     if len(jobs) < 2:
         raise InputError("calibration needs at least 2 jobs (co-run probes pair them)")
     seed = cfg.seed
-    say(f"microbenchmarks on {node.name}")
-    bench = measure_node(b, seed=seed, progress=say)
+    if cfg.stored_bench is not None and cfg.stored_bench.node_id == node_id(node):
+        bench = cfg.stored_bench
+        say(f"microbenchmarks on {node.name}: reusing the stored ones ({bench.node_seconds:.0f} s of node time saved)")
+        reused_s = bench.node_seconds
+        bench_records = [r for r in bench.runs if r.kind != "probe"]  # the probe is timed below with this run's sizes
+    else:
+        say(f"microbenchmarks on {node.name}")
+        bench = measure_node(b, seed=seed, progress=say)
+        reused_s, bench_records = 0.0, list(bench.runs)
+    measured_s = 0.0 if bench is cfg.stored_bench else bench.node_seconds
     base, spec = base_params(node, bench)
     profiles: dict[str, InterferenceProfile] = {}
-    records: list[RunRecord] = list(bench.runs)
+    records: list[RunRecord] = list(bench_records)
     runner = Runner(b, seed=seed + 1)
+    stored = {j: p for j, p in (cfg.stored_profiles or {}).items() if p.node_id == node_id(node)}
     for k, job in enumerate(jobs):
-        say(f"profiling {job} ({k + 1}/{len(jobs)})")
-        profiles[job] = measure_interference(b, job, seed=seed * 7919 + k + 2)
+        if job in stored:
+            say(f"{job}: reusing its stored curves ({k + 1}/{len(jobs)})")
+            profiles[job] = stored[job]
+            reused_s += stored[job].node_seconds
+        else:
+            say(f"profiling {job} ({k + 1}/{len(jobs)})")
+            profiles[job] = measure_interference(b, job, seed=seed * 7919 + k + 2)
+            measured_s += profiles[job].node_seconds
         records += profiles[job].runs
+    done = {_key(r) for r in records}
+    for job in jobs:
         for group in solo_design(node, job):
-            runner.run("solo", group)
+            if _key(group) not in done:  # e.g. one domain is the whole node: its curves' solo run already says it
+                done.add(_key(group))
+                runner.run("solo", group)
     for group in solo_design(node, PROBE, with_curves=True):
-        runner.run("probe", group)
+        if _key(group) not in done:
+            done.add(_key(group))
+            runner.run("probe", group)
     records += runner.records
-    profiling_s = bench.node_seconds + sum(p.node_seconds for p in profiles.values()) + runner.node_seconds
+    profiling_s = measured_s + runner.node_seconds
+    if reused_s:
+        say(f"profiling: {profiling_s:.0f} s of node time now, {reused_s:.0f} s reused from stored measurements")
 
     space = Space(jobs + [PROBE])
-    prior = initial_x(space, profiles, len(node.cpus))
+    probe_alone = [t for r in runner.records for t, pl in zip(r.times_s, r.group) if r.kind == "probe" and len(r.group) == 1
+                   and pl.cpus == list(curve_cpus(node)[0])]
+    prior = initial_x(space, profiles, spec, base, probe_alone[0] if probe_alone else bench.probe_alone_s)
+    then = [r.times_s[0] for j in jobs if j in stored for r in profiles[j].runs if r.kind == "probe" and len(r.group) == 1 and r.times_s[0]]
+    if then and probe_alone:
+        ratio = statistics.median(then) / probe_alone[0]
+        if not 0.8 <= ratio <= 1.25:  # a shared or throttled node: the stored curves' times are of another node state
+            say(f"warning: the reference probe alone took {statistics.median(then):.2f} s when the stored curves were "
+                f"measured and {probe_alone[0]:.2f} s now ({ratio:.2f}x): the node's load has changed since; "
+                "predictions from those curves may be off by as much ('cosched calibrate --remeasure' measures them again)")
     fit = Fit(spec, base, space, _obs(records), prior)
     say(f"first fit: {space.size} parameters from {len(fit.rows)} timed runs")
     res = fit.run(prior, cfg.max_nfev, say)
@@ -192,6 +278,15 @@ def calibrate(backend: MeasuringBackend, cfg: CalibrationConfig = CalibrationCon
         res = fit.run(x, cfg.max_nfev, say)
         x = res.x
 
+    problem = fit.failure(res)
+    if problem:
+        say(f"the fit failed: {problem}; held-out co-runs skipped")
+        model = build_model(node, spec, base, space, x, jobs, profiles, bench, fit, backend_simulated=bool(b.simulated),
+                            probes=len(probe_records), profiling_runs=len(records), summary=error_summary([]),
+                            seconds=(profiling_s + reused_s, probe_runner.node_seconds, 0.0), noise_sd=cfg.noise_sd)
+        return CalibrationResult(model=model, records=records + probe_records, fit_problem=problem,
+                                 node_seconds={"profiling": profiling_s, "reused": reused_s,
+                                               "probes": probe_runner.node_seconds, "heldout": 0.0})
     say(f"held-out co-runs: {cfg.heldout} random groups of 2-4 jobs")
     held_runner = Runner(b, seed=seed + 5)
     pred = Predictor(spec, base, space)
@@ -209,9 +304,9 @@ def calibrate(backend: MeasuringBackend, cfg: CalibrationConfig = CalibrationCon
 
     model = build_model(node, spec, base, space, x, jobs, profiles, bench, fit, backend_simulated=bool(b.simulated),
                         probes=len(probe_records), profiling_runs=len(records), summary=summary,
-                        seconds=(profiling_s, probe_runner.node_seconds, held_runner.node_seconds), noise_sd=cfg.noise_sd)
+                        seconds=(profiling_s + reused_s, probe_runner.node_seconds, held_runner.node_seconds), noise_sd=cfg.noise_sd)
     return CalibrationResult(model=model, records=records + probe_records, heldout_records=held_runner.records, heldout=heldout,
-                             node_seconds={"profiling": profiling_s, "probes": probe_runner.node_seconds,
+                             node_seconds={"profiling": profiling_s, "reused": reused_s, "probes": probe_runner.node_seconds,
                                            "heldout": held_runner.node_seconds})
 
 
@@ -288,7 +383,8 @@ def refit(model: NodeModel, records: Sequence[RunRecord], cfg: CalibrationConfig
     base = model.params.to_params()
     space = Space(jobs + [PROBE])
     profiles = {j.name: j.interference for j in model.jobs if j.interference is not None}
-    prior = initial_x(space, profiles, len(model.node.cpus))
+    bench = model.provenance.bench
+    prior = initial_x(space, profiles, model.node, base, bench.probe_alone_s if bench else None)
     x0 = space.encode(base, {**model.job_params(), PROBE: model.probe.to_params()})
     fit = Fit(model.node, base, space, _obs(usable), prior)
     (progress or (lambda _m: None))(f"refit: {space.size} parameters from {len(fit.rows)} timed runs")

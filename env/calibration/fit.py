@@ -32,6 +32,9 @@ from env.sim.probes import DEFAULT_PROBE, GroupModel
 PRIOR_WEIGHT = 0.03
 _NOT_FITTED = (STREAM, LATENCY)  # microbenchmarks: read directly as node parameters, not fitted
 _CLIP = 4.0  # |log ratio| beyond this is a failed prediction (inf, nan): capped so the optimiser can recover
+_FAILED_RMS = 0.7  # a fit whose typical prediction is off by more than a factor 2 is not a node model
+_STATUS = {0: "stopped at the evaluation limit", 1: "converged (gradient)", 2: "converged (cost)",
+           3: "converged (parameters)", 4: "converged (cost and parameters)"}
 
 
 @dataclass(frozen=True)
@@ -119,9 +122,26 @@ class Fit:
         res = least_squares(self.residuals, x0, bounds=(self.space.lo, self.space.hi), jac_sparsity=self.sparsity(),
                             method="trf", tr_solver="lsmr", max_nfev=max_nfev, x_scale=1.0, xtol=1e-6, ftol=1e-6)
         if progress:
+            problem = self.failure(res)
             progress(f"fit: {len(self.rows)} timed runs, {self.space.size} parameters, cost {res.cost:.4f}, "
-                     f"{res.nfev} evaluations")
+                     f"{res.nfev} evaluations, " + (f"FAILED: {problem}" if problem else _STATUS.get(res.status, "stopped")))
         return res
+
+    def failure(self, res) -> str | None:
+        """Why the fit at ``res`` is no fit (one line), or None. Least squares may stop 'converged' on a flat
+        cost: when most predictions sit at the clip (off by e^4 or more) nothing moves them, so the status alone
+        does not say the fit worked; the share of clipped runs and the typical error do."""
+        if res.status < 0:
+            return f"least squares refused its input ({res.message})"
+        r = np.abs(res.fun[: len(self.rows)])
+        if not len(r):
+            return "no timed run to fit"
+        clipped = float(np.mean(r >= _CLIP - 1e-9))
+        rms = float(np.sqrt(np.mean(r * r)))
+        if clipped > 0.2 or rms > _FAILED_RMS:
+            return (f"after {res.nfev} evaluations the model still misses the measured times by a factor "
+                    f"{math.exp(rms):.1f} typical ({clipped:.0%} of {len(r)} runs beyond e^{_CLIP:.0f})")
+        return None
 
     def rms_log(self, x: np.ndarray) -> float:
         r = self.residuals(x)[: len(self.rows)]

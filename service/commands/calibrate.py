@@ -23,7 +23,7 @@ from typing import Any
 from rich.console import Console
 
 from env.calibration.store import model_path as default_model_path
-from env.errors import InputError
+from env.errors import InputError, RunError
 from service.output import emit
 
 
@@ -42,6 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, metavar="FILE", help="the node-model file (default $COSCHED_HOME/node-models/NODE.json)")
     p.add_argument("--update", action="store_true", help="refit the model at --out from everything measured on its node so far")
     p.add_argument("--report", action="store_true", help="show the prediction error over time and the worst-predicted groups")
+    p.add_argument("--remeasure", action="store_true", help="real: measure every job's curves and the microbenchmarks again "
+                   "(default: reuse what 'cosched profile' and 'cosched node --bench' stored, measure only what is missing)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON document")
     p.set_defaults(handler=run)
 
@@ -109,10 +111,16 @@ def run(args: argparse.Namespace) -> int:
     store = CalibrationStore()  # opened (and checked) before hours of measuring, written only at the end
     console = Console(stderr=True)
     jobs = [j for j in args.jobs.split(",") if j] if args.jobs else None
+    stored_profiles, stored_bench = _stored(key) if args.backend == "real" and not args.remeasure else (None, None)
     cfg = CalibrationConfig(probes=args.probes, heldout=args.heldout, seed=args.seed, jobs=jobs,
-                            noise_sd=args.noise if args.backend == "sim" else None)
+                            noise_sd=args.noise if args.backend == "sim" else None,
+                            stored_profiles=stored_profiles, stored_bench=stored_bench)
     result = calibrate(backend, cfg, progress=lambda m: console.print(m, highlight=False))
     model = result.model
+    if result.fit_problem:
+        store.add(key, result.records, "calibrate", str(out.resolve()))  # measured: kept for a later --update
+        raise RunError(f"the node model of {key} did not fit: {result.fit_problem}; nothing written to {out} "
+                       f"(the measurements are kept in {store.path})")
     _write_atomic(out, model.model_dump_json(indent=1) + "\n")
     model_ref = str(out.resolve())
     store.add(key, result.records, "calibrate", model_ref)
@@ -120,8 +128,27 @@ def run(args: argparse.Namespace) -> int:
     png = out.with_suffix(".png")
     scatter(result.heldout, png, model, simulated=args.backend == "sim")
     doc = fit_document(model, out, png, key, store.path)
+    ns = result.node_seconds
+    doc["node_seconds_this_run"] = ns["profiling"] + ns["probes"] + ns["heldout"]
+    doc["node_seconds_reused"] = ns.get("reused", 0.0)
     emit(doc, args.json, lambda: render(doc))
     return 0
+
+
+def _stored(key: str):
+    """What this node already measured: each profiled job's curves ('cosched profile') and the median repeat of
+    'cosched node --bench' (by local bandwidth), so a calibration costs only its co-run probes."""
+    from env.nodebench import load_bench
+    from profiler.store import ProfileStore, cosched_home
+
+    profiles = ProfileStore().list_interference(key)
+    report = load_bench(cosched_home(), key)
+    bench = None
+    if report is not None and report.runs:
+        def local_bw(b):
+            return statistics.median(d.bandwidth_gbs for d in b.domains if d.local)
+        bench = sorted(report.runs, key=local_bw)[len(report.runs) // 2]
+    return profiles, bench
 
 
 def fit_document(model, out: Path, png: Path | None, key: str, store_path: Path) -> dict[str, Any]:
@@ -154,6 +181,9 @@ def render(doc: dict[str, Any]) -> None:
             f"probes {d['probes']:.0f} s; held-out check {d['heldout']:.0f} s more)")
     if doc["fit_rms_log"] is not None:
         c.print(f"fit: RMS of log(predicted / measured) over the fitted runs {doc['fit_rms_log']:.3f}")
+    if doc.get("node_seconds_reused"):
+        c.print(f"this calibration measured {doc['node_seconds_this_run']:.0f} s of node time (held-out check included); "
+                f"{doc['node_seconds_reused']:.0f} s of stored curves and microbenchmarks reused ({kind})")
     c.print(f"written: {doc['out']}" + (f"; picture: {doc['scatter_png']}" if doc["scatter_png"] else ""))
     c.print(f"use it: cosched schedule ... {doc['use']}")
 

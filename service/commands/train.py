@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "reused). Shows progress, evaluates periodically, checkpoints, draws the training curves and "
                        "ends with an evaluation table and the model file.")
     p.add_argument("--backend", choices=("sim", "real"), default="sim", help="sim (default) or real (this node)")
-    p.add_argument("--node", default=None, help=f"sim: a simulated node (default {DEFAULT_SIM_NODE}); real: local")
+    p.add_argument("--node", default=None, help=f"sim: a simulated node (default {DEFAULT_SIM_NODE}), or local: this node's calibrated model (cosched calibrate) with jobs drawn around its own; real: local")
     p.add_argument("--steps", type=int, default=None, help="env steps to train for (default 30000 sim, 60 real; with --resume: the new total)")
     p.add_argument("--seed", type=int, default=1, help="seed of everything (default 1)")
     p.add_argument("--out", default=None, metavar="MODEL", help="model file to write (default RUN_DIR/model.npz)")
@@ -89,11 +89,44 @@ def _ints(text: str, what: str) -> tuple[int, ...]:
     return vals
 
 
+def _calibrated_local(synthetic: int, seed: int) -> str:
+    """``--backend sim --node local``: this node's calibrated model ('cosched calibrate' writes it) with training
+    jobs drawn around its own (``--synthetic-jobs N``, default 2 per job), written beside it; its sim:FILE."""
+    from env.calibration.around import around
+    from env.calibration.store import model_path
+    from env.discover import local_node_id
+    from env.nodes import load_node
+    from env.sim.world import world_for
+
+    key = local_node_id()
+    path = model_path(key)
+    if not path.exists():
+        raise InputError(f"this node ({key}) has no node model at {path}: run 'cosched calibrate' first (it measures "
+                         "the node and writes it), or train with --backend real")
+    model = world_for(load_node(f"sim:{path.resolve()}")).model
+    if model is None or model.provenance.source != "calibrated":
+        raise InputError(f"{path} is not a calibrated node model: run 'cosched calibrate' again")
+    n = synthetic or 2 * len(model.jobs)
+    derived = around(model, n, seed, source=str(path.resolve()))
+    out = path.with_name(f"{path.stem}-train-s{seed}.json")
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    tmp.write_text(derived.model_dump_json(indent=1) + "\n")
+    os.replace(tmp, out)
+    print(f"training in the node model {path} ({len(model.jobs)} jobs measured on this node, {n} drawn around them: {out})",
+          file=sys.stderr)
+    return f"sim:{out.resolve()}"
+
+
 def run(args: argparse.Namespace) -> int:
     from training.train import TrainConfig, train
 
     real = args.backend == "real"
     node = args.node or ("local" if real else DEFAULT_SIM_NODE)
+    synthetic = args.synthetic_jobs
+    tag = node.replace(":", "-")
+    if not real and node == "local":
+        node = _calibrated_local(args.synthetic_jobs, args.seed)
+        synthetic = 0  # drawn around the node's own jobs above, not from the catalogue's ranges
     sac = {}
     for key, val in (("batch_size", args.batch_size), ("learning_starts", args.learning_starts),
                      ("update_frequency", args.update_frequency), ("updates_per_step", args.updates_per_step),
@@ -113,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
         backend=args.backend, node=node, steps=args.steps or (60 if real else 30_000), seed=args.seed,
         window_size=args.window_size, cmax=_ints(args.cmax, "--cmax"),
         jobs=tuple(j.strip() for j in args.jobs.split(",") if j.strip()) if args.jobs else None,
-        synthetic_jobs=args.synthetic_jobs,
+        synthetic_jobs=synthetic,
         window_file=args.window, reward=args.reward, reward_scale=args.reward_scale, intermediate_weight=args.intermediate_weight,
         eval_every=args.eval_every or (10 if real else 2_000), checkpoint_every=10 if real else 10_000, sac=sac,
         demos=args.demos, demo_workers=args.demo_workers, ensemble=args.ensemble,
@@ -125,14 +158,13 @@ def run(args: argparse.Namespace) -> int:
         lookahead_windows=args.lookahead_windows, lookahead_k=args.lookahead_k, lookahead_updates=args.lookahead_updates,
         lookahead_lr=args.lookahead_lr,
     )
-    tag = node.replace(":", "-")
     run_dir = Path(args.run_dir or f"runs/train-{args.backend}-{tag}-s{args.seed}")
     out = Path(args.out) if args.out else run_dir / "model.npz"
     command = "cosched " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv and sys.argv[0].endswith("cosched") else None
     result = train(cfg, run_dir, out, resume=args.resume, progress=not args.quiet, final_eval=not args.no_eval,
                    command=command, eval_windows=args.eval_windows, steps_override=args.steps if args.resume else None)
     f = result.figures
-    print(f"model: {out} ({f.get('model_id', '')[:19]}), trained for {'local' if real else node} "
+    print(f"model: {out} ({f.get('model_id', '')[:19]}), trained for {'local' if real or tag == 'local' else node} "
           f"in {f['steps']} steps / {f['episodes']} episodes / {f['updates']} updates; "
           f"{f['wall_s']:.0f} s wall, {f['cpu_s']:.0f} s CPU{' (simulated)' if not real else ''}")
     ev = ", evaluation.json" if result.evaluation else ""

@@ -1,0 +1,56 @@
+"""Training jobs drawn around a calibrated node's own jobs (``cosched train --node local``).
+
+Why: a real node has a handful of profiled programs; an agent trained on those few feature vectors learns them,
+not how features relate to good groupings. ``env.sim.synthetic`` draws from the catalogue's broad ranges
+(minutes of work on the paper's node), which a node with 1-2 s programs never sees. Here each generated job is
+one of the node's fitted jobs with its character perturbed (log-normal factors on its compute and on its memory
+traffic, independently, so the mix of compute- and memory-bound jobs widens; its parallel fraction and cache
+scale nudged), seeded. Its profile is what the node model predicts for it (solo on the whole node and on one
+core; the base job's measured counters scaled to its time), so its features come from the same kind of
+profile as the measured jobs'. The result is a node model file like any other (``--node sim:FILE``), whose
+provenance names the calibrated model it came from.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+from env.probing import Placement
+from env.sim.nodemodel import JobParamsDoc, ModelJob, NodeModel
+from env.sim.probes import GroupModel
+
+SPREAD = 0.5  # log-normal sd of the size factors: most generated jobs within 0.4x-2.7x of their base
+
+
+def around(model: NodeModel, n: int, seed: int, source: str = "") -> NodeModel:
+    """``model`` with ``n`` generated jobs (role train, named ``BASE:gSEED.K``) drawn around its own jobs;
+    ``source`` (the calibrated file) named in its provenance."""
+    rng = random.Random(f"cosched-around-v1:{seed}")
+    base = [j for j in model.jobs if j.profile is not None] or list(model.jobs)
+    sp = model.params.to_params()
+    out = list(model.jobs)
+    for k in range(n):
+        src = base[k % len(base)]
+        p = src.params.model_dump()
+        work, mem = math.exp(rng.gauss(0, SPREAD)), math.exp(rng.gauss(0, SPREAD))
+        p.update(name=f"{src.name}:g{seed}.{k}", work_s=p["work_s"] * work, stream_gb=p["stream_gb"] * mem,
+                 reuse_gb=p["reuse_gb"] * mem, comm_gb=p["comm_gb"] * mem,
+                 parallel=1 - min(1.0, (1 - p["parallel"]) * math.exp(rng.gauss(0, SPREAD))),
+                 ws_mb=p["ws_mb"] * math.exp(rng.gauss(0, SPREAD)))
+        params = JobParamsDoc(**p)
+        gm = GroupModel(model.node, sp, {params.name: params.to_params()}, model.probe.to_params())
+        solo = gm.times([Placement(params.name, tuple(model.node.cpus))])[0][0]
+        one = gm.times([Placement(params.name, (model.node.cpus[0],))])[0][0]
+        profile = None
+        if src.profile is not None and solo and one:
+            ratio = solo / src.profile.wall_s
+            counters = {e: (v * ratio if v is not None else None) for e, v in src.profile.counters.items()}
+            profile = src.profile.model_copy(update={
+                "name": params.name, "command": [f"generated/{params.name}"], "counters": counters, "wall_s": solo,
+                "one_core_s": one, "scale_factor": one / solo, "simulated": True})
+        out.append(ModelJob(params=params, columns=src.columns, role="train", suite="generated",
+                            character=f"drawn around {src.name} (env/calibration/around.py)", profile=profile))
+    prov = model.provenance.model_copy(update={"description": f"the node model {source or model.node.name} plus {n} "
+                                                              f"training jobs drawn around its own (seed {seed})"})
+    return model.model_copy(update={"jobs": out, "provenance": prov})
