@@ -27,6 +27,11 @@ def test_calibration_runs_for_real_at_a_small_budget(tmp_path: Path, monkeypatch
     assert {"stream", "latency", "solo", "bubble", "probe", "corun"} <= kinds
     assert not any(r.simulated for r in result.records)
     assert sorted(j.params.name for j in result.model.jobs) == ["cpu", "mem"]
-    assert len(result.heldout) == 1 and all(m > 0 and math.isfinite(p) for m, p in result.heldout)
+    # At this budget the runs last milliseconds and the launch overhead (numactl, perf) dominates them, which the
+    # contention model has no term for: the fit may fail, and must then say so instead of predicting.
+    if result.fit_problem is None:
+        assert len(result.heldout) == 1 and all(m > 0 and math.isfinite(p) for m, p in result.heldout)
+    else:
+        assert "misses the measured times" in result.fit_problem and result.heldout == []
     assert result.node_seconds["profiling"] > 0 and backend.node_seconds >= sum(result.node_seconds.values()) - 1e-6
     assert not any(work.iterdir())  # every measurement's files were removed after it succeeded

@@ -157,7 +157,8 @@ def test_real_backend_trains_a_few_episodes(tmp_path: Path, monkeypatch) -> None
 def test_make_run_trains_first_on_a_node_of_another_shape(tmp_path: Path, monkeypatch, fake_sysroot) -> None:
     """``make run`` (tools/run-example.sh) asks ``local_model_path``: this machine's shape has a shipped model; a
     node of another shape (a forced fake 2-socket, 24-CPU topology) has none, so the path is the user's models
-    folder, where make run trains one first (``cosched train --backend real``) and where it is then found."""
+    folder, where make run calibrates the node model and trains one in it first (``cosched calibrate``, then
+    ``cosched train --node local``) and where it is then found."""
     from env.discover import local_node_id, node_id
     from training.policies import local_model_path, models_dir, node_shape
 
@@ -169,7 +170,8 @@ def test_make_run_trains_first_on_a_node_of_another_shape(tmp_path: Path, monkey
     path = local_model_path()
     assert path == home / "models" / f"{local_node_id()}.npz" and not path.exists()
     script = (root / "tools" / "run-example.sh").read_text()
-    assert "local_model_path()" in script and "train --backend real" in script and '--out "$MODEL"' in script
+    assert "local_model_path()" in script and "$C calibrate" in script and "train --node local" in script
+    assert '--out "$MODEL"' in script
     # a model trained there for this node's shape (here: the shipped weights, re-labelled) is then the one used
     shipped = load_model(root / "training" / "models" / "local-2cpu-1numa.npz")
     node = load_node("local")
