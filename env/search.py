@@ -19,11 +19,14 @@ The search (a best-first *rollout* search, after Bertsekas' rollout algorithms a
   gives the same plan on any machine.
 
 The search takes the agent as two functions (``env`` does not import ``agent/`` or ``training/``): ``scores(obs,
-mask, episode)`` (the actor's logits, or log-probabilities) and the greedy rule it implies (the first maximal
-valid index, as the agent's chooser picks). Windows longer than the network's W are planned in chunks of W
-jobs, as ``env.episode.plan_window`` plans them for the agent; each chunk is searched with the full budget
-(groups never cross chunks, so a chunk's plan is scored alone). A network that takes any W (a set encoder)
-plans the whole window as one chunk, and the search then sees every partition the agent can reach.
+mask, episode)`` (the actor's logits, or log-probabilities; ``obs`` is None when the function has ``reads_obs =
+False``, as a set encoder's reads the episode) and the greedy rule it implies (the first maximal valid index, as
+the agent's chooser picks). The chunks follow the model, as ``env.episode.plan_window`` plans them for the agent:
+an MLP of W slots plans windows longer than W in chunks of W jobs; a set-encoder model plans any window of up to
+32 jobs (SET_MAX_WINDOW) as one chunk, so the search sees every partition the agent can reach. Each chunk is
+searched with the full budget (groups never cross chunks, so a chunk's plan is scored alone). Bounded work: a
+chunk of more than RECOMBINE_MAX_JOBS (10) jobs gets the rollouts only (no pair candidates, no recombination:
+3^W steps), so a 32-job window costs the budget's rollouts and nothing exponential.
 
 The guard (``guard_plan``): a plan predicted below time sharing (throughput < 1 on the node model) is replaced by
 the best baseline's plan (predicted), and says which policy asked, which made it, and why.
@@ -41,7 +44,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from env.actions import SKIP
-from env.episode import Episode
+from env.episode import Episode, group_members, placed_groups
 from env.nodespec import NodeSpec
 
 #: Rollouts a chunk gets by default, for the W = 8 latency target (<= 50 ms a window, median, one core): measured with
@@ -65,28 +68,9 @@ def check_budget(budget: int) -> int:
     return budget
 
 
-def placed_groups(ep: Episode) -> list[list[tuple[int, int]]]:
-    """Each group's (slot, job action) in placement order, replayed from the episode's history: what the node model
-    scores (the plan builder places a group's members in this order)."""
-    queue = list(range(len(ep.jobs)))
-    groups: dict[int, list[tuple[int, int]]] = {}
-    for a in ep.history[1:]:
-        if a == SKIP:
-            queue.append(queue.pop(0))
-        else:
-            slot = queue.pop(0)
-            groups.setdefault(ep.group_of[slot], []).append((slot, a))
-    return [groups[g] for g in sorted(groups)]
-
-
-def episode_groups(ep: Episode) -> list[list[tuple[str, int]]]:
-    """Each group's (profile name, job action) in placement order."""
-    return [[(ep.infos[slot].name, a) for slot, a in members] for members in placed_groups(ep)]
-
-
 def episode_makespans(ep: Episode, scorer: Scorer) -> list[float]:
     assert ep.schedule_index is not None
-    return [scorer(ep.schedule_index, members) for members in episode_groups(ep)]
+    return [scorer(ep.schedule_index, members) for members in group_members(ep)]
 
 
 @dataclass
@@ -119,6 +103,7 @@ def search_chunk(new_episode: Callable[[], Episode], scores: Scores, scorer: Sco
                  branches: int = BRANCHES_PER_STATE, pairs: bool = True) -> SearchResult:
     """Best-first rollout search over one chunk's episodes (``new_episode`` makes a fresh one each call), then
     (``pairs``) every pair of its jobs under the agent's schedule action, then the recombination."""
+    reads_obs = getattr(scores, "reads_obs", True)  # a set-encoder's scores read the episode, not the vector
     heap: list[_Branch] = []
     seen: dict[int, dict[int, tuple[float, list[tuple[int, int]]]]] = {}  # see seen_groups
     counter = itertools.count()
@@ -138,7 +123,7 @@ def search_chunk(new_episode: Callable[[], Episode], scores: Scores, scorer: Sco
             if valid.size == 1:
                 ep._apply(int(valid[0]))
                 continue
-            s = np.asarray(scores(ep.observation(), mask, ep), dtype=np.float64)
+            s = np.asarray(scores(ep.observation() if reads_obs else None, mask, ep), dtype=np.float64)
             a = _greedy(s, valid)
             if len(ep.history) >= first_free:
                 others = valid[valid != a]
@@ -162,6 +147,8 @@ def search_chunk(new_episode: Callable[[], Episode], scores: Scores, scorer: Sco
         nxt = heapq.heappop(heap)
         prefix, base_cost = nxt.prefix, nxt.cost
     result = SearchResult(actions=best[1], makespans=best[2], agent_total_s=agent_total, rollouts=rollouts)
+    if len(ep.jobs) > RECOMBINE_MAX_JOBS:  # bounded work: no recombination, so no pair candidates to score for it
+        return result
     if pairs:
         pair_groups(ep, agent_schedule, scorer, seen)  # the agent's schedule: the same for any budget, so more
         # budget only adds candidates (the pool of a smaller budget is a subset): never a worse plan
@@ -207,7 +194,9 @@ def pair_groups(ep: Episode, schedule: int, scorer: Scorer,
                 per[mask] = (t, [(i, ai), (j, aj)])
 
 
-#: Recombination enumerates submasks (3^W steps): up to this many jobs a chunk (W = 10: 59,049).
+#: Recombination enumerates submasks (3^W steps): up to this many jobs a chunk (W = 10: 59,049). A longer chunk (a
+#: set-encoder model plans up to 32 jobs as one chunk) gets the rollouts alone: its work stays bounded by the budget
+#: (rollouts x steps an episode), and neither the pair candidates nor the recombination are computed for it.
 RECOMBINE_MAX_JOBS = 10
 
 
@@ -368,4 +357,4 @@ def guard_plan(plan, window, ctx, make_baseline: Callable[[str], object]):  # no
 
 
 __all__ = ["DEFAULT_BUDGET", "SearchResult", "search_chunk", "ReplayChooser", "node_scorer", "guard_plan",
-           "check_budget", "episode_groups", "predicted_throughput"]
+           "check_budget", "predicted_throughput"]
