@@ -24,9 +24,11 @@ False``, as a set encoder's reads the episode) and the greedy rule it implies (t
 the agent's chooser picks). The chunks follow the model, as ``env.episode.plan_window`` plans them for the agent:
 an MLP of W slots plans windows longer than W in chunks of W jobs; a set-encoder model plans any window of up to
 32 jobs (SET_MAX_WINDOW) as one chunk, so the search sees every partition the agent can reach. Each chunk is
-searched with the full budget (groups never cross chunks, so a chunk's plan is scored alone). Bounded work: a
-chunk of more than RECOMBINE_MAX_JOBS (10) jobs gets the rollouts only (no pair candidates, no recombination:
-3^W steps), so a 32-job window costs the budget's rollouts and nothing exponential.
+searched with the full budget (groups never cross chunks, so a chunk's plan is scored alone). Bounded work for a
+long chunk: up to RECOMBINE_MAX_JOBS (10) jobs the recombination is the subset DP (3^W steps, 59,049 at 10); above,
+a depth-first search over the groups seen, which gives up after RECOMBINE_MAX_STEPS (3^10) groups tried (the best
+rollout then stands); pair candidates only up to PAIR_MAX_JOBS (12) jobs (66 pairs). A 32-job window costs the
+budget's rollouts plus at most that fixed amount.
 
 The guard (``guard_plan``): a plan predicted below time sharing (throughput < 1 on the node model) is replaced by
 the best baseline's plan (predicted), and says which policy asked, which made it, and why.
@@ -147,9 +149,7 @@ def search_chunk(new_episode: Callable[[], Episode], scores: Scores, scorer: Sco
         nxt = heapq.heappop(heap)
         prefix, base_cost = nxt.prefix, nxt.cost
     result = SearchResult(actions=best[1], makespans=best[2], agent_total_s=agent_total, rollouts=rollouts)
-    if len(ep.jobs) > RECOMBINE_MAX_JOBS:  # bounded work: no recombination, so no pair candidates to score for it
-        return result
-    if pairs:
+    if pairs and len(ep.jobs) <= PAIR_MAX_JOBS:
         pair_groups(ep, agent_schedule, scorer, seen)  # the agent's schedule: the same for any budget, so more
         # budget only adds candidates (the pool of a smaller budget is a subset): never a worse plan
     return recombine(result, seen, new_episode, scorer)
@@ -194,10 +194,59 @@ def pair_groups(ep: Episode, schedule: int, scorer: Scorer,
                 per[mask] = (t, [(i, ai), (j, aj)])
 
 
-#: Recombination enumerates submasks (3^W steps): up to this many jobs a chunk (W = 10: 59,049). A longer chunk (a
-#: set-encoder model plans up to 32 jobs as one chunk) gets the rollouts alone: its work stays bounded by the budget
-#: (rollouts x steps an episode), and neither the pair candidates nor the recombination are computed for it.
+#: Recombination by the subset DP enumerates submasks (3^W steps): up to this many jobs a chunk (W = 10: 59,049).
+#: A longer chunk (a set-encoder model plans up to 32 jobs as one chunk) is recombined by ``sparse_partition``
+#: over the groups seen only, which gives up (the best rollout stands) past RECOMBINE_MAX_STEPS steps.
 RECOMBINE_MAX_JOBS = 10
+RECOMBINE_MAX_STEPS = 3 ** RECOMBINE_MAX_JOBS
+#: Pair candidates only for chunks of at most this many jobs (66 pairs x 5 splits): beyond, their simulations
+#: would cost more than the budget's rollouts (32 jobs: 2,480).
+PAIR_MAX_JOBS = 12
+
+
+def sparse_partition(sub: dict[int, float], full: int, max_steps: int = RECOMBINE_MAX_STEPS) -> tuple[float, list[int]] | None:
+    """The partition of ``full`` into groups of ``sub`` (bitmask -> makespan) with the least total, or None when
+    there is none or finding it takes more than ``max_steps`` candidate groups tried (bounded work, counted, so
+    the same on every machine). Depth first from the lowest job not yet placed, memoised on the jobs left: its
+    work grows with the groups seen, not with 3^W."""
+    by_low: dict[int, list[int]] = {}
+    for m in sorted(sub):
+        by_low.setdefault(m & -m, []).append(m)
+    memo: dict[int, tuple[float, int]] = {0: (0.0, 0)}
+    steps = 0
+
+    def solve(left: int) -> float:
+        nonlocal steps
+        hit = memo.get(left)
+        if hit is not None:
+            return hit[0]
+        best = (math.inf, 0)
+        for g in by_low.get(left & -left, ()):
+            steps += 1
+            if steps > max_steps:
+                raise _GiveUp
+            if g & left == g:
+                t = sub[g] + solve(left ^ g)
+                if t < best[0] - 1e-12:
+                    best = (t, g)
+        memo[left] = best
+        return best[0]
+
+    try:
+        total = solve(full)
+    except _GiveUp:
+        return None
+    if not math.isfinite(total):
+        return None
+    groups, m = [], full
+    while m:
+        groups.append(memo[m][1])
+        m ^= memo[m][1]
+    return total, groups
+
+
+class _GiveUp(Exception):
+    pass
 
 
 def recombine(result: SearchResult, seen: dict[int, dict[int, tuple[float, list[tuple[int, int]]]]],
@@ -209,22 +258,27 @@ def recombine(result: SearchResult, seen: dict[int, dict[int, tuple[float, list[
 
     probe = new_episode()
     n = len(probe.jobs)
-    if n > RECOMBINE_MAX_JOBS:
-        return result
     full = (1 << n) - 1
-    best: tuple[float, int, dict[int, int], dict[int, tuple[float, list[tuple[int, int]]]]] | None = None
+    best: tuple[float, int, list[int]] | None = None
     for schedule in sorted(seen):
         sub = seen[schedule]
-        total, choice = _best_partition({m: (t, []) for m, (t, _) in sub.items()}, full)
+        if n <= RECOMBINE_MAX_JOBS:
+            total, choice = _best_partition({m: (t, []) for m, (t, _) in sub.items()}, full)
+            masks, m = [], full
+            while m and math.isfinite(total):
+                masks.append(choice[m])
+                m ^= choice[m]
+        else:  # a long chunk: over the groups seen only, bounded
+            found = sparse_partition({m: t for m, (t, _) in sub.items()}, full)
+            if found is None:
+                continue
+            total, masks = found
         if best is None or total < best[0] - 1e-9:
-            best = (total, schedule, choice, sub)
+            best = (total, schedule, masks)
     if best is None or best[0] >= result.total_s - 1e-9:
         return result
-    total, schedule, choice, sub = best
-    groups, m = [], full
-    while m:
-        groups.append(list(sub[choice[m]][1]))
-        m ^= choice[m]
+    total, schedule, masks = best
+    groups = [list(seen[schedule][m][1]) for m in masks]
     groups.sort(key=lambda g: min(slot for slot, _ in g))  # earlier queue jobs first: fewer skips to replay
     chooser = ScriptChooser(Script(schedule, groups))
     ep = probe

@@ -18,6 +18,7 @@ from env.baselines import PlanContext
 from env.jobinfo import sim_provider
 from env.models import Window, WindowJob
 from env.nodes import load_node
+from env.search import PAIR_MAX_JOBS
 from env.sim.catalogue import ALL_JOBS, TRAIN_JOBS
 from training.policies import AgentPolicy
 from training.search_policy import AgentSearchPolicy
@@ -36,7 +37,7 @@ def _throughput(plan) -> float:  # noqa: ANN001
     return solo / sum(SimBackend(NODE).evaluate(plan))
 
 
-@pytest.mark.parametrize("w, cmax", [(4, 2), (8, 3), (12, 4)])
+@pytest.mark.parametrize("w, cmax", [(4, 2), (8, 3), (12, 4), (24, 3)])
 def test_search_with_a_set_model_is_one_chunk_and_never_worse_than_the_set_agent(tiny_set_model: Path, w: int, cmax: int) -> None:
     ctx = PlanContext(node=NODE, provider=sim_provider(NODE, tuple(TRAIN_JOBS)))
     names = random.Random(w * 10 + cmax).sample(list(ALL_JOBS), w)
@@ -48,7 +49,7 @@ def test_search_with_a_set_model_is_one_chunk_and_never_worse_than_the_set_agent
     assert plan.search.agent_predicted_throughput_vs_timeshare == pytest.approx(_throughput(agent))
     assert _throughput(plan) >= _throughput(agent) - 1e-9
     assert plan.predicted_throughput_vs_timeshare == pytest.approx(_throughput(plan))
-    if w <= 10:  # the rollouts, the pair candidates and the recombination: strictly better than this untrained agent
+    if w <= PAIR_MAX_JOBS:  # rollouts, pair candidates, recombination: strictly better than this untrained agent
         assert _throughput(plan) > _throughput(agent) + 1e-6
 
 
