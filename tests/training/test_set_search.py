@@ -40,7 +40,8 @@ def _throughput(plan) -> float:  # noqa: ANN001
 @pytest.mark.parametrize("w, cmax", [(4, 2), (8, 3), (12, 4), (24, 3)])
 def test_search_with_a_set_model_is_one_chunk_and_never_worse_than_the_set_agent(tiny_set_model: Path, w: int, cmax: int) -> None:
     ctx = PlanContext(node=NODE, provider=sim_provider(NODE, tuple(TRAIN_JOBS)))
-    names = random.Random(w * 10 + cmax).sample(list(ALL_JOBS), w)
+    rng = random.Random(w * 10 + cmax)
+    names = [rng.choice(ALL_JOBS) for _ in range(w)]  # repeats allowed: 24 jobs of the 19 programs
     agent = AgentPolicy(tiny_set_model).plan(_window(names, cmax), ctx)
     plan = AgentSearchPolicy(tiny_set_model, budget=6).plan(_window(names, cmax), ctx)
     assert plan.policy == "agent-search" and plan.model is not None and plan.model.id == agent.model.id
