@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -287,8 +288,16 @@ def test_model_route_describes_a_set_model(tiny_set_model: Path, cosched_home: P
     meta = load_set_model(tiny_set_model).meta
     with running_app(SIM_NODE, model_path=str(tiny_set_model), home=cosched_home) as s:
         r = s.client.get("/model")
-        plan = s.client.post("/schedule", json={"jobs": [{"id": "MG"}, {"id": "EP"}, {"id": "CG"}], "max_concurrency": 2}).json()
+        window = {"jobs": [{"id": "MG"}, {"id": "EP"}, {"id": "CG"}], "max_concurrency": 2}
+        served = s.client.post("/schedule", json=window).content
         schema = s.client.get("/openapi.json").json()
+    path = cosched_home / "w.json"
+    path.write_text(json.dumps(window))
+    out = subprocess.run([*COSCHED, "schedule", str(path), "--node", SIM_NODE, "--model", str(tiny_set_model), "--json"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "COSCHED_HOME": str(cosched_home)})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(served) == json.loads(out.stdout)  # the service and the CLI: the same plan document
+    plan = json.loads(served)
     assert r.status_code == 200 and r.headers["content-type"] == "application/json"
     doc = r.json()
     assert ModelDescription.model_validate(doc).model_dump(mode="json", exclude={"reason"}) == doc
