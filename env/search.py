@@ -252,8 +252,9 @@ class _GiveUp(Exception):
 def recombine(result: SearchResult, seen: dict[int, dict[int, tuple[float, list[tuple[int, int]]]]],
               new_episode: Callable[[], Episode], scorer: Scorer) -> SearchResult:
     """The best partition of the chunk into groups the rollouts have scored (any mix of rollouts, per schedule
-    action: dynamic programming over subsets, ``env.baselines._best_partition``), replayed through a fresh
-    episode; the result when it predicts less time than the best single rollout. No new group is simulated."""
+    action: dynamic programming over subsets, ``env.baselines._best_partition``, up to RECOMBINE_MAX_JOBS jobs;
+    ``sparse_partition``, bounded, above), replayed through a fresh episode; the result when it predicts less time
+    than the best single rollout. No new group is simulated."""
     from env.baselines import Script, ScriptChooser, _best_partition
 
     probe = new_episode()
@@ -410,5 +411,5 @@ def guard_plan(plan, window, ctx, make_baseline: Callable[[str], object]):  # no
     return alt
 
 
-__all__ = ["DEFAULT_BUDGET", "SearchResult", "search_chunk", "ReplayChooser", "node_scorer", "guard_plan",
+__all__ = ["DEFAULT_BUDGET", "SearchResult", "search_chunk", "sparse_partition", "ReplayChooser", "node_scorer", "guard_plan",
            "check_budget", "predicted_throughput"]
