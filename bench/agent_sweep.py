@@ -7,9 +7,11 @@ throughput vs time sharing and its fraction of best-found's; the picture is a he
         [--windows-per-cell 6] [--ws 4,6,8,12] [--search-budget N]
         [--png training/results/agent_sweep.png] [--json training/results/agent_sweep.json]
 
-Every policy plans each window in chunks of 6 jobs (``env.evaluate``'s window size, the shipped network's W), in
-queue order: best-found included, which bounds its cost at W = 12 (two searches of 6 jobs, 1-4 s each, instead
-of one search over 12 jobs' 793 groups). The figures are each policy's own plans (``env.evaluate``'s
+An MLP model (``cosched-model/1``) plans each window in chunks of its W jobs (6 for the shipped one), in queue
+order; a set-encoder model (``cosched-model/2``) plans every window of up to 32 jobs as one episode, and so does
+agent-search with it (one chunk: rollouts only above 10 jobs, ``env.search.RECOMBINE_MAX_JOBS``). The baselines
+plan in chunks of 6 jobs (``env.evaluate``'s window size): best-found included, which bounds its cost at W = 12
+(two searches of 6 jobs, 1-4 s each, instead of one search over 12 jobs' 793 groups). The figures are each policy's own plans (``env.evaluate``'s
 ``guard=False``): ``cosched schedule`` and the service would replace a plan predicted below time sharing.
 
 One model plans every cell unless ``--models`` gives one per W (e.g. ``4=m4.npz,8=m8.npz``): a W = 6 model plans
@@ -33,11 +35,11 @@ from pathlib import Path  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent.modelfile import load_model  # noqa: E402
 from env.models import Window, WindowJob  # noqa: E402
 from env.nodes import load_node  # noqa: E402
 from env.sim.catalogue import ALL_JOBS, HELD_OUT_JOBS  # noqa: E402
 from training.evaluation import evaluate_model  # noqa: E402
+from training.policies import load_any  # noqa: E402
 
 WS, CMAXES = (4, 6, 8, 12), (2, 3, 4)
 
@@ -76,7 +78,7 @@ def main() -> int:
         for part in args.models.split(","):
             k, v = part.split("=", 1)
             per_w[int(k)] = v
-    node = load_node(load_model(args.model).meta.trained_for.name)
+    node = load_node(load_any(args.model).meta.trained_for.name)  # either model format
     from env.baselines import register_policy
     from env.search import DEFAULT_BUDGET
     from training.search_policy import AgentSearchPolicy

@@ -466,12 +466,18 @@ def placed_actions(ep: Episode) -> dict[int, int]:
     return out
 
 
-def group_members(ep: Episode) -> list[list[tuple[str, int]]]:
-    """Each closed group's (profile name, action) in placement order: what the simulated node scores."""
-    groups: dict[int, list[tuple[str, int]]] = {}
+def placed_groups(ep: Episode) -> list[list[tuple[int, int]]]:
+    """Each group's (slot, job action) in placement order, groups in the order they were opened (the plan builder
+    places a group's members in this order)."""
+    groups: dict[int, list[tuple[int, int]]] = {}
     for slot, a in placed_actions(ep).items():
-        groups.setdefault(ep.group_of[slot], []).append((ep.infos[slot].name, a))
+        groups.setdefault(ep.group_of[slot], []).append((slot, a))
     return [groups[g] for g in sorted(groups)]
+
+
+def group_members(ep: Episode) -> list[list[tuple[str, int]]]:
+    """Each group's (profile name, action) in placement order: what the simulated node scores."""
+    return [[(ep.infos[slot].name, a) for slot, a in members] for members in placed_groups(ep)]
 
 
 def canonical_order(infos: Sequence[JobInfo]) -> list[int]:
@@ -527,8 +533,9 @@ def plan_window(window: Window, node: NodeSpec, provider: JobInfoProvider, choos
 
     Each chunk is its own episode (step 0 included) on one shared PlanBuilder; the plan's
     ``schedule_policy`` is the first chunk's (every job carries its own CPUs and memory policy).
-    ``canonical``: the known jobs are first put in ``canonical_order`` (the set-encoder policy plans so: the
-    window is a set, its queue order no part of the decision).
+    ``canonical``: the known jobs are first put in ``canonical_order`` and each chunk is a ``set_episode`` (the
+    set-encoder policy plans so: the window is a set, its queue order no part of the decision; ``window_size``
+    at most SET_MAX_WINDOW).
     """
     if window.max_concurrency < 1:
         raise InputError("max_concurrency must be at least 1")
@@ -547,9 +554,13 @@ def plan_window(window: Window, node: NodeSpec, provider: JobInfoProvider, choos
     first_schedule = None
     for ci, start in enumerate(range(0, len(known), window_size)):
         chunk = known[start: start + window_size]
-        ep = Episode(node, [j for j, _ in chunk], [i for _, i in chunk], max_concurrency=window.max_concurrency,
-                     window_size=window_size, n_features=provider.n_features, reward=reward, builder=builder,
-                     step_limit=2 * window_size * window_size + 4, obs_layout=obs_layout)
+        if canonical:  # the set-encoder policy's episodes come from its one factory, as in training
+            ep = set_episode(node, [j for j, _ in chunk], [i for _, i in chunk], window.max_concurrency,
+                             n_features=provider.n_features, builder=builder)
+        else:
+            ep = Episode(node, [j for j, _ in chunk], [i for _, i in chunk], max_concurrency=window.max_concurrency,
+                         window_size=window_size, n_features=provider.n_features, reward=reward, builder=builder,
+                         step_limit=2 * window_size * window_size + 4, obs_layout=obs_layout)
         run_episode(ep, chooser(ci) if chooser_per_chunk else chooser)  # type: ignore[call-arg]
         if first_schedule is None:
             first_schedule = builder.schedule

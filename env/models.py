@@ -152,7 +152,7 @@ class SearchInfo(BaseModel):
     model_config = ConfigDict(extra="forbid")
     budget: int = Field(ge=1, description="rollouts allowed per chunk of the window (counts work, not time)")
     rollouts: int = Field(ge=0, description="rollouts done, all chunks")
-    chunks: int = Field(ge=0, description="episodes the window was planned in (the network's W jobs each)")
+    chunks: int = Field(ge=0, description="episodes the window was planned in (an MLP model's W jobs each; a set model's up to 32)")
     agent_predicted_throughput_vs_timeshare: float | None = Field(None, description="the agent's own plan (the first rollout), predicted")
 
 

@@ -19,11 +19,16 @@ The search (a best-first *rollout* search, after Bertsekas' rollout algorithms a
   gives the same plan on any machine.
 
 The search takes the agent as two functions (``env`` does not import ``agent/`` or ``training/``): ``scores(obs,
-mask, episode)`` (the actor's logits, or log-probabilities) and the greedy rule it implies (the first maximal
-valid index, as the agent's chooser picks). Windows longer than the network's W are planned in chunks of W
-jobs, as ``env.episode.plan_window`` plans them for the agent; each chunk is searched with the full budget
-(groups never cross chunks, so a chunk's plan is scored alone). A network that takes any W (a set encoder)
-plans the whole window as one chunk, and the search then sees every partition the agent can reach.
+mask, episode)`` (the actor's logits, or log-probabilities; ``obs`` is None when the function has ``reads_obs =
+False``, as a set encoder's reads the episode) and the greedy rule it implies (the first maximal valid index, as
+the agent's chooser picks). The chunks follow the model, as ``env.episode.plan_window`` plans them for the agent:
+an MLP of W slots plans windows longer than W in chunks of W jobs; a set-encoder model plans any window of up to
+32 jobs (SET_MAX_WINDOW) as one chunk, so the search sees every partition the agent can reach. Each chunk is
+searched with the full budget (groups never cross chunks, so a chunk's plan is scored alone). Bounded work for a
+long chunk: up to RECOMBINE_MAX_JOBS (10) jobs the recombination is the subset DP (3^W steps, 59,049 at 10); above,
+a depth-first search over the groups seen, which gives up after RECOMBINE_MAX_STEPS (3^10) groups tried (the best
+rollout then stands); pair candidates only up to PAIR_MAX_JOBS (12) jobs (66 pairs). A 32-job window costs the
+budget's rollouts plus at most that fixed amount.
 
 The guard (``guard_plan``): a plan predicted below time sharing (throughput < 1 on the node model) is replaced by
 the best baseline's plan (predicted), and says which policy asked, which made it, and why.
@@ -41,7 +46,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from env.actions import SKIP
-from env.episode import Episode
+from env.episode import Episode, group_members, placed_groups
 from env.nodespec import NodeSpec
 
 #: Rollouts a chunk gets by default, for the W = 8 latency target (<= 50 ms a window, median, one core): measured with
@@ -65,28 +70,9 @@ def check_budget(budget: int) -> int:
     return budget
 
 
-def placed_groups(ep: Episode) -> list[list[tuple[int, int]]]:
-    """Each group's (slot, job action) in placement order, replayed from the episode's history: what the node model
-    scores (the plan builder places a group's members in this order)."""
-    queue = list(range(len(ep.jobs)))
-    groups: dict[int, list[tuple[int, int]]] = {}
-    for a in ep.history[1:]:
-        if a == SKIP:
-            queue.append(queue.pop(0))
-        else:
-            slot = queue.pop(0)
-            groups.setdefault(ep.group_of[slot], []).append((slot, a))
-    return [groups[g] for g in sorted(groups)]
-
-
-def episode_groups(ep: Episode) -> list[list[tuple[str, int]]]:
-    """Each group's (profile name, job action) in placement order."""
-    return [[(ep.infos[slot].name, a) for slot, a in members] for members in placed_groups(ep)]
-
-
 def episode_makespans(ep: Episode, scorer: Scorer) -> list[float]:
     assert ep.schedule_index is not None
-    return [scorer(ep.schedule_index, members) for members in episode_groups(ep)]
+    return [scorer(ep.schedule_index, members) for members in group_members(ep)]
 
 
 @dataclass
@@ -119,6 +105,7 @@ def search_chunk(new_episode: Callable[[], Episode], scores: Scores, scorer: Sco
                  branches: int = BRANCHES_PER_STATE, pairs: bool = True) -> SearchResult:
     """Best-first rollout search over one chunk's episodes (``new_episode`` makes a fresh one each call), then
     (``pairs``) every pair of its jobs under the agent's schedule action, then the recombination."""
+    reads_obs = getattr(scores, "reads_obs", True)  # a set-encoder's scores read the episode, not the vector
     heap: list[_Branch] = []
     seen: dict[int, dict[int, tuple[float, list[tuple[int, int]]]]] = {}  # see seen_groups
     counter = itertools.count()
@@ -138,7 +125,7 @@ def search_chunk(new_episode: Callable[[], Episode], scores: Scores, scorer: Sco
             if valid.size == 1:
                 ep._apply(int(valid[0]))
                 continue
-            s = np.asarray(scores(ep.observation(), mask, ep), dtype=np.float64)
+            s = np.asarray(scores(ep.observation() if reads_obs else None, mask, ep), dtype=np.float64)
             a = _greedy(s, valid)
             if len(ep.history) >= first_free:
                 others = valid[valid != a]
@@ -162,7 +149,7 @@ def search_chunk(new_episode: Callable[[], Episode], scores: Scores, scorer: Sco
         nxt = heapq.heappop(heap)
         prefix, base_cost = nxt.prefix, nxt.cost
     result = SearchResult(actions=best[1], makespans=best[2], agent_total_s=agent_total, rollouts=rollouts)
-    if pairs:
+    if pairs and len(ep.jobs) <= PAIR_MAX_JOBS:
         pair_groups(ep, agent_schedule, scorer, seen)  # the agent's schedule: the same for any budget, so more
         # budget only adds candidates (the pool of a smaller budget is a subset): never a worse plan
     return recombine(result, seen, new_episode, scorer)
@@ -207,35 +194,92 @@ def pair_groups(ep: Episode, schedule: int, scorer: Scorer,
                 per[mask] = (t, [(i, ai), (j, aj)])
 
 
-#: Recombination enumerates submasks (3^W steps): up to this many jobs a chunk (W = 10: 59,049).
+#: Recombination by the subset DP enumerates submasks (3^W steps): up to this many jobs a chunk (W = 10: 59,049).
+#: A longer chunk (a set-encoder model plans up to 32 jobs as one chunk) is recombined by ``sparse_partition``
+#: over the groups seen only, which gives up (the best rollout stands) past RECOMBINE_MAX_STEPS steps.
 RECOMBINE_MAX_JOBS = 10
+RECOMBINE_MAX_STEPS = 3 ** RECOMBINE_MAX_JOBS
+#: Pair candidates only for chunks of at most this many jobs (66 pairs x 5 splits): beyond, their simulations
+#: would cost more than the budget's rollouts (32 jobs: 2,480).
+PAIR_MAX_JOBS = 12
+
+
+def sparse_partition(sub: dict[int, float], full: int, max_steps: int = RECOMBINE_MAX_STEPS) -> tuple[float, list[int]] | None:
+    """The partition of ``full`` into groups of ``sub`` (bitmask -> makespan) with the least total, or None when
+    there is none or finding it takes more than ``max_steps`` candidate groups tried (bounded work, counted, so
+    the same on every machine). Depth first from the lowest job not yet placed, memoised on the jobs left: its
+    work grows with the groups seen, not with 3^W."""
+    by_low: dict[int, list[int]] = {}
+    for m in sorted(sub):
+        by_low.setdefault(m & -m, []).append(m)
+    memo: dict[int, tuple[float, int]] = {0: (0.0, 0)}
+    steps = 0
+
+    def solve(left: int) -> float:
+        nonlocal steps
+        hit = memo.get(left)
+        if hit is not None:
+            return hit[0]
+        best = (math.inf, 0)
+        for g in by_low.get(left & -left, ()):
+            steps += 1
+            if steps > max_steps:
+                raise _GiveUp
+            if g & left == g:
+                t = sub[g] + solve(left ^ g)
+                if t < best[0] - 1e-12:
+                    best = (t, g)
+        memo[left] = best
+        return best[0]
+
+    try:
+        total = solve(full)
+    except _GiveUp:
+        return None
+    if not math.isfinite(total):
+        return None
+    groups, m = [], full
+    while m:
+        groups.append(memo[m][1])
+        m ^= memo[m][1]
+    return total, groups
+
+
+class _GiveUp(Exception):
+    pass
 
 
 def recombine(result: SearchResult, seen: dict[int, dict[int, tuple[float, list[tuple[int, int]]]]],
               new_episode: Callable[[], Episode], scorer: Scorer) -> SearchResult:
     """The best partition of the chunk into groups the rollouts have scored (any mix of rollouts, per schedule
-    action: dynamic programming over subsets, ``env.baselines._best_partition``), replayed through a fresh
-    episode; the result when it predicts less time than the best single rollout. No new group is simulated."""
+    action: dynamic programming over subsets, ``env.baselines._best_partition``, up to RECOMBINE_MAX_JOBS jobs;
+    ``sparse_partition``, bounded, above), replayed through a fresh episode; the result when it predicts less time
+    than the best single rollout. No new group is simulated."""
     from env.baselines import Script, ScriptChooser, _best_partition
 
     probe = new_episode()
     n = len(probe.jobs)
-    if n > RECOMBINE_MAX_JOBS:
-        return result
     full = (1 << n) - 1
-    best: tuple[float, int, dict[int, int], dict[int, tuple[float, list[tuple[int, int]]]]] | None = None
+    best: tuple[float, int, list[int]] | None = None
     for schedule in sorted(seen):
         sub = seen[schedule]
-        total, choice = _best_partition({m: (t, []) for m, (t, _) in sub.items()}, full)
+        if n <= RECOMBINE_MAX_JOBS:
+            total, choice = _best_partition({m: (t, []) for m, (t, _) in sub.items()}, full)
+            masks, m = [], full
+            while m and math.isfinite(total):
+                masks.append(choice[m])
+                m ^= choice[m]
+        else:  # a long chunk: over the groups seen only, bounded
+            found = sparse_partition({m: t for m, (t, _) in sub.items()}, full)
+            if found is None:
+                continue
+            total, masks = found
         if best is None or total < best[0] - 1e-9:
-            best = (total, schedule, choice, sub)
+            best = (total, schedule, masks)
     if best is None or best[0] >= result.total_s - 1e-9:
         return result
-    total, schedule, choice, sub = best
-    groups, m = [], full
-    while m:
-        groups.append(list(sub[choice[m]][1]))
-        m ^= choice[m]
+    total, schedule, masks = best
+    groups = [list(seen[schedule][m][1]) for m in masks]
     groups.sort(key=lambda g: min(slot for slot, _ in g))  # earlier queue jobs first: fewer skips to replay
     chooser = ScriptChooser(Script(schedule, groups))
     ep = probe
@@ -367,5 +411,5 @@ def guard_plan(plan, window, ctx, make_baseline: Callable[[str], object]):  # no
     return alt
 
 
-__all__ = ["DEFAULT_BUDGET", "SearchResult", "search_chunk", "ReplayChooser", "node_scorer", "guard_plan",
-           "check_budget", "episode_groups", "predicted_throughput"]
+__all__ = ["DEFAULT_BUDGET", "SearchResult", "search_chunk", "sparse_partition", "ReplayChooser", "node_scorer", "guard_plan",
+           "check_budget", "predicted_throughput"]

@@ -40,16 +40,17 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import Body, Depends, FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agent.modelfile import SetModelMeta, TrainedFor
 from env.discover import node_id as node_id_of
 from env.errors import CoschedError
 from env.models import NAME_PATTERN, Plan, Window, WindowJob
@@ -74,24 +75,94 @@ error_log = logging.getLogger("cosched.error")
 # -- the model seam -------------------------------------------------------------------------------
 
 
+class MlpNetwork(BaseModel):
+    """An MLP actor (``cosched-model/1``): one observation vector of a W-slot window."""
+
+    kind: Literal["mlp"] = "mlp"
+    obs_size: int
+    hidden_sizes: list[int]
+    n_actions: int
+    activation: str
+
+
+class SetNetwork(BaseModel):
+    """A set-encoder actor (``cosched-model/2``): job tokens of any window of up to ``window_size`` jobs."""
+
+    kind: Literal["set-encoder"] = "set-encoder"
+    architecture: str
+    shape: dict[str, int]  # agent.setnet.SetNetShape
+    observation: str
+
+
+class ModelFeatures(BaseModel):
+    feature_set: str
+    names: list[str]
+
+
+class ModelInfo(BaseModel):
+    """What GET /model shows of the loaded model, whichever its format."""
+
+    id: str
+    format: str  # cosched-model/1 (MLP) or cosched-model/2 (set encoder)
+    path: str
+    shipped: bool
+    trained_for: TrainedFor
+    window_size: int  # the most jobs planned in one episode: the MLP's W, the set model's max_window
+    max_concurrency: int
+    features: ModelFeatures
+    action_encoding: str
+    network: Annotated[MlpNetwork | SetNetwork, Field(discriminator="kind")]
+    training: dict[str, Any]
+
+    @classmethod
+    def of(cls, loaded: Any, shipped: bool) -> "ModelInfo":
+        """``loaded``: agent.modelfile.LoadedModel or LoadedSetModel."""
+        from profiler.features import FEATURE_NAMES
+
+        meta = loaded.meta
+        network: MlpNetwork | SetNetwork
+        if isinstance(meta, SetModelMeta):
+            window_size = meta.max_window
+            network = SetNetwork(architecture=meta.architecture, shape=meta.net, observation=meta.observation)
+        else:
+            window_size = meta.window_size
+            network = MlpNetwork(obs_size=meta.obs_size, hidden_sizes=meta.hidden_sizes, n_actions=meta.n_actions,
+                                 activation=meta.activation)
+        return cls(id=meta.model_id, format=meta.format, path=str(loaded.path), shipped=shipped,
+                   trained_for=meta.trained_for, window_size=window_size, max_concurrency=meta.max_concurrency,
+                   features=ModelFeatures(feature_set=meta.feature_set, names=list(FEATURE_NAMES)),
+                   action_encoding=meta.action_encoding, network=network, training=meta.training)
+
+
+class ModelDescription(BaseModel):
+    """GET /model: the policy the service plans with, its model (None for a baseline) and why there is none."""
+
+    policy: str
+    model: ModelInfo | None
+    reason: str | None = None  # left out of the document when there is a model
+
+
 @dataclass(frozen=True)
 class ServedModel:
     """What the service plans with: the agent and its model file, or a baseline policy when there is none."""
 
     policy: str
-    loaded: Any = None  # agent.modelfile.LoadedModel: loaded and checked once, handed to every plan
-    info: dict[str, Any] | None = None  # what GET /model shows of the model
+    loaded: Any = None  # agent.modelfile.LoadedModel or LoadedSetModel: loaded and checked once, handed to every plan
+    info: ModelInfo | None = None  # what GET /model shows of the model
     reason: str | None = None  # why no model is used
 
-    def describe(self) -> dict[str, Any]:
-        return {"policy": self.policy, "model": self.info, **({"reason": self.reason} if self.reason else {})}
+    def describe(self) -> ModelDescription:
+        return ModelDescription(policy=self.policy, model=self.info, reason=self.reason)
+
+    def describe_json(self) -> str:
+        return self.describe().model_dump_json(exclude={"reason"} if self.reason is None else None)
 
 
 def load_served_model(model_path: str | None, node: NodeSpec) -> ServedModel:
     """The model the service plans with, chosen as ``cosched schedule`` chooses it (``service.planning``): the
     given model file, else the one that ships for this node, else none and the baseline default (``greedy``),
-    which GET /model says. The model is read (numpy, no torch) and checked against this node's shape and the
-    feature set once, here; a model that cannot be used is an error at start-up (one line, exit 2).
+    which GET /model says. The model (either format) is read (numpy, no torch) and checked against this node's
+    shape and the feature set once, here; a model that cannot be used is an error at start-up (one line, exit 2).
     """
     from service.planning import MODEL_POLICIES, default_policy
 
@@ -99,25 +170,10 @@ def load_served_model(model_path: str | None, node: NodeSpec) -> ServedModel:
     if policy not in MODEL_POLICIES:
         return ServedModel(policy=policy, reason=f"no model given (cosched serve --model M) and none ships for node "
                            f"{node.name!r}: plans come from the {policy!r} heuristic")
-    from profiler.features import FEATURE_NAMES
     from training.policies import load_for_node
 
     loaded = load_for_node(model_path, node)
-    meta = loaded.meta
-    info = {
-        "id": meta.model_id,
-        "path": str(loaded.path),
-        "shipped": model_path is None,
-        "trained_for": meta.trained_for.model_dump(mode="json"),
-        "window_size": meta.window_size,
-        "max_concurrency": meta.max_concurrency,
-        "features": {"feature_set": meta.feature_set, "names": list(FEATURE_NAMES)},
-        "action_encoding": meta.action_encoding,
-        "network": {"obs_size": meta.obs_size, "hidden_sizes": meta.hidden_sizes, "n_actions": meta.n_actions,
-                    "activation": meta.activation},
-        "training": meta.training,
-    }
-    return ServedModel(policy=policy, loaded=loaded, info=info)
+    return ServedModel(policy=policy, loaded=loaded, info=ModelInfo.of(loaded, shipped=model_path is None))
 
 
 # -- middleware: access log, body limit; the token a dependency ------------------------------------
@@ -459,7 +515,7 @@ def create_app(node_name: str = "local", model_path: str | None = None, token: s
     get_policy(served.policy)  # a policy that cannot plan yet is refused now, not on every request
     state = ServiceState(node_name=node_name, node=node, node_id=node_id_of(node), model=served)
     node_json = node.model_dump_json()
-    model_json = json.dumps(state.model.describe())
+    model_json = state.model.describe_json()
 
     def warm_up() -> None:
         """Plan a one-job window once, in the background, so the first client does not pay for the planner's
@@ -530,7 +586,7 @@ def create_app(node_name: str = "local", model_path: str | None = None, token: s
     async def get_node() -> Response:
         return Response(node_json, media_type="application/json")
 
-    @app.get("/model", summary="the loaded model (node trained for, W, Cmax, features, training figures), or the policy used instead")
+    @app.get("/model", response_model=ModelDescription, summary="the loaded model (node trained for, W, Cmax, features, training figures), or the policy used instead")
     async def get_model() -> Response:
         return Response(model_json, media_type="application/json")
 

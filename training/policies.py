@@ -26,7 +26,7 @@ import numpy as np
 from agent.modelfile import SET_MODEL_FORMAT, LoadedModel, LoadedSetModel, NodeShape, load_model, load_set_model
 from agent.policy import ActorChooser
 from agent.setpolicy import SetPolicy
-from env.episode import layout_for_size, plan_window
+from env.episode import SET_MAX_WINDOW, layout_for_size, plan_window
 from env.errors import InputError
 from env.models import ModelRef, Plan, Window
 from env.nodespec import NodeSpec
@@ -178,20 +178,28 @@ class AgentPolicy:
                              f"({meta.max_concurrency}, trained for {meta.trained_for.name}): lower it or train a model with --cmax")
         ref = ModelRef(id=meta.model_id, trained_for=meta.trained_for.name)
         if isinstance(m, LoadedSetModel):  # one episode for any W up to the model's, the jobs as a set
-            policy = self._choosers.get(id(m))
-            if policy is None:
-                policy = self._choosers[id(m)] = SetPolicy(m, fifo=self.fifo)
-            return plan_window(window, ctx.node, ctx.provider, policy, policy=self.name, window_size=meta.max_window,
-                               pin_runtime=ctx.pin_runtime, canonical=True, model=ref).plan
+            return plan_window(window, ctx.node, ctx.provider, self.chooser(m), policy=self.name,
+                               window_size=min(meta.max_window, SET_MAX_WINDOW), pin_runtime=ctx.pin_runtime,
+                               canonical=True, model=ref).plan
         layout = layout_for_size(meta.obs_size, meta.window_size, ctx.provider.n_features)
         if layout is None:
             raise InputError(f"the model takes {meta.obs_size} observation values, this planner makes another size: "
                              "retrain the model with this cosched")
-        chooser = self._choosers.get(id(m))
-        if chooser is None:  # transposed weights are made once per loaded model, not per plan
-            chooser = self._choosers[id(m)] = ActorChooser(m.layers, fifo=self.fifo, members=m.actors)
-        return plan_window(window, ctx.node, ctx.provider, chooser, policy=self.name, window_size=meta.window_size,
+        return plan_window(window, ctx.node, ctx.provider, self.chooser(m), policy=self.name, window_size=meta.window_size,
                            pin_runtime=ctx.pin_runtime, obs_layout=layout, model=ref).plan
+
+    def agent_chooser(self, m: LoadedModel | LoadedSetModel) -> SetPolicy | ActorChooser:
+        """The actor of ``m`` as an episode chooser, made once per loaded model (the MLP's transposed weights are
+        made once, not per plan): ``SetPolicy`` for a set-encoder model, ``ActorChooser`` for an MLP."""
+        chooser = self._choosers.get(id(m))
+        if chooser is None:
+            chooser = self._choosers[id(m)] = (SetPolicy(m, fifo=self.fifo) if isinstance(m, LoadedSetModel) else
+                                               ActorChooser(m.layers, fifo=self.fifo, members=m.actors))
+        return chooser  # type: ignore[no-any-return]
+
+    def chooser(self, m: LoadedModel | LoadedSetModel) -> Any:
+        """The chooser ``plan`` plans with (``agent-search`` wraps the agent's in its search)."""
+        return self.agent_chooser(m)
 
 
 class FifoPolicy(AgentPolicy):

@@ -12,11 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from env.episode import Episode
+from agent.modelfile import LoadedModel, LoadedSetModel
+from agent.setpolicy import SetPolicy
+from env.episode import Episode, set_episode
 from env.models import Plan, SearchInfo, Window
 from env.search import (DEFAULT_BUDGET, ReplayChooser, SearchResult, check_budget, no_prediction_reason, node_scorer,
                         search_chunk)
-from training.policies import ActorChooser, AgentPolicy
+from training.policies import AgentPolicy
 
 
 class AgentSearchPolicy(AgentPolicy):
@@ -25,6 +27,7 @@ class AgentSearchPolicy(AgentPolicy):
     def __init__(self, model: str | os.PathLike[str] | Any | None = None, budget: int = DEFAULT_BUDGET) -> None:
         super().__init__(model)
         self.budget = check_budget(budget)
+        self._searchers: dict[int, tuple[Any, SearchingChooser]] = {}  # id(loaded model) -> (it, its searcher)
 
     def plan(self, window: Window, ctx: Any) -> Plan:
         scorer = node_scorer(ctx.node)
@@ -35,10 +38,7 @@ class AgentSearchPolicy(AgentPolicy):
             plan.fallback_reason = f"agent-search scores plans on a node model; {no_prediction_reason(ctx.node)}"
             plan.no_prediction = no_prediction_reason(ctx.node)
             return plan
-        m = self.model_for(ctx.node)
-        chooser = self._choosers.get(id(m))
-        if not isinstance(chooser, SearchingChooser):  # the agent's chooser, wrapped: AgentPolicy.plan uses it
-            chooser = self._choosers[id(m)] = SearchingChooser(ActorChooser(m.layers, members=m.actors), self.budget)
+        chooser = self.chooser(self.model_for(ctx.node))
         chooser.start(scorer)
         plan = AgentPolicy.plan(self, window, ctx)  # the model's checks, the chunks, the plan built as the agent's
         results = chooser.results
@@ -54,15 +54,28 @@ class AgentSearchPolicy(AgentPolicy):
         return plan
 
 
+    def chooser(self, m: LoadedModel | LoadedSetModel) -> "SearchingChooser":
+        """The agent's chooser (``AgentPolicy.agent_chooser``: the set policy or the MLP's), wrapped in the search;
+        ``AgentPolicy.plan`` plans with it, the set model's window as one canonical chunk."""
+        hit = self._searchers.get(id(m))
+        if hit is None or hit[0] is not m:
+            if len(self._searchers) > 8:
+                self._searchers.clear()
+            hit = self._searchers[id(m)] = (m, SearchingChooser(self.agent_chooser(m), self.budget))
+        return hit[1]
+
+
 class SearchingChooser:
     """A chooser for ``plan_window``: on the first step of each chunk's episode it searches that chunk (on fresh
     episodes of the same jobs, ``env.search.search_chunk``) guided by the agent's chooser ``inner``, then replays
-    the best plan found. ``inner``: the MLP's ``ActorChooser`` (its logits are the scores) or any chooser with
-    ``probs(obs, mask, episode)`` (log-probabilities are the scores)."""
+    the best plan found. ``inner``: the set-encoder's ``SetPolicy`` (its ``logits(episode)`` are the scores; the
+    fresh episodes come from ``env.episode.set_episode``, as ``plan_window`` makes the set model's), the MLP's
+    ``ActorChooser`` (its logits), or any chooser with ``probs(obs, mask, episode)`` (log-probabilities)."""
 
     def __init__(self, inner: Any, budget: int) -> None:
         self.inner = inner
         self.budget = budget
+        self.reads_obs = getattr(inner, "reads_obs", True)  # run_episode skips the vector when the inner does
         self.scores = self._scores_of(inner)
         self.scorer: Any = None
         self.results: list[SearchResult] = []
@@ -71,6 +84,11 @@ class SearchingChooser:
 
     @staticmethod
     def _scores_of(inner: Any) -> Any:
+        if isinstance(inner, SetPolicy):
+            def set_logits(obs: Any, mask: Any, ep: Episode) -> Any:
+                return inner.logits(ep)
+            set_logits.reads_obs = False  # type: ignore[attr-defined]
+            return set_logits
         if hasattr(inner, "probs"):
             def log_probs(obs: Any, mask: Any, ep: Episode) -> Any:
                 with np.errstate(divide="ignore"):
@@ -87,6 +105,8 @@ class SearchingChooser:
     def __call__(self, obs: Any, mask: Any, ep: Episode) -> int:
         if not self.episodes or ep is not self.episodes[-1]:  # the first step of a chunk
             def fresh() -> Episode:
+                if isinstance(self.inner, SetPolicy):  # the set episodes' one factory (ep's jobs are already canonical)
+                    return set_episode(ep.node, ep.jobs, ep.infos, ep.max_concurrency, n_features=ep.n_features)
                 return Episode(ep.node, ep.jobs, ep.infos, max_concurrency=ep.max_concurrency, window_size=ep.window_size,
                                n_features=ep.n_features, reward=ep.reward, step_limit=ep.step_limit,
                                obs_layout=ep.obs_layout)

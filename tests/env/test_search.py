@@ -191,3 +191,27 @@ def test_eval_compares_agent_search_and_says_who_made_a_replaced_plan(tmp_path: 
     results = doc["windows"][0]["results"]
     assert doc["guarded"] is True and all(r["throughput_vs_timeshare"] >= 1.0 - 1e-9 for r in results.values())
     assert results["greedy"]["made_by"] in ("pairs", "timeshare")  # greedy's own pair is below time sharing
+
+
+def test_sparse_recombination_matches_the_subset_dp_and_gives_up_past_its_bound() -> None:
+    """A long chunk (a set model's, > 10 jobs) is recombined over the groups seen only: the same optimum as the
+    3^W subset DP where both run, None (the best rollout stands) when the work cap is reached."""
+    import random
+
+    from env.baselines import _best_partition
+    from env.search import sparse_partition
+
+    rng = random.Random(3)
+    n = 9
+    full = (1 << n) - 1
+    for _ in range(20):
+        sub = {1 << i: rng.uniform(5, 10) for i in range(n)}  # singles: a partition always exists
+        for _ in range(25):
+            m = sum(1 << i for i in rng.sample(range(n), rng.randint(2, 4)))
+            sub[m] = rng.uniform(4, 16)
+        total, masks = sparse_partition(sub, full)
+        want, _ = _best_partition({m: (t, []) for m, t in sub.items()}, full)
+        assert total == pytest.approx(want) and sum(masks) == full and sum(sub[m] for m in masks) == pytest.approx(total)
+        assert all(a & b == 0 for i, a in enumerate(masks) for b in masks[i + 1:])
+    assert sparse_partition(sub, full, max_steps=3) is None
+    assert sparse_partition({0b011: 1.0}, 0b111) is None  # job 2 in no group: no partition

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -274,6 +275,41 @@ def test_model_route_describes_a_loaded_model(tmp_path: Path, cosched_home: Path
     assert m["window_size"] == 6 and m["max_concurrency"] == 4
     assert m["features"]["feature_set"] and m["features"]["names"]
     assert m["training"] == {"steps": 10, "mean_throughput_vs_timeshare": 1.1}
+    assert m["format"] == "cosched-model/1" and m["network"]["kind"] == "mlp" and m["network"]["hidden_sizes"] == [8]
+
+
+def test_model_route_describes_a_set_model(tiny_set_model: Path, cosched_home: Path) -> None:
+    """A ``cosched-model/2`` file (no W, no observation size): GET /model says what it is, as the same document."""
+    from svc_support import running_app
+
+    from agent.modelfile import load_set_model
+    from service.app import ModelDescription
+
+    meta = load_set_model(tiny_set_model).meta
+    with running_app(SIM_NODE, model_path=str(tiny_set_model), home=cosched_home) as s:
+        r = s.client.get("/model")
+        window = {"jobs": [{"id": "MG"}, {"id": "EP"}, {"id": "CG"}], "max_concurrency": 2}
+        served = s.client.post("/schedule", json=window).content
+        schema = s.client.get("/openapi.json").json()
+    path = cosched_home / "w.json"
+    path.write_text(json.dumps(window))
+    out = subprocess.run([*COSCHED, "schedule", str(path), "--node", SIM_NODE, "--model", str(tiny_set_model), "--json"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "COSCHED_HOME": str(cosched_home)})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(served) == json.loads(out.stdout)  # the service and the CLI: the same plan document
+    plan = json.loads(served)
+    assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+    doc = r.json()
+    assert ModelDescription.model_validate(doc).model_dump(mode="json", exclude={"reason"}) == doc
+    assert doc["policy"] == "agent-search" and "reason" not in doc
+    m = doc["model"]
+    assert m["id"] == meta.model_id and m["format"] == "cosched-model/2" and m["path"] == str(tiny_set_model)
+    assert m["window_size"] == 32 and m["max_concurrency"] == 4 and m["trained_for"]["name"] == SIM_NODE
+    assert m["network"] == {"kind": "set-encoder", "architecture": meta.architecture, "shape": meta.net, "observation": "set-v1"}
+    assert m["training"] == {"steps": 0} and m["features"]["names"]
+    assert "agent-search" in (plan["policy"], plan["requested_policy"]) and plan["model"]["id"] == meta.model_id
+    ref = schema["paths"]["/model"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+    assert ref.endswith("/ModelDescription")
 
 
 @pytest.mark.parametrize("kind", ["missing", "corrupt", "other-node"])

@@ -8,40 +8,19 @@ import ast
 import random
 from pathlib import Path
 
-import numpy as np
 import pytest
-import torch
 
-from agent.modelfile import TrainedFor
-from agent.setnet import ARCHITECTURE, SetNetShape
-from agent.setnet_torch import SetNet
-from env.episode import SET_CONTEXT_NAMES, SET_TOKEN_NAMES
 from env.models import Window, WindowJob
 from env.nodes import load_node
 from env.sim.catalogue import ALL_JOBS
-from training.policies import AgentPolicy, node_shape
+from training.policies import AgentPolicy
 
 NODE = load_node("sim:reference")
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory) -> Path:
-    from agent.modelfile import write_set_model
-    from env.discover import node_id
-    from env.jobinfo import sim_provider
-    from env.sim.catalogue import TRAIN_JOBS
-    from profiler.features import FEATURE_SET_ID
-
-    prov = sim_provider(NODE, tuple(TRAIN_JOBS))
-    shape = SetNetShape(d_token=prov.n_features + len(SET_TOKEN_NAMES), d_context=len(SET_CONTEXT_NAMES), d_model=16,
-                        heads=2, layers=1, d_ff=16, d_head_hidden=16)
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("m") / "set.npz"
-    write_set_model(path, SetNet(shape).export(), action_encoding="cosched-actions-v1", architecture=ARCHITECTURE,
-                    net=shape.to_dict(), observation="set-v1", max_window=32, max_concurrency=4,
-                    trained_for=TrainedFor(name=NODE.name, node_id=node_id(NODE), shape=node_shape(NODE)),
-                    feature_set=FEATURE_SET_ID, feature_pipeline=prov.pipeline.to_dict())
-    return path
+def model(tiny_set_model: Path) -> Path:
+    return tiny_set_model
 
 
 def _ctx():
