@@ -72,6 +72,13 @@ class Args:
     d_ff: int = 64
     d_head_hidden: int = 64
     factored: bool = False  # the head also scores the actions' options (agent.setnet); measured not better yet (docs/training.md)
+    # search distillation (expert iteration): one training episode in ``search_every`` is also searched by
+    # env.search guided by the current actor (``search_budget`` rollouts, scored on the node model); the best plan
+    # found joins the replay buffer and a demonstration buffer, and the actor's loss adds
+    # ``distill_coef`` x the cross-entropy to its actions. 0 / 0.0 turn it off (SAC alone).
+    search_every: int = 1
+    search_budget: int = 8
+    distill_coef: float = 1.0
     eval_every: int = 5_000
     eval_per_cell: int = 4  # validation windows per (W, Cmax) cell
     checkpoint_every: int = 10_000
@@ -144,21 +151,17 @@ class Problem:
         return [self.ev.makespan(ep.schedule_index, members) for members in group_members(ep)]
 
 
-def validation_windows(args: Args) -> list[tuple[list[str], int]]:
-    """Seeded windows of every program (at least one held-out each), per cell; not bench/'s seeds. With ``jobs``
-    (a small problem) windows of those jobs."""
-    from env.sim.catalogue import ALL_JOBS, HELD_OUT_JOBS
-
+def validation_windows(args: Args, pool: list[str]) -> list[tuple[list[str], int]]:
+    """Seeded windows per cell drawn from the training pool (the training programs and generated jobs), never from
+    the held-out programs: the checkpoint is chosen on these, so bench/'s held-out windows (held-out programs in
+    every window) play no part in choosing it."""
     rng = random.Random(7_070_707)
-    pool = list(args.jobs) if args.jobs else list(ALL_JOBS)  # given jobs: a small problem, validated on itself
+    distinct = sorted(set(pool))
     out = []
     for w, c in args.eval_cells:
-        n = 0
-        while n < args.eval_per_cell:
-            names = rng.sample(pool, w) if len(pool) >= w else [rng.choice(pool) for _ in range(w)]
-            if args.jobs or any(x in HELD_OUT_JOBS for x in names):
-                out.append((names, c))
-                n += 1
+        for _ in range(args.eval_per_cell):
+            names = rng.sample(distinct, w) if len(distinct) >= w else [rng.choice(distinct) for _ in range(w)]
+            out.append((names, c))
     return out
 
 
@@ -169,15 +172,18 @@ def state_of(ep: Any) -> tuple[np.ndarray, np.ndarray, int]:
 
 
 def play(problem: Problem, shape: SetNetShape, params: dict[str, np.ndarray] | None, names: list[str], cmax: int,
-         rng: np.random.Generator | None, reward_scale: float) -> tuple[list[tuple], float]:
-    """One episode. ``params`` None: uniformly random valid actions; ``rng`` None: greedy. Returns the transitions
-    (state, mask, action, reward, next state, next mask, terminated) and the plan's throughput vs time sharing."""
+         rng: np.random.Generator | None, reward_scale: float, replay: list[int] | None = None) -> tuple[list[tuple], float]:
+    """One episode. ``params`` None: uniformly random valid actions; ``rng`` None: greedy; ``replay``: these
+    actions (a searched plan). Returns the transitions (state, mask, action, reward, next state, next mask,
+    terminated) and the plan's throughput vs time sharing."""
     ep = problem.episode(names, cmax)
     trans: list[list[Any]] = []
     closed_at: list[int] = []
     state, mask = state_of(ep), ep.action_mask().astype(np.bool_)
     while not ep.done:
-        if params is None:
+        if replay is not None:
+            a = replay[len(trans)]
+        elif params is None:
             valid = np.flatnonzero(mask)
             a = int(valid[rng.integers(valid.size)])  # type: ignore[union-attr]
         else:
@@ -201,6 +207,21 @@ def play(problem: Problem, shape: SetNetShape, params: dict[str, np.ndarray] | N
             trans[t][3] += reward_scale * (solo_g[g] - makespans[g]) / solo
             g += 1
     return [tuple(t) for t in trans], solo / sum(makespans)
+
+
+def searched_plan(problem: Problem, shape: SetNetShape, params: dict[str, np.ndarray], names: list[str], cmax: int,
+                  budget: int) -> list[int]:
+    """The best plan ``env.search`` finds for this window within ``budget`` rollouts guided by the actor's logits
+    (the planner's agent-search, with the actor being trained), as the episode's action sequence."""
+    from env.search import search_chunk
+
+    def scores(obs: Any, mask: Any, ep: Any) -> np.ndarray:
+        return set_logits(shape, params, *state_of(ep))
+
+    scores.reads_obs = False  # type: ignore[attr-defined]
+    if len(problem.ev.memo) > 400_000:  # the evaluator's memo grows with every group scored: bound its memory
+        problem.ev.memo.clear()
+    return search_chunk(lambda: problem.episode(names, cmax), scores, problem.ev.makespan, budget).actions
 
 
 # --------------------------------------------------------------------------------------- replay buffer
@@ -268,6 +289,7 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
     critic_opt = torch.optim.Adam([*q1.parameters(), *q2.parameters()], lr=args.lr_critic, eps=args.adam_eps)
     alpha_opt = torch.optim.Adam([log_alpha], lr=args.lr_alpha, eps=args.adam_eps)
     rb = Replay(args.buffer_size, args.windows[1], problem.d_token, len(SET_CONTEXT_NAMES))
+    demos = Replay(args.buffer_size, args.windows[1], problem.d_token, len(SET_CONTEXT_NAMES))  # searched plans
     st: dict[str, Any] = {"step": 0, "episode": 0, "updates": 0, "next_eval": args.eval_every, "best": None,
                           "wall_s": 0.0, "evals": []}
     ckpt = run_dir / "checkpoint.pt"
@@ -280,6 +302,7 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
         with torch.no_grad():
             log_alpha.copy_(d["log_alpha"])
         rb.load_state_dict(d["buffer"])
+        demos.load_state_dict(d["demos"])
         rng.bit_generator.state = d["rng"]
         torch.set_rng_state(d["torch_rng"])
         st = d["state"]
@@ -288,7 +311,7 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
         kept = [ln for ln in log_path.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] <= st["step"]]
         log_path.write_text("".join(ln + "\n" for ln in kept))
     log = open(log_path, "a" if resume else "w", encoding="utf-8")
-    val = validation_windows(args)
+    val = validation_windows(args, problem.pool)
     base = _baselines(problem, val)
     t0, wall0 = time.monotonic(), st["wall_s"]
 
@@ -312,6 +335,12 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
                       ((qa2.gather(1, act[:, None]).squeeze(1) - target) ** 2).mean()
         p, lp = masked_policy(actor(*s), mask)
         actor_loss = (p * (alpha * lp - torch.min(qa1, qa2).detach())).sum(-1).mean()
+        distill = torch.zeros(())
+        if args.distill_coef > 0 and demos.size >= args.batch_size:  # cross-entropy to the searched plans' actions
+            db = demos.sample(args.batch_size, rng)
+            _, dlp = masked_policy(actor(*batch_tensors(db, "")), torch.from_numpy(db["mask"]))
+            distill = -dlp.gather(1, torch.from_numpy(db["action"])[:, None]).mean()
+            actor_loss = actor_loss + args.distill_coef * distill
         entropy = -(p * lp).sum(-1).detach()
         target_h = args.target_entropy_ratio * torch.log(mask.sum(-1).clamp(min=1).float())
         alpha_loss = (log_alpha * (entropy - target_h)).mean()
@@ -324,7 +353,7 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
                 for a_, b_ in zip(net.parameters(), tgt.parameters()):
                     b_.mul_(1.0 - args.tau).add_(a_, alpha=args.tau)
         return {"critic_loss": float(critic_loss.detach()), "actor_loss": float(actor_loss.detach()), "alpha": float(alpha),
-                "entropy": float(entropy.mean())}
+                "entropy": float(entropy.mean()), "distill": float(distill.detach())}
 
     def save() -> None:
         st["wall_s"] = wall0 + time.monotonic() - t0
@@ -332,11 +361,13 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
         torch.save({"actor": actor.state_dict(), "q1": q1.state_dict(), "q2": q2.state_dict(), "q1_t": q1_t.state_dict(),
                     "q2_t": q2_t.state_dict(), "actor_opt": actor_opt.state_dict(), "critic_opt": critic_opt.state_dict(),
                     "alpha_opt": alpha_opt.state_dict(), "log_alpha": log_alpha.detach().clone(), "buffer": rb.state_dict(),
+                    "demos": demos.state_dict(),
                     "rng": rng.bit_generator.state, "torch_rng": torch.get_rng_state(), "state": st}, tmp)
         os.replace(tmp, ckpt)
 
     last: dict[str, float] = {}
     recent: list[float] = []  # the last 100 training episodes' throughput, for the progress line
+    recent_searched: list[float] = []  # and the searched plans' of the same windows
     next_ckpt = (st["step"] // args.checkpoint_every + 1) * args.checkpoint_every
     next_say, start_step = st["step"] + 1_000, st["step"]
     while st["step"] < args.total_steps:
@@ -346,6 +377,13 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
         names = [problem.pool[i] for i in ep_rng.choice(len(problem.pool), size=w, replace=len(problem.pool) < w)]
         params = actor.export() if st["step"] >= args.learning_starts else None
         trans, thr = play(problem, shape, params, names, cmax, ep_rng, args.reward_scale)
+        searched = None
+        if params is not None and args.search_every and st["episode"] % args.search_every == 0:
+            plan = searched_plan(problem, shape, params, names, cmax, args.search_budget)
+            strans, searched = play(problem, shape, None, names, cmax, None, args.reward_scale, replay=plan)
+            for tr in strans:  # the searched plan: a demonstration, and off-policy transitions for the critics
+                demos.add(tr)
+                rb.add(tr)
         for tr in trans:
             rb.add(tr)
             st["step"] += 1
@@ -354,14 +392,17 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
                 st["updates"] += 1
         st["episode"] += 1
         recent = (recent + [thr])[-100:]
+        if searched is not None:
+            recent_searched = (recent_searched + [searched])[-100:]
         if progress and st["step"] >= next_say:
             spent = time.monotonic() - t0
             eta = spent / max(st["step"] - start_step, 1) * (args.total_steps - st["step"])
             print(f"step {st['step']}/{args.total_steps} (episode {st['episode']}, {st['updates']} updates): training "
-                  f"episodes {np.mean(recent):.3f} vs time sharing, alpha {last.get('alpha', args.initial_alpha):.4f}; "
+                  f"episodes {np.mean(recent):.3f} vs time sharing"
+                  + (f" (searched {np.mean(recent_searched):.3f})" if recent_searched else "") + f", alpha {last.get('alpha', args.initial_alpha):.4f}; "
                   f"{spent:.0f} s, about {eta:.0f} s to go", flush=True)
             next_say += 1_000
-        log.write(json.dumps({"kind": "episode", "step": st["step"], "W": w, "cmax": cmax, "throughput": thr, **last}) + "\n")
+        log.write(json.dumps({"kind": "episode", "step": st["step"], "W": w, "cmax": cmax, "throughput": thr, "searched": searched, **last}) + "\n")
         if st["step"] >= st["next_eval"] or st["step"] >= args.total_steps:
             params = actor.export()
             res = validate(problem, shape, params, val, base["greedy_cells"])
