@@ -77,6 +77,11 @@ class Args:
     # found joins the replay buffer and a demonstration buffer, and the actor's loss adds
     # ``distill_coef`` x the cross-entropy to its actions. 0 / 0.0 turn it off (SAC alone).
     search_every: int = 1
+    # DAgger: windows of up to ``expert_max_window`` jobs have every state the actor visits labelled with the
+    # expert's action (training.expert: the best-found DP completed from that state; its cost grows as 2^W, so
+    # larger windows are left to the search distillation above); the labels join the demonstration buffer.
+    # 0 turns it off.
+    expert_max_window: int = 8
     search_budget: int = 8
     distill_coef: float = 1.0
     eval_every: int = 5_000
@@ -172,16 +177,23 @@ def state_of(ep: Any) -> tuple[np.ndarray, np.ndarray, int]:
 
 
 def play(problem: Problem, shape: SetNetShape, params: dict[str, np.ndarray] | None, names: list[str], cmax: int,
-         rng: np.random.Generator | None, reward_scale: float, replay: list[int] | None = None) -> tuple[list[tuple], float]:
+         rng: np.random.Generator | None, reward_scale: float, replay: list[int] | None = None,
+         labels: list[tuple] | None = None, expert: Any = None, follow_expert: bool = False) -> tuple[list[tuple], float]:
     """One episode. ``params`` None: uniformly random valid actions; ``rng`` None: greedy; ``replay``: these
     actions (a searched plan). Returns the transitions (state, mask, action, reward, next state, next mask,
-    terminated) and the plan's throughput vs time sharing."""
+    terminated) and the plan's throughput vs time sharing. ``expert``: each state's (state, mask, expert's action)
+    is appended to ``labels`` (DAgger); ``follow_expert``: the expert plays."""
     ep = problem.episode(names, cmax)
     trans: list[list[Any]] = []
     closed_at: list[int] = []
     state, mask = state_of(ep), ep.action_mask().astype(np.bool_)
     while not ep.done:
-        if replay is not None:
+        if expert is not None:
+            label = expert.action(ep)
+            labels.append((state, mask, label))  # type: ignore[union-attr]
+        if follow_expert:
+            a = label
+        elif replay is not None:
             a = replay[len(trans)]
         elif params is None:
             valid = np.flatnonzero(mask)
@@ -314,6 +326,11 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
     val = validation_windows(args, problem.pool)
     base = _baselines(problem, val)
     t0, wall0 = time.monotonic(), st["wall_s"]
+    expert = None
+    if args.expert_max_window:
+        from training.expert import Expert
+
+        expert = Expert(problem.node)
 
     def batch_tensors(b: dict[str, np.ndarray], pre: str) -> tuple[Any, ...]:
         tok, n, ctx, cur = b[pre + "tok"], b["n" if not pre else "nn"], b[pre + "ctx"], b[pre + "cur"]
@@ -376,9 +393,21 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
         cmax = int(ep_rng.choice(args.cmaxes))
         names = [problem.pool[i] for i in ep_rng.choice(len(problem.pool), size=w, replace=len(problem.pool) < w)]
         params = actor.export() if st["step"] >= args.learning_starts else None
-        trans, thr = play(problem, shape, params, names, cmax, ep_rng, args.reward_scale)
+        labels: list[tuple] = []
+        dagger = expert is not None and w <= args.expert_max_window
+        trans, thr = play(problem, shape, params, names, cmax, ep_rng, args.reward_scale, labels=labels,
+                          expert=expert if dagger else None)
         searched = None
-        if params is not None and args.search_every and st["episode"] % args.search_every == 0:
+        if dagger:
+            for state, mask, a in labels:  # the actor's states, the expert's actions
+                demos.add((state, mask, a, 0.0, state, mask, True))
+            labels = []
+            strans, searched = play(problem, shape, None, names, cmax, None, args.reward_scale, labels=labels,
+                                    expert=expert, follow_expert=True)
+            for tr in strans:  # the expert's own plan: off-policy transitions for the critics (and demonstrations)
+                demos.add(tr)
+                rb.add(tr)
+        elif params is not None and args.search_every and st["episode"] % args.search_every == 0:
             plan = searched_plan(problem, shape, params, names, cmax, args.search_budget)
             strans, searched = play(problem, shape, None, names, cmax, None, args.reward_scale, replay=plan)
             for tr in strans:  # the searched plan: a demonstration, and off-policy transitions for the critics
