@@ -37,34 +37,7 @@ from agent.sac import Agent, Batch, ReplayBuffer, RingCheckpoint, masked_policy
 
 #: The teacher's grid: the schedule actions that matter on the sim, ways {4, 8, 22}/22, bandwidth {60, 100} %,
 #: balanced split. On the standard evaluation windows it plans within 0.1 % of the full grid at ~1/4 the cost.
-TEACHER_GRID = dict(schedules=(0, 3), ways=(Fraction(4, 22), Fraction(8, 22), Fraction(22, 22)), bw=(60, 100),
-                    splits=("balanced",))
-
-
-def teacher_grid() -> Any:
-    from env.baselines import Grid
-
-    return Grid(**TEACHER_GRID)
-
-
-def make_expert(setup: Any, cfg: Any) -> Any:
-    """The search as an expert from any state (``training.expert``) on the configured grid."""
-    from training.expert import Expert
-
-    return Expert(setup.node, expert_grid(getattr(cfg, "expert_grid", "cores")))
-
-
-def expert_grid(name: str) -> Any:
-    """``cores``: core options only (all ways, no bandwidth cap, balanced; schedules compact and distributed
-    first-touch): on the standard evaluation windows the expert plans 1.512 vs best-found's 1.520 (99.5 %) at a
-    tenth of the cost, and its labels are far easier to imitate. ``teacher``: ``TEACHER_GRID``."""
-    from env.baselines import Grid
-
-    if name == "cores":
-        return Grid(schedules=(0, 3), ways=(Fraction(22, 22),), bw=(100,), splits=("balanced",))
-    if name == "teacher":
-        return teacher_grid()
-    raise ValueError(f"unknown expert grid {name!r}: choose cores or teacher")
+from training.expert import TEACHER_GRID, expert_grid, make_expert, teacher_grid  # noqa: E402,F401  (the grids live with the expert)
 
 
 class LabelBuffer(RingCheckpoint):

@@ -46,7 +46,9 @@ from env.episode import SET_CONTEXT_NAMES, SET_MAX_CMAX, SET_MAX_WINDOW, SET_TOK
 
 @dataclass
 class Args:
+    backend: str = "sim"  # sim: the node model (sim:NAME or a node-model file sim:FILE); real: this node, measured
     node: str = "sim:reference"
+    window_file: str | None = None  # real: the window whose jobs are trained on (default examples/window.json)
     seed: int = 1
     total_steps: int = 40_000  # environment steps (transitions)
     windows: tuple[int, int] = (2, 12)  # W of the training windows: uniform in [lo, hi]
@@ -63,7 +65,8 @@ class Args:
     batch_size: int = 128
     buffer_size: int = 50_000
     learning_starts: int = 2_000  # steps of uniformly random valid actions first
-    update_every: int = 2  # one update every this many steps
+    update_every: int = 2  # updates every this many steps
+    updates_per_step: int = 1  # updates each time (a real run: several per expensive step)
     target_entropy_ratio: float = 0.1
     initial_alpha: float = 0.05
     d_model: int = 32  # measured: 64 wide costs 4x the update time on one core (80 ms at batch 128)
@@ -82,6 +85,7 @@ class Args:
     # larger windows are left to the search distillation above); the labels join the demonstration buffer.
     # 0 turns it off.
     expert_max_window: int = 8
+    expert_grid: str = "cores"  # the expert's options (training.expert.expert_grid): cores only, or with ways and bandwidth
     search_budget: int = 8
     distill_coef: float = 1.0
     eval_every: int = 5_000
@@ -90,6 +94,11 @@ class Args:
     eval_cells: tuple[tuple[int, int], ...] = field(default_factory=lambda: tuple((w, c) for w in (4, 6, 8, 12) for c in (2, 3, 4)))
 
     def __post_init__(self) -> None:
+        if self.backend not in ("sim", "real"):
+            raise ValueError(f"--backend {self.backend!r}: choose sim or real")
+        if self.backend == "real" and (self.search_every or self.expert_max_window):
+            raise ValueError("--backend real has no node model to search or label with: give --search-every 0 "
+                             "--expert-max-window 0 (or calibrate the node and train --backend sim --node local)")
         lo, hi = self.windows
         if not 1 <= lo <= hi <= SET_MAX_WINDOW:
             raise ValueError(f"windows {self.windows}: need 1 <= lo <= hi <= {SET_MAX_WINDOW}")
@@ -156,10 +165,47 @@ class Problem:
         return [self.ev.makespan(ep.schedule_index, members) for members in group_members(ep)]
 
 
-def validation_windows(args: Args, pool: list[str]) -> list[tuple[list[str], int]]:
+class RealProblem(Problem):
+    """This node, measured: the window file's jobs (profiled first where missing), every episode's groups run for
+    real by ``env.realbackend.RealBackend`` (identical group configurations are measured once and reused)."""
+
+    def __init__(self, args: Args, run_dir: Path) -> None:
+        from env.episode import RewardConfig
+        from training.setup import real_setup
+
+        self.setup = real_setup(args.window_file, run_dir, window_size=args.windows[1], cmaxes=args.cmaxes,
+                                reward=RewardConfig(), timeout_s=600.0)
+        self.node, self.provider, self.backend = self.setup.node, self.setup.provider, self.setup.backend
+        self.pool = list(self.setup.jobs)
+        self.window = self.setup.extra["window"]
+        self.commands = {j.profile_name: j for j in self.window.jobs}
+        self.ev = None
+        self.d_token = self.provider.n_features + len(SET_TOKEN_NAMES)
+
+    def episode(self, names: list[str], cmax: int) -> Any:
+        from env.gym_env import _window_jobs
+
+        jobs = [j.model_copy(update={"command": self.commands[j.profile_name].command,
+                                     "env": self.commands[j.profile_name].env}) for j in _window_jobs(names)]
+        return set_episode(self.node, jobs, [self.provider.get(n) for n in names], cmax,
+                           n_features=self.provider.n_features)
+
+    def group_makespans(self, ep: Any) -> list[float]:
+        return list(self.backend.evaluate(ep.builder.build("training")))
+
+
+def make_problem(args: Args, run_dir: Path) -> Problem:
+    return RealProblem(args, run_dir) if args.backend == "real" else Problem(args)
+
+
+def validation_windows(args: Args, problem: Problem) -> list[tuple[list[str], int]]:
     """Seeded windows per cell drawn from the training pool (the training programs and generated jobs), never from
     the held-out programs: the checkpoint is chosen on these, so bench/'s held-out windows (held-out programs in
-    every window) play no part in choosing it."""
+    every window) play no part in choosing it. On the real node: the training window itself (its groups'
+    measurements are reused)."""
+    if isinstance(problem, RealProblem):
+        return [([j.profile_name for j in problem.window.jobs], min(problem.window.max_concurrency, max(args.cmaxes)))]
+    pool = problem.pool
     rng = random.Random(7_070_707)
     distinct = sorted(set(pool))
     out = []
@@ -286,7 +332,7 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
     torch.set_num_threads(1)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "args.json").write_text(json.dumps(dataclasses.asdict(args), indent=1))
-    problem = Problem(args)
+    problem = make_problem(args, run_dir)
     shape = args.shape(problem.d_token)
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
@@ -323,14 +369,14 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
         kept = [ln for ln in log_path.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] <= st["step"]]
         log_path.write_text("".join(ln + "\n" for ln in kept))
     log = open(log_path, "a" if resume else "w", encoding="utf-8")
-    val = validation_windows(args, problem.pool)
+    val = validation_windows(args, problem)
     base = _baselines(problem, val)
     t0, wall0 = time.monotonic(), st["wall_s"]
     expert = None
     if args.expert_max_window:
-        from training.expert import Expert
+        from training.expert import Expert, expert_grid
 
-        expert = Expert(problem.node)
+        expert = Expert(problem.node, expert_grid(args.expert_grid))
 
     def batch_tensors(b: dict[str, np.ndarray], pre: str) -> tuple[Any, ...]:
         tok, n, ctx, cur = b[pre + "tok"], b["n" if not pre else "nn"], b[pre + "ctx"], b[pre + "cur"]
@@ -417,8 +463,9 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
             rb.add(tr)
             st["step"] += 1
             if st["step"] >= args.learning_starts and st["step"] % args.update_every == 0:
-                last = update()
-                st["updates"] += 1
+                for _ in range(args.updates_per_step):
+                    last = update()
+                    st["updates"] += 1
         st["episode"] += 1
         recent = (recent + [thr])[-100:]
         if searched is not None:
@@ -482,30 +529,49 @@ def _baselines(problem: Problem, windows: list[tuple[list[str], int]]) -> dict[s
     from env.evaluate import evaluate
     from env.models import Window, WindowJob
 
-    docs = [Window(jobs=[WindowJob(id=f"v{i}-{k}", profile=n) for k, n in enumerate(names)], max_concurrency=c)
+    real = isinstance(problem, RealProblem)
+    docs = [Window(jobs=[problem.commands[n].model_copy(update={"id": f"v{i}-{k}"}) if real
+                         else WindowJob(id=f"v{i}-{k}", profile=n) for k, n in enumerate(names)], max_concurrency=c)
             for i, (names, c) in enumerate(windows)]
-    ev = evaluate(docs, problem.node, ["greedy"], provider=problem.provider)
+    ev = evaluate(docs, problem.node, ["greedy"], provider=problem.provider, backend=problem.backend if real else None)
     per: dict[str, list[float]] = {}
     for (names, c), w in zip(windows, ev["windows"]):
         per.setdefault(f"W{len(names)}C{c}", []).append(w["results"]["greedy"]["throughput_vs_timeshare"])
     return {"greedy": float(ev["mean"]["greedy"]), "greedy_cells": {k: float(np.mean(v)) for k, v in per.items()}}
 
 
+def trained_for(problem: Problem) -> Any:
+    """The node the model is for: the simulated node; this node (``local``) when trained on it for real or in its
+    calibrated model (``cosched train --node local``)."""
+    from agent.modelfile import TrainedFor
+    from env.discover import node_id
+    from env.sim.world import world_for
+    from training.policies import node_shape
+
+    name, nid = problem.node.name, node_id(problem.node)
+    if problem.node.name.startswith("sim:"):
+        prov = getattr(world_for(problem.node).model, "provenance", None)
+        if prov is not None and prov.source == "calibrated" and prov.backend == "real" and prov.measured_node_id:
+            name, nid = "local", prov.measured_node_id
+    else:
+        name = "local"
+    return TrainedFor(name=name, node_id=nid, shape=node_shape(problem.node))
+
+
 def export(path: Path, params: dict[str, np.ndarray], args: Args, problem: Problem, shape: SetNetShape,
            figures: dict[str, Any]) -> Any:
-    from agent.modelfile import TrainedFor, write_set_model
-    from env.discover import node_id
+    from agent.modelfile import write_set_model
+    from env.sim.synthetic import is_synthetic
     from profiler.features import FEATURE_SET_ID
-    from training.policies import node_shape
 
     path.parent.mkdir(parents=True, exist_ok=True)
     return write_set_model(path, params, action_encoding=actions.ENCODING_VERSION, architecture=ARCHITECTURE,
                            net=shape.to_dict(), observation="set-v1", max_window=SET_MAX_WINDOW,
-                           max_concurrency=max(args.cmaxes),
-                           trained_for=TrainedFor(name=problem.node.name, node_id=node_id(problem.node), shape=node_shape(problem.node)),
+                           max_concurrency=max(args.cmaxes), trained_for=trained_for(problem),
                            feature_set=getattr(problem.setup.pipeline, "feature_set", FEATURE_SET_ID) or FEATURE_SET_ID,
                            feature_pipeline=problem.setup.pipeline.to_dict(),
                            training={"figures": figures, "args": json.loads(json.dumps(dataclasses.asdict(args))),
+                                     "jobs": [j for j in dict.fromkeys(problem.pool) if not is_synthetic(j)],
                                      "command": " ".join(sys.argv)})
 
 
@@ -542,58 +608,107 @@ def plot_curves(log_path: Path, png: Path) -> None:
     plt.close(fig)
 
 
-def cli(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--run-dir", required=True)
-    ap.add_argument("--out", default=None)
-    ap.add_argument("--resume", action="store_true")
+#: Settings of a real run where the command line gives none: real episodes take seconds to minutes each, so it
+#: learns from the first few, updates often and validates and checkpoints every few steps; nothing to search.
+REAL_DEFAULTS: dict[str, Any] = {"total_steps": 60, "learning_starts": 20, "update_every": 1, "updates_per_step": 8,
+                                 "batch_size": 32, "eval_every": 10, "checkpoint_every": 10, "search_every": 0,
+                                 "expert_max_window": 0}
+
+_HELP = {
+    "backend": "sim: the node model (fast); real: this node, every group run for real (slow)",
+    "node": "sim:NAME or sim:FILE (a node-model file); 'cosched train' also takes local (this node's calibrated model)",
+    "total_steps": "environment steps (transitions) to train for; with --resume the new total",
+    "windows": "LO,HI: the training windows' sizes, uniform in [LO, HI]",
+    "cmaxes": "the training windows' Cmax, comma-separated, uniform",
+    "jobs": "training programs, comma-separated (default: the node's training programs)",
+    "window_file": "real: the window document whose jobs are trained on (default examples/window.json)",
+}
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """One option per ``Args`` field (the dataclass is the single source of the settings and their defaults)."""
+    ap.add_argument("--run-dir", default=None, help="checkpoints, log, curves (default runs/train-<backend>-<node>-s<seed>)")
+    ap.add_argument("--out", default=None, metavar="MODEL", help="model file to write (default RUN_DIR/model.npz)")
+    ap.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its checkpoint")
     ap.add_argument("--export-only", action="store_true",
                     help="write --out from RUN_DIR's best validated actor so far (a run stopped early), train nothing")
+    ap.add_argument("--quiet", action="store_true", help="no progress lines")
     for f in dataclasses.fields(Args):
-        if f.type in ("int", "float", "str"):
-            ap.add_argument("--" + f.name.replace("_", "-"), type={"int": int, "float": float, "str": str}[f.type],
-                            default=None)
+        flag = {"total_steps": "--steps", "window_file": "--window"}.get(f.name, "--" + f.name.replace("_", "-"))
+        default = f.default if f.default is not dataclasses.MISSING else None
+        text = _HELP.get(f.name, f.name.replace("_", " ")) + (f" (default {default})" if default is not None else "")
+        if f.type in ("int", "float", "str", "str | None"):
+            ap.add_argument(flag, dest=f.name, type={"int": int, "float": float}.get(f.type, str), default=None, help=text)
         elif f.type == "bool":
-            ap.add_argument("--" + f.name.replace("_", "-"), action=argparse.BooleanOptionalAction, default=None)
-    ap.add_argument("--windows", default=None, help="LO,HI")
-    ap.add_argument("--cmaxes", default=None, help="e.g. 1,2,3,4")
-    ns = ap.parse_args(argv)
-    kw = {f.name: getattr(ns, f.name) for f in dataclasses.fields(Args)
-          if f.type in ("int", "float", "str", "bool") and getattr(ns, f.name) is not None}
+            ap.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=text)
+        elif f.name in ("windows", "cmaxes", "jobs"):
+            ap.add_argument(flag, dest=f.name, default=None, help=text)
+
+
+def _ints(text: str, what: str) -> tuple[int, ...]:
     try:
-        if ns.windows:
-            kw["windows"] = tuple(int(x) for x in ns.windows.split(","))
-            if len(kw["windows"]) != 2:
-                raise ValueError("give LO,HI (e.g. 2,12)")
-        if ns.cmaxes:
-            kw["cmaxes"] = tuple(int(x) for x in ns.cmaxes.split(","))
-        args = Args(**kw)
-    except ValueError as e:
-        print(f"error: --windows {ns.windows} / --cmaxes {ns.cmaxes}: {e}" if "int()" in str(e) or "LO,HI" in str(e)
-              else f"error: {e}", file=sys.stderr)
-        return 2
-    run = Path(ns.run_dir)
-    if (ns.resume or ns.export_only) and (run / "args.json").exists():
-        # a run continues with its own settings; only its length may change
+        vals = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ValueError(f"{what} takes whole numbers separated by commas, not {text!r}") from None
+    if not vals:
+        raise ValueError(f"{what} is empty")
+    return vals
+
+
+def args_from(ns: argparse.Namespace) -> Args:
+    """The run's ``Args`` from the command line (a real run's defaults where none is given); ``ValueError`` names
+    the bad option. A resumed or exported run keeps its own settings; only its length may change."""
+    kw = {f.name: getattr(ns, f.name) for f in dataclasses.fields(Args)
+          if f.name not in ("windows", "cmaxes", "jobs", "eval_cells") and getattr(ns, f.name, None) is not None}
+    if getattr(ns, "windows", None):
+        kw["windows"] = _ints(ns.windows, "--windows")
+        if len(kw["windows"]) != 2:
+            raise ValueError(f"--windows takes LO,HI (e.g. 2,12), not {ns.windows!r}")
+    if getattr(ns, "cmaxes", None):
+        kw["cmaxes"] = _ints(ns.cmaxes, "--cmaxes")
+    if getattr(ns, "jobs", None):
+        kw["jobs"] = tuple(j.strip() for j in ns.jobs.split(",") if j.strip())
+    if kw.get("backend") == "real":
+        kw = {**REAL_DEFAULTS, **kw}
+    run = Path(ns.run_dir) if ns.run_dir else None
+    if run is not None and (ns.resume or ns.export_only) and (run / "args.json").exists():
         saved = json.loads((run / "args.json").read_text())
         saved.update({k: v for k, v in kw.items() if k == "total_steps"})
-        args = Args(**{**saved, "windows": tuple(saved["windows"]), "cmaxes": tuple(saved["cmaxes"]),
+        return Args(**{**saved, "windows": tuple(saved["windows"]), "cmaxes": tuple(saved["cmaxes"]),
                        "jobs": tuple(saved["jobs"]) if saved["jobs"] else None,
                        "eval_cells": tuple(tuple(c) for c in saved["eval_cells"])})
-    if ns.export_only:
-        if not ns.out or not (run / "best-actor.npz").exists():
-            print(f"error: --export-only needs --out and {run}/best-actor.npz (a run that validated once)", file=sys.stderr)
-            return 2
-        problem = Problem(args)
-        evals = [json.loads(ln) for ln in (run / "log.jsonl").read_text().splitlines() if '"eval"' in ln]
-        best = max(evals, key=lambda r: r["agent"])
-        with np.load(run / "best-actor.npz") as z:
-            params = {k: z[k] for k in z.files}
-        export(Path(ns.out), params, args, problem, args.shape(problem.d_token),
-               {"simulated": True, "selected": best, "stopped_early_at_step": evals[-1]["step"]})
-        print(f"wrote {ns.out} (the actor of step {best['step']}, validation {best['agent']:.3f}, simulated)")
-        return 0
-    main(args, run, out=Path(ns.out) if ns.out else None, resume=ns.resume)
+    return Args(**kw)
+
+
+def export_only(args: Args, run: Path, out: Path) -> str:
+    """``--export-only``: the model file from a run's best validated actor so far; returns what was written."""
+    if not (run / "best-actor.npz").exists():
+        raise ValueError(f"--export-only needs {run}/best-actor.npz (a run that validated once)")
+    problem = make_problem(args, run)
+    evals = [json.loads(ln) for ln in (run / "log.jsonl").read_text().splitlines() if '"eval"' in ln]
+    best = max(evals, key=lambda r: r["agent"])
+    with np.load(run / "best-actor.npz") as z:
+        params = {k: z[k] for k in z.files}
+    export(out, params, args, problem, args.shape(problem.d_token),
+           {"simulated": args.backend == "sim", "selected": best, "stopped_early_at_step": evals[-1]["step"]})
+    return f"wrote {out} (the actor of step {best['step']}, validation {best['agent']:.3f})"
+
+
+def cli(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(ap)
+    ns = ap.parse_args(argv)
+    try:
+        args = args_from(ns)
+        run = Path(ns.run_dir or f"runs/train-{args.backend}-{args.node.replace(':', '-')}-s{args.seed}")
+        out = Path(ns.out) if ns.out else run / "model.npz"
+        if ns.export_only:
+            print(export_only(args, run, out))
+            return 0
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    main(args, run, out=out, resume=ns.resume, progress=not ns.quiet)
     return 0
 
 

@@ -75,7 +75,7 @@ def test_the_same_jobs_in_another_queue_order_give_the_same_plan(model) -> None:
 
 #: The phases of the MLP pipeline (cosched train), which import each other lazily in a circle; they go when the
 #: set-encoder driver (training/set_sac.py) replaces them. Nothing else in training/ may be part of a circle.
-LEGACY = {"demos", "distill", "expert", "finetune", "lookahead", "train"}
+LEGACY = {"demos", "distill", "finetune", "lookahead", "train"}
 
 
 def _training_imports() -> dict[str, set[str]]:
