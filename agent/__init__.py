@@ -1,9 +1,13 @@
-"""The agent: masked discrete SAC and its model file. Imports nothing of ours (see architecture.md).
+"""The agent: the set-encoder policy, masked discrete SAC's masked softmax, and the model file. Imports nothing of
+ours (see architecture.md).
 
-* ``agent.sac``: ``SACConfig``, ``Agent`` (act / explore / record / update / checkpoints / export_model),
-  ``ReplayBuffer``, ``masked_policy``, ``run_episode``, ``train``. Needs torch.
-* ``agent.modelfile``: ``write_model``, ``load_model``, ``ModelMeta``, ``NodeShape``, ``TrainedFor``. No torch.
-* ``agent.policy``: ``ActorPolicy`` (numpy inference from a model file). No torch.
+* ``agent.setnet``: the set-encoder network in numpy (serving); ``agent.setnet_torch``: the same in torch (training).
+* ``agent.setpolicy``: ``SetPolicy``, the chooser a planner uses. No torch.
+* ``agent.sac``: ``masked_policy``, the masked softmax every training loss goes through. Needs torch.
+* ``agent.policy``: ``masked_probs``, ``sample_valid`` (the numpy masked softmax and sampler), ``ActorPolicy`` (a
+  ``cosched-model/1`` MLP, still served). No torch.
+* ``agent.modelfile``: ``write_set_model``, ``load_set_model``, ``write_model``, ``load_model``, ``TrainedFor``,
+  ``NodeShape``. No torch.
 * ``agent.errors``: ``ModelFileError``.
 
 This file imports nothing, so ``import agent.policy`` never pulls torch in.

@@ -26,7 +26,7 @@ from env.jobinfo import sim_provider  # noqa: E402
 from env.models import Window, WindowJob  # noqa: E402
 from env.nodes import load_node  # noqa: E402
 from env.sim.catalogue import ALL_JOBS, HELD_OUT_JOBS, TRAIN_JOBS  # noqa: E402
-from training.demos import expert_grid  # noqa: E402
+from training.expert import expert_grid  # noqa: E402
 from training.expert import Expert  # noqa: E402
 from agent.policy import ActorChooser  # noqa: E402
 

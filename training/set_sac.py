@@ -91,7 +91,8 @@ class Args:
     eval_every: int = 5_000
     eval_per_cell: int = 4  # validation windows per (W, Cmax) cell
     checkpoint_every: int = 10_000
-    eval_cells: tuple[tuple[int, int], ...] = field(default_factory=lambda: tuple((w, c) for w in (4, 6, 8, 12) for c in (2, 3, 4)))
+    # validation cells (W, Cmax); empty: W in {4, 6, 8, 12} x Cmax in {2, 3, 4}, those the training windows cover
+    eval_cells: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         if self.backend not in ("sim", "real"):
@@ -99,11 +100,17 @@ class Args:
         if self.backend == "real" and (self.search_every or self.expert_max_window):
             raise ValueError("--backend real has no node model to search or label with: give --search-every 0 "
                              "--expert-max-window 0 (or calibrate the node and train --backend sim --node local)")
+        if self.backend == "real" and self.synthetic_jobs:
+            raise ValueError("--synthetic-jobs is for --backend sim (real training runs the window's own jobs)")
         lo, hi = self.windows
         if not 1 <= lo <= hi <= SET_MAX_WINDOW:
             raise ValueError(f"windows {self.windows}: need 1 <= lo <= hi <= {SET_MAX_WINDOW}")
         if not self.cmaxes or not all(1 <= c <= SET_MAX_CMAX for c in self.cmaxes):
             raise ValueError(f"cmaxes {self.cmaxes}: each in 1..{SET_MAX_CMAX}")
+        if not self.eval_cells:
+            ws = [w for w in (4, 6, 8, 12) if lo <= w <= hi] or sorted({lo, hi})
+            cs = [c for c in (2, 3, 4) if c in self.cmaxes] or sorted(set(self.cmaxes))
+            self.eval_cells = tuple((w, c) for w in ws for c in cs)
 
     def shape(self, d_token: int) -> SetNetShape:
         return SetNetShape(d_token=d_token, d_context=len(SET_CONTEXT_NAMES), d_model=self.d_model, heads=self.heads,
@@ -322,6 +329,34 @@ class Replay:
             v[: self.size] = d[k]
 
 
+# ------------------------------------------------------------------------------------------------ losses
+def sac_losses(nets: tuple[Any, ...], log_alpha: Any, s: tuple, s2: tuple, mask: Any, nmask: Any, act: Any, rew: Any,
+               done: Any, gamma: float, target_entropy_ratio: float) -> dict[str, Any]:
+    """Masked discrete SAC's three losses on one batch, from the networks as they are (``nets``: actor, q1, q2
+    and the target critics, each a function of a batch of states). The critic target runs over the actions valid
+    in the *next* state (its mask); α's target entropy is ``target_entropy_ratio · log n_valid`` per state."""
+    import torch
+
+    from agent.sac import masked_policy
+
+    actor, q1, q2, q1_t, q2_t = nets
+    alpha = log_alpha.exp().detach()
+    with torch.no_grad():  # r + γ(1 − done) Σ_a' p(a'|s')[min Q'(s', a') − α log p(a'|s')]
+        p2, lp2 = masked_policy(actor(*s2), nmask)
+        v2 = (p2 * (torch.min(q1_t(*s2), q2_t(*s2)) - alpha * lp2)).sum(-1)
+        target = rew + gamma * (1.0 - done) * v2
+    qa1, qa2 = q1(*s), q2(*s)
+    q1_loss = ((qa1.gather(1, act[:, None]).squeeze(1) - target) ** 2).mean()
+    q2_loss = ((qa2.gather(1, act[:, None]).squeeze(1) - target) ** 2).mean()
+    p, lp = masked_policy(actor(*s), mask)
+    actor_loss = (p * (alpha * lp - torch.min(qa1, qa2).detach())).sum(-1).mean()
+    entropy = -(p * lp).sum(-1).detach()
+    target_h = target_entropy_ratio * torch.log(mask.sum(-1).clamp(min=1).float())
+    alpha_loss = (log_alpha * (entropy - target_h)).mean()
+    return {"critic_loss": q1_loss + q2_loss, "q1_loss": q1_loss, "q2_loss": q2_loss, "actor_loss": actor_loss,
+            "alpha_loss": alpha_loss, "entropy": entropy.mean(), "target_entropy": target_h.mean()}
+
+
 # ------------------------------------------------------------------------------------------------ main
 def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = False, progress: bool = True) -> dict[str, Any]:
     import torch
@@ -385,38 +420,25 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
 
     def update() -> dict[str, float]:
         b = rb.sample(args.batch_size, rng)
-        s, s2 = batch_tensors(b, ""), batch_tensors(b, "n")
-        mask, nmask = torch.from_numpy(b["mask"]), torch.from_numpy(b["nmask"])
-        act, rew, done = torch.from_numpy(b["action"]), torch.from_numpy(b["reward"]), torch.from_numpy(b["done"])
-        alpha = log_alpha.exp().detach()
-        with torch.no_grad():  # r + γ(1 − done) Σ_a' p(a'|s')[min Q'(s', a') − α log p(a'|s')]
-            p2, lp2 = masked_policy(actor(*s2), nmask)
-            v2 = (p2 * (torch.min(q1_t(*s2), q2_t(*s2)) - alpha * lp2)).sum(-1)
-            target = rew + args.gamma * (1.0 - done) * v2
-        qa1, qa2 = q1(*s), q2(*s)
-        critic_loss = ((qa1.gather(1, act[:, None]).squeeze(1) - target) ** 2).mean() + \
-                      ((qa2.gather(1, act[:, None]).squeeze(1) - target) ** 2).mean()
-        p, lp = masked_policy(actor(*s), mask)
-        actor_loss = (p * (alpha * lp - torch.min(qa1, qa2).detach())).sum(-1).mean()
+        loss = sac_losses((actor, q1, q2, q1_t, q2_t), log_alpha, batch_tensors(b, ""), batch_tensors(b, "n"),
+                          torch.from_numpy(b["mask"]), torch.from_numpy(b["nmask"]), torch.from_numpy(b["action"]),
+                          torch.from_numpy(b["reward"]), torch.from_numpy(b["done"]), args.gamma, args.target_entropy_ratio)
         distill = torch.zeros(())
-        if args.distill_coef > 0 and demos.size >= args.batch_size:  # cross-entropy to the searched plans' actions
+        if args.distill_coef > 0 and demos.size >= args.batch_size:  # cross-entropy to the expert's / search's actions
             db = demos.sample(args.batch_size, rng)
             _, dlp = masked_policy(actor(*batch_tensors(db, "")), torch.from_numpy(db["mask"]))
             distill = -dlp.gather(1, torch.from_numpy(db["action"])[:, None]).mean()
-            actor_loss = actor_loss + args.distill_coef * distill
-        entropy = -(p * lp).sum(-1).detach()
-        target_h = args.target_entropy_ratio * torch.log(mask.sum(-1).clamp(min=1).float())
-        alpha_loss = (log_alpha * (entropy - target_h)).mean()
-        for opt, loss in ((critic_opt, critic_loss), (actor_opt, actor_loss), (alpha_opt, alpha_loss)):
+        for opt, x in ((critic_opt, loss["critic_loss"]), (actor_opt, loss["actor_loss"] + args.distill_coef * distill),
+                       (alpha_opt, loss["alpha_loss"])):
             opt.zero_grad()
-            loss.backward()
+            x.backward()
             opt.step()
         with torch.no_grad():
             for net, tgt in ((q1, q1_t), (q2, q2_t)):
                 for a_, b_ in zip(net.parameters(), tgt.parameters()):
                     b_.mul_(1.0 - args.tau).add_(a_, alpha=args.tau)
-        return {"critic_loss": float(critic_loss.detach()), "actor_loss": float(actor_loss.detach()), "alpha": float(alpha),
-                "entropy": float(entropy.mean()), "distill": float(distill.detach())}
+        return {"critic_loss": float(loss["critic_loss"].detach()), "actor_loss": float(loss["actor_loss"].detach()),
+                "alpha": float(log_alpha.exp().detach()), "entropy": float(loss["entropy"]), "distill": float(distill.detach())}
 
     def save() -> None:
         st["wall_s"] = wall0 + time.monotonic() - t0
@@ -502,7 +524,7 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
     log.close()
     with np.load(run_dir / "best-actor.npz") as z:
         best = {k: z[k] for k in z.files}
-    figures = {"simulated": True, "steps": st["step"], "episodes": st["episode"], "updates": st["updates"],
+    figures = {"simulated": args.backend == "sim", "steps": st["step"], "episodes": st["episode"], "updates": st["updates"],
                "wall_s": round(st["wall_s"], 1), "selected": st["best"], "validation_baselines": base}
     (run_dir / "figures.json").write_text(json.dumps(figures, indent=1))
     plot_curves(run_dir / "log.jsonl", run_dir / "curves.png")
@@ -530,7 +552,7 @@ def _baselines(problem: Problem, windows: list[tuple[list[str], int]]) -> dict[s
     from env.models import Window, WindowJob
 
     real = isinstance(problem, RealProblem)
-    docs = [Window(jobs=[problem.commands[n].model_copy(update={"id": f"v{i}-{k}"}) if real
+    docs = [Window(jobs=[problem.commands[n].model_copy(update={"id": f"v{i}-{k}", "profile": n}) if real
                          else WindowJob(id=f"v{i}-{k}", profile=n) for k, n in enumerate(names)], max_concurrency=c)
             for i, (names, c) in enumerate(windows)]
     ev = evaluate(docs, problem.node, ["greedy"], provider=problem.provider, backend=problem.backend if real else None)
@@ -612,7 +634,7 @@ def plot_curves(log_path: Path, png: Path) -> None:
 #: learns from the first few, updates often and validates and checkpoints every few steps; nothing to search.
 REAL_DEFAULTS: dict[str, Any] = {"total_steps": 60, "learning_starts": 20, "update_every": 1, "updates_per_step": 8,
                                  "batch_size": 32, "eval_every": 10, "checkpoint_every": 10, "search_every": 0,
-                                 "expert_max_window": 0}
+                                 "expert_max_window": 0, "synthetic_jobs": 0}
 
 _HELP = {
     "backend": "sim: the node model (fast); real: this node, every group run for real (slow)",

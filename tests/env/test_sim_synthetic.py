@@ -75,7 +75,7 @@ def test_the_catalogue_listing_is_unchanged_by_use() -> None:
 def test_training_mixes_generated_jobs_in_on_the_sim_only(tmp_path) -> None:
     from env.episode import RewardConfig
     from training.setup import sim_setup
-    from training.train import TrainConfig
+    from training.set_sac import Args
 
     setup = sim_setup(NODE, window_size=6, cmaxes=(4,), jobs=None, n_validation=4, reward=RewardConfig(),
                       synthetic=(5, 11))
@@ -87,8 +87,8 @@ def test_training_mixes_generated_jobs_in_on_the_sim_only(tmp_path) -> None:
     # the pipeline is the planner's (fitted on the paper's 12), so a model scales features as the service does
     assert setup.pipeline.to_dict() == sim_provider(NODE).pipeline.to_dict()
     assert all(not is_synthetic(j.profile_name) for w in setup.validation for j in w.jobs)
-    with pytest.raises(InputError, match="--synthetic-jobs is for --backend sim"):
-        TrainConfig(backend="real", node="local", synthetic_jobs=3)
+    with pytest.raises(ValueError, match="--synthetic-jobs is for --backend sim"):
+        Args(backend="real", synthetic_jobs=3, search_every=0, expert_max_window=0)
 
 
 def test_a_training_window_may_hold_a_job_twice() -> None:

@@ -35,12 +35,12 @@ def test_trains_in_the_calibrated_model_and_names_it(home, capsys):
     local = model_path(local_node_id())
     shutil.copy(calibrated, local)
     out = home / "m.npz"
-    assert main(["train", "--node", "local", "--steps", "30", "--window-size", "2", "--cmax", "2", "--n-validation", "2",
-                 "--eval-every", "30", "--synthetic-jobs", "4", "--no-eval", "--quiet", "--out", str(out)]) == 0
-    from agent.modelfile import load_model
+    assert main(["train", "--node", "local", "--steps", "30", "--windows", "2,2", "--cmaxes", "2", "--eval-per-cell", "1",
+                 "--eval-every", "30", "--learning-starts", "10", "--synthetic-jobs", "4", "--quiet", "--out", str(out)]) == 0
+    from agent.modelfile import load_set_model
 
-    meta = load_model(out).meta
-    derived = meta.training["config"]["node"].removeprefix("sim:")
+    meta = load_set_model(out).meta
+    derived = meta.training["args"]["node"].removeprefix("sim:")
     doc = json.loads(open(derived).read())
     assert str(local.resolve()) in doc["provenance"]["description"]  # the model file leads to the calibrated model
     names = [j["params"]["name"] for j in doc["jobs"]]

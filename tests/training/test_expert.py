@@ -1,4 +1,5 @@
-"""The search as an expert from any state (training.expert) and DAgger labels in training (simulated)."""
+"""The search as an expert from any state (training.expert; the driver's DAgger labels: tests/training/test_set_sac.py)
+and the agent benches (simulated)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,7 @@ from env.episode import plan_window
 from env.jobinfo import sim_provider
 from env.models import Window, WindowJob
 from env.nodes import load_node
-from training.demos import expert_grid
-from training.expert import Expert
-from training.train import TrainConfig, train
+from training.expert import Expert, expert_grid
 
 NODE = load_node("sim:reference")
 
@@ -51,40 +50,6 @@ def test_expert_recovers_from_a_wrong_step() -> None:
 
     res = plan_window(_window(["EP", "MG", "fft", "CG", "SP"]), NODE, prov, chooser, policy="expert", window_size=6)
     assert sum(len(g.jobs) for g in res.plan.groups) == 5
-
-
-def test_dagger_labels_the_agents_states(tmp_path: Path) -> None:
-    cfg = TrainConfig(steps=60, seed=3, window_size=2, cmax=(2,), jobs=("EP", "MG"), eval_every=60, n_validation=2,
-                      checkpoint_every=60, demos=3, pretrain_updates=20, dagger=True, demo_noise=0.2,
-                      sac=dict(hidden_sizes=[32, 32], learning_starts=20, batch_size=16))
-    res = train(cfg, tmp_path / "run", tmp_path / "m.npz", progress=False, final_eval=False)
-    import torch
-
-    ck = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)
-    with np.load(tmp_path / "run" / "demos.npz") as z:
-        n_demo_labels = z["label_obs"].shape[0]
-    assert ck["labels"]["size"] > n_demo_labels  # the agent's own states were labelled
-    assert res.model_path.exists()
-
-
-def test_demonstrations_are_the_same_for_any_number_of_workers() -> None:
-    """Episode i depends only on (seed, i): two processes give exactly the data one gives, in the same order,
-    generated jobs included (they resolve by name in the worker processes too)."""
-    from env.episode import RewardConfig
-    from training.demos import make_demos
-    from training.setup import sim_setup
-
-    cfg = TrainConfig(demos=45, demo_noise=0.2, synthetic_jobs=12, seed=4, window_size=4, cmax=(3,))
-    setup = sim_setup(NODE, window_size=4, cmaxes=(3,), jobs=None, n_validation=2, reward=RewardConfig(),
-                      obs_layout="queue-v2", synthetic=(12, 4))
-    seen: list[int] = []
-    one = make_demos(setup, cfg, 45, seed=8)
-    two = make_demos(setup, cfg, 45, seed=8, workers=2, on_progress=seen.append)
-    assert seen == [20, 40, 45]
-    assert one[0].size == two[0].size > 0 and one[1].size == two[1].size > 0
-    assert np.array_equal(one[1].obs[: one[1].size], two[1].obs[: two[1].size])
-    assert np.array_equal(one[1].action[: one[1].size], two[1].action[: two[1].size])
-    assert np.array_equal(one[0].reward[: one[0].size], two[0].reward[: two[0].size])
 
 
 def test_agent_gap_benchmark_runs_and_prints_its_figures() -> None:

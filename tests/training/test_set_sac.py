@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from env.evaluate import evaluate
 from env.jobinfo import sim_provider
@@ -61,3 +62,66 @@ def test_a_resumed_run_ends_as_an_uninterrupted_one(tmp_path) -> None:
         assert all(torch.equal(x[net][k], y[net][k]) for k in x[net])
     steps = [json.loads(ln)["step"] for ln in (tmp_path / "cut" / "log.jsonl").read_text().splitlines()]
     assert steps == sorted(steps)
+
+
+def test_sac_losses_on_a_hand_made_batch_equal_values_computed_by_hand() -> None:
+    """Networks that ignore the state (constant logits and Q values) make every quantity of the three losses a
+    hand-computable function of a few numbers: the critic target runs over the next state's valid actions, a
+    terminal row does not bootstrap, α's target is ratio · log n_valid."""
+    import math
+
+    import pytest
+    import torch
+
+    from training.set_sac import sac_losses
+
+    L, Q1, Q2 = [0.5, -1.0, 2.0, 0.0], [1.0, 2.0, 3.0, 4.0], [1.5, 1.0, 3.5, 3.0]
+    alpha, gamma, ratio = 0.2, 0.9, 0.5
+
+    def const(v):
+        return lambda x: torch.tensor(v).expand(x.shape[0], len(v))
+
+    nets = (const(L), const(Q1), const(Q2), const(Q1), const(Q2))
+    s = (torch.zeros(2, 1),)
+    out = {k: float(v.detach()) for k, v in sac_losses(
+        nets, torch.tensor(math.log(alpha), requires_grad=True), s, s,
+        torch.tensor([[1, 1, 0, 1], [1, 1, 0, 1]], dtype=torch.bool), torch.tensor([[0, 1, 1, 0], [0, 0, 0, 0]], dtype=torch.bool),
+        torch.tensor([1, 3]), torch.tensor([1.0, -0.5]), torch.tensor([0.0, 1.0]), gamma, ratio).items()}
+    qmin = [min(a, b) for a, b in zip(Q1, Q2)]
+    z = math.exp(-1.0) + math.exp(2.0)  # row 0's next state: valid {1, 2}
+    p1, p2 = math.exp(-1.0) / z, math.exp(2.0) / z
+    t0 = 1.0 + gamma * (p1 * (qmin[1] - alpha * math.log(p1)) + p2 * (qmin[2] - alpha * math.log(p2)))
+    t1 = -0.5  # terminal: no bootstrap
+    assert out["q1_loss"] == pytest.approx(((Q1[1] - t0) ** 2 + (Q1[3] - t1) ** 2) / 2, rel=1e-6)
+    assert out["q2_loss"] == pytest.approx(((Q2[1] - t0) ** 2 + (Q2[3] - t1) ** 2) / 2, rel=1e-6)
+    zs = math.exp(0.5) + math.exp(-1.0) + 1.0  # the current state: valid {0, 1, 3}
+    ps = {0: math.exp(0.5) / zs, 1: math.exp(-1.0) / zs, 3: 1.0 / zs}
+    assert out["actor_loss"] == pytest.approx(sum(p * (alpha * math.log(p) - qmin[a]) for a, p in ps.items()), rel=1e-6)
+    entropy = -sum(p * math.log(p) for p in ps.values())
+    assert out["entropy"] == pytest.approx(entropy, rel=1e-6)
+    assert out["alpha_loss"] == pytest.approx(math.log(alpha) * (entropy - ratio * math.log(3)), rel=1e-6)
+
+
+def test_dagger_labels_are_the_experts_actions_in_the_actors_states() -> None:
+    """play(..., expert=E) records, for every state the actor visits, E's action there; with follow_expert the
+    expert plays, and its plan is as good as the search on its grid (simulated)."""
+    from env.baselines import search
+    from training.expert import Expert, expert_grid
+    from training.set_sac import Problem, play
+
+    args = Args(seed=1, windows=(4, 4), cmaxes=(4,), synthetic_jobs=0, expert_max_window=4)
+    problem = Problem(args)
+    ex = Expert(problem.node, expert_grid("cores"))
+    names = ["EP", "MG", "fft", "lu_cb"]
+    labels: list = []
+    trans, _ = play(problem, args.shape(problem.d_token), None, names, 4, np.random.default_rng(0), 1.0,
+                    labels=labels, expert=ex)
+    assert len(labels) == len(trans) and all(mask[a] for _, mask, a in labels)
+    assert all(np.array_equal(lab[0][0], tr[0][0]) for lab, tr in zip(labels, trans))  # the actor's states
+    labels = []
+    _, thr = play(problem, args.shape(problem.d_token), None, names, 4, None, 1.0, labels=labels, expert=ex,
+                  follow_expert=True)
+    canonical = [i.name for i in problem.episode(names, 4).infos]  # the set episode places jobs in this order
+    best = search(problem.node, canonical, 4, expert_grid("cores"))
+    solo = sum(problem.provider.get(n).solo_s for n in names)
+    assert thr == pytest.approx(solo / best.predicted_total_s, rel=0.01)
