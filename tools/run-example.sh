@@ -32,13 +32,12 @@ PY
 
 # A model of this node's own (trained for its id), or the node model's pipeline: calibrate -> train.
 read -r NODE_ID MODEL OWN < <(.venv/bin/python - <<'PY'
-from agent.modelfile import load_model
 from env.discover import local_node_id
-from training.policies import local_model_path, user_models_dir
+from training.policies import load_any, local_model_path, user_models_dir
 
 nid = local_node_id()
 path = local_model_path()
-own = path.exists() and load_model(path).meta.trained_for.node_id == nid
+own = path.exists() and load_any(path).meta.trained_for.node_id == nid
 print(nid, path if own else user_models_dir() / f"{nid}.npz", "yes" if own else "no")
 PY
 )
@@ -54,9 +53,11 @@ if [ "$OWN" != yes ]; then
     echo "== node model of this node: $NODE_MODEL (cosched calibrate --report shows its error) =="
   fi
   echo
-  echo "== training the agent in this node's calibrated model (simulated episodes, a short recipe: 4000 steps, a few minutes) =="
+  # Cmax up to this node's CPUs (each co-running job gets CPUs of its own), at most 4
+  CMAXES=$(.venv/bin/python -c "import os; print(','.join(str(c) for c in range(1, min(4, os.cpu_count() or 1) + 1)))")
+  echo "== training the agent in this node's calibrated model (simulated episodes, a short recipe: 6000 steps, windows of 2-8 jobs, Cmax $CMAXES; a few minutes) =="
   mkdir -p "$(dirname "$MODEL")"
-  $C train --node local --steps 4000 --learning-starts 1000 --eval-every 2000 --n-validation 4 --no-eval --seed 1 --out "$MODEL"
+  $C train --node local --steps 6000 --windows 2,8 --cmaxes "$CMAXES" --learning-starts 1000 --eval-every 2000 --seed 1 --out "$MODEL"
   echo "calibrate + train: $(( $(date +%s) - T0 )) s"
 fi
 echo
