@@ -19,7 +19,6 @@ node and on one core (``catalogue(node)`` computes them), so the catalogue and t
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -50,11 +49,37 @@ class CatalogueEntry:
 
 
 def _e(name, suite, character, why, work, p, comm, comm_gb, irr, init, stream, reuse, ws, bwc, foot, ipc, br, l1i, cs):
+    ws1, ws2, share2 = CACHE_CURVES[name]
     return CatalogueEntry(
-        JobParams(name, work, p, comm, comm_gb, irr, init, stream, reuse, ws, bwc),
+        JobParams(name, work, p, comm, comm_gb, irr, init, stream, reuse, ws1, ws2, share2, bwc),
         suite, character, why, foot, ipc, br, l1i, cs,
     )
 
+
+#: Each program's miss-ratio curve over L3 capacity: (first working set MB, second working set MB, share of its
+#: reuse traffic in the second). Sizes are for all its threads together on the paper's inputs; sources and
+#: estimates in env/sim/README.md ("Cache curves").
+CACHE_CURVES: dict[str, tuple[float, float, float]] = {
+    "barnes": (1.5, 24.0, 0.4),
+    "cholesky": (1.0, 12.0, 0.5),
+    "fft": (3.0, 64.0, 0.3),
+    "fmm": (2.0, 20.0, 0.8),
+    "lu_cb": (0.5, 24.0, 0.6),
+    "lu_ncb": (0.5, 24.0, 0.6),
+    "ocean_cp": (3.0, 512.0, 0.5),
+    "ocean_ncp": (3.0, 512.0, 0.5),
+    "raytrace": (6.0, 48.0, 0.5),
+    "water_nsquared": (0.5, 4.0, 0.6),
+    "water_spatial": (1.0, 20.0, 0.85),
+    "BT": (2.0, 32.0, 0.5),
+    "CG": (2.4, 160.0, 0.3),
+    "DC": (4.0, 64.0, 0.5),
+    "EP": (0.1, 0.5, 0.5),
+    "FT": (6.0, 48.0, 0.5),
+    "IS": (8.0, 128.0, 0.2),
+    "MG": (2.0, 40.0, 0.5),
+    "SP": (2.0, 32.0, 0.5),
+}
 
 # name, suite, character, reasons,
 #   work_s, parallel, comm, comm_gb, irregular, init_serial, stream_gb, reuse_gb, ws_mb, bw_core,
@@ -76,7 +101,7 @@ ENTRIES: tuple[CatalogueEntry, ...] = (
     _e("fmm", "parsec", "compute-bound, good scaling, small working set",
        "fast multipole method: dense per-cell interaction lists, compute-bound (p 0.985), modest cache reuse "
        "(ws 4 MB) and little memory traffic.",
-       1300, 0.985, 0.05, 20, 0.3, 0.05, 60, 200, 4, 6, 0.8, 1.9, 3.0, 1.0, 30),
+       750, 0.985, 0.05, 20, 0.3, 0.05, 60, 6000, 4, 6, 0.8, 1.9, 3.0, 1.0, 30),
     _e("lu_cb", "parsec", "blocked dense LU, contiguous blocks: cache-friendly, compute-bound",
        "contiguous blocks make each block's data local and cache-resident (irregular 0.05, reuse 1500 GB "
        "saved by ~5 MB of cache); the diagonal-block critical path limits scaling (p 0.93).",
@@ -104,7 +129,7 @@ ENTRIES: tuple[CatalogueEntry, ...] = (
     _e("water_spatial", "parsec", "compute-bound but cache-sensitive (cell lists)",
        "spatial cells cut the force work but the cell lists must stay in cache: large reuse (6000 GB over "
        "ws 10 MB) so losing the L3 to a streaming co-runner hurts it; otherwise compute-bound (p 0.975).",
-       1000, 0.975, 0.05, 20, 0.15, 0.1, 150, 6000, 10, 8, 0.4, 1.8, 2.5, 0.5, 30),
+       800, 0.975, 0.05, 20, 0.15, 0.1, 150, 12000, 10, 8, 0.4, 1.8, 2.5, 0.5, 30),
     _e("BT", "nas", "compute-intensive block-tridiagonal solver, moderate bandwidth",
        "5x5 block solves are compute-heavy (work 1500 s) with regular sweeps (irregular 0.05) that stream "
        "2500 GB; direction-wise sweeps cross partitions (comm 0.08).",
@@ -123,7 +148,7 @@ ENTRIES: tuple[CatalogueEntry, ...] = (
     _e("FT", "nas", "3-D FFT: all-to-all transposes, bandwidth-hungry, cache-sensitive",
        "each 3-D FFT step transposes the whole grid (comm 0.30, 1500 GB over the link at an even split) and "
        "streams it (6000 GB); blocking for cache saves much (3000 GB over ws 24 MB).",
-       500, 0.95, 0.30, 1500, 0.3, 0.05, 6000, 3000, 24, 10, 5.0, 1.3, 1.0, 0.3, 30),
+       400, 0.95, 0.12, 600, 0.3, 0.05, 6000, 3000, 24, 12, 5.0, 1.3, 1.0, 0.3, 30),
     _e("IS", "nas", "integer bucket sort: random access and an all-to-all exchange",
        "random scatter of keys (irregular 0.8) and a bucket exchange between threads (comm 0.40, 600 GB): "
        "short, latency-bound, compact wins.",
@@ -177,12 +202,11 @@ class CatalogueJob:
 
 
 def _solo_traffic_gb(node: NodeSpec, params: JobParams, sp: SimParams) -> float:
-    from env.sim.model import SimJob, _cache_mb, geometry
+    from env.sim.model import SimJob, _cache_mb, geometry, traffic_gb
 
     g = geometry(node, sp)
     j = SimJob(g, params, g.cpus, "first-touch")
-    c = _cache_mb(g, [j])[0]
-    return params.stream_gb + params.reuse_gb * math.exp(-c / params.ws_mb)
+    return traffic_gb([j], _cache_mb(g, [j]))[0]
 
 
 def catalogue_job(node: NodeSpec, name: str, sp: SimParams | None = None) -> CatalogueJob:
