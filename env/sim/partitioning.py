@@ -41,7 +41,7 @@ class PairGain:
             s = actions.decode(p[0])
             js = [actions.decode(a) for a in p[1]]
             return f"{s.affinity}/{s.memory} " + " + ".join(  # type: ignore[union-attr]
-                f"{j.cores} cores {j.ways} ways {j.bw_percent} %" for j in js)  # type: ignore[union-attr]
+                f"{j.cores} of the cores, {j.ways * 22}/22 ways, {j.bw_percent} %" for j in js)  # type: ignore[union-attr]
 
         return (f"{self.pair[0]}:{self.pair[1]}: shared {self.shared:.3f} ({acts(self.shared_plan)}), partitioned "
                 f"{self.partitioned:.3f} ({acts(self.partitioned_plan)}), +{self.gain_pct:.1f} % (simulated)")
