@@ -6,7 +6,7 @@ the standard file's random part (the whole catalogue, at least one held-out prog
 Why: the standard file has 30 windows, and two models a point apart on it can be in the other order on the next
 30 (runs of one recipe spread over 2 points there). On 240 windows, compared on the same windows, differences of a
 few tenths are resolved. best-found is a search of about half a second per window: it runs in two processes and
-is cached in training/results/heldout_bestfound_<node>.json (per window set) for the next run.
+is cached in training/results/heldout_bestfound_<node>.json (per window set and model fingerprint) for the next run.
 """
 
 from __future__ import annotations
@@ -56,7 +56,10 @@ def _best_found(chunk: list[Window]) -> list[float]:
 
 def best_found(node, ws: list[Window], seed: int, use_cache: bool = True) -> list[float]:
     cache = RESULTS_DIR / f"heldout_bestfound_{node.name.replace(':', '_')}.json"
-    key = f"{len(ws)}:{seed}:{[[j.profile_name for j in w.jobs] for w in ws]}"
+    from env.sim.world import fingerprint
+
+    # keyed by the model too: a changed contention model or catalogue must not reuse old best-found figures
+    key = f"{fingerprint(node)}:{len(ws)}:{seed}:{[[j.profile_name for j in w.jobs] for w in ws]}"
     doc = json.loads(cache.read_text()) if use_cache and cache.exists() else {}
     if key in doc:
         return doc[key]

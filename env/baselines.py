@@ -283,13 +283,31 @@ def _best_partition(sub: dict[int, tuple[float, list[int]]], full: int) -> tuple
     return dp[full], {m: choice[m] for m in range(full + 1)}
 
 
+def _refine_order(ranked: Sequence[int], k: int) -> list[int]:
+    """The ``k`` schedules to refine: the best of each affinity first, then the next best. Why: the screening
+    uses no partitioning, where isolating jobs on separate sockets (compact) often wins, while spreading them
+    (distributed) wins only once ways and bandwidth are partitioned; and local-alloc ties with first-touch in
+    the model, so the plain top k could be one affinity twice and never try the other."""
+    seen: set[str] = set()
+    first = []
+    for s in ranked:
+        aff = actions.decode(s).affinity  # type: ignore[union-attr]
+        if aff not in seen:
+            seen.add(aff)
+            first.append(s)
+    out = first[:k]
+    out += [s for s in ranked if s not in out][: k - len(out)]
+    return out
+
+
 def search(node: NodeSpec, names: Sequence[str], max_concurrency: int, grid: Grid = Grid(), *,
            exhaustive: bool = False, rounds: int = 3, refine_schedules: int = 2, max_evals: int = 60_000,
            evaluator: GroupEvaluator | None = None) -> Script:
     """The best script found for one chunk.
 
     Phase 1, every schedule action: each subset of at most Cmax jobs gets its best core combination (all ways,
-    no cap), then the best partition (DP). Phase 2, the ``refine_schedules`` best schedules: coordinate descent
+    no cap), then the best partition (DP). Phase 2, the ``refine_schedules`` best schedules (the best of each
+    affinity first: ``_refine_order``): coordinate descent
     per subset from its two best core combinations, then the DP again. ``exhaustive`` enumerates every
     combination of the grid per subset instead (small windows and grids only).
     """
@@ -315,7 +333,7 @@ def search(node: NodeSpec, names: Sequence[str], max_concurrency: int, grid: Gri
             screened.append((total, choice, schedule, sub))
         screened.sort(key=lambda r: r[0])
         results.extend(screened)
-        for _, _, schedule, _ in screened[:refine_schedules]:
+        for schedule in _refine_order([r[2] for r in screened], refine_schedules):
             if ev.evals - start_evals > max_evals:
                 break
             sub = {}

@@ -88,10 +88,16 @@ def evaluate(windows: Sequence[Window], node: NodeSpec, policies: Sequence[str],
                 progress(i, name, time.perf_counter() - t0)
         out_windows.append({"index": i, "jobs": [j.profile_name for j in w.jobs],
                             "max_concurrency": w.max_concurrency, "timeshare_s": solo, "results": results})
+    model_fp = None
+    if backend.simulated and node.name.startswith("sim:"):
+        from env.sim.world import fingerprint
+
+        model_fp = fingerprint(node)  # which contention model and catalogue produced these figures
     return {
         "backend": backend.name,
         "node": node.name,
         "simulated": backend.simulated,
+        "model_fingerprint": model_fp,
         "window_size": window_size,
         "policies": list(policies),
         "windows": out_windows,

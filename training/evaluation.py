@@ -48,7 +48,9 @@ def baseline_cache(node_name: str) -> Path:
     return RESULTS_DIR / f"eval_baselines_{node_name.replace(':', '_')}.json"
 
 
-def cached_search_results(node_name: str, windows: Sequence[Any]) -> dict[str, Any] | None:
+def cached_search_results(node_name: str, windows: Sequence[Any], fingerprint: str | None = None) -> dict[str, Any] | None:
+    """The cached search baselines when they were made on the same windows and (given ``fingerprint``) by the
+    same simulated model: a file from an earlier model is not used."""
     p = baseline_cache(node_name)
     if not p.exists():
         return None
@@ -60,6 +62,8 @@ def cached_search_results(node_name: str, windows: Sequence[Any]) -> dict[str, A
     if [w["jobs"] for w in doc.get("windows", [])] != jobs or not all(s in doc.get("policies", []) for s in SEARCH_POLICIES):
         return None
     if [w.get("max_concurrency", 4) for w in doc["windows"]] != [w.max_concurrency for w in windows]:
+        return None
+    if fingerprint is not None and doc.get("model_fingerprint") != fingerprint:
         return None
     return doc
 
@@ -74,7 +78,10 @@ def evaluate_model(model: Any, node: Any, windows: Sequence[Any], policies: Sequ
     pols = list(policies)
     cached = None
     if node.name.startswith("sim:") and (backend is None or backend.simulated) and not search:
-        cached = cached_search_results(node.name, windows) if any(p in SEARCH_POLICIES for p in pols) else None
+        from env.sim.world import fingerprint
+
+        cached = (cached_search_results(node.name, windows, fingerprint(node))
+                  if any(p in SEARCH_POLICIES for p in pols) else None)
         if cached is None:
             pols = [p for p in pols if p not in SEARCH_POLICIES]
     live = [p for p in pols if not (cached and p in SEARCH_POLICIES)]

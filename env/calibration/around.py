@@ -38,6 +38,7 @@ def around(model: NodeModel, n: int, seed: int, source: str = "") -> NodeModel:
                  reuse_gb=p["reuse_gb"] * mem, comm_gb=p["comm_gb"] * mem,
                  parallel=1 - min(1.0, (1 - p["parallel"]) * math.exp(rng.gauss(0, SPREAD))),
                  ws_mb=p["ws_mb"] * math.exp(rng.gauss(0, SPREAD)))
+        p["ws2_mb"] = max(p["ws_mb"], p["ws2_mb"] * math.exp(rng.gauss(0, SPREAD)))  # drawn last: earlier draws unchanged
         params = JobParamsDoc(**p)
         gm = GroupModel(model.node, sp, {params.name: params.to_params()}, model.probe.to_params())
         solo = gm.times([Placement(params.name, tuple(model.node.cpus))])[0][0]

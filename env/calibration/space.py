@@ -1,8 +1,10 @@
 """The fitted parameters as one vector: which model field each entry is, in which transform, within which bounds.
 
 General on purpose: the fit (``env.calibration.fit``) knows only a vector, bounds, a prior and, per
-measurement, which entries it depends on. A richer model (e.g. a miss-ratio curve per job over ways) adds
-fields to ``JOB_FIELDS`` / ``NODE_FIELDS`` (and to ``JobParams`` / ``SimParams``) and nothing else changes.
+measurement, which entries it depends on. The per-job miss-ratio curve over L3 capacity (two working sets:
+``ws_mb``, ``ws2_mb`` and the share ``ws2_share`` of the reuse traffic in the second) is three such fields; on
+an RDT node the profiler's L3-way and MBA curves (``env.interference``) are the runs that pin them down, elsewhere
+the generator's pressure curve and the co-run probes do, more loosely.
 
 Transforms: ``log`` fits log(v), ``log1p`` fits log(1 + v) (fields that may be 0), ``lin`` fits v,
 ``logc`` fits log(1 - v) (a fraction close to 1: the parallel fraction).
@@ -40,7 +42,9 @@ JOB_FIELDS: tuple[Field, ...] = (
     Field("init_serial", "lin", 0.0, 0.95, 0.05),
     Field("stream_gb", "log1p", 0.0, 1e6, 500.0),
     Field("reuse_gb", "log1p", 0.0, 1e6, 500.0),
-    Field("ws_mb", "log", 0.1, 500.0, 8.0),
+    Field("ws_mb", "log", 0.1, 500.0, 4.0),
+    Field("ws2_mb", "log", 0.1, 4000.0, 32.0),
+    Field("ws2_share", "lin", 0.0, 1.0, 0.5),
     Field("bw_core", "log", 0.2, 100.0, 8.0),
 )
 #: Node-level fields fitted from co-runs and curves (the rest are read from the microbenchmarks).

@@ -5,9 +5,15 @@ One job's time for its whole work, given what it holds and whom it runs with::
 
     Tc = work_s * ((1 - p) + p / n) * (1 + comm * x)          compute, Amdahl on n cores; x = how evenly its
                                                               threads are split over domains (0 compact, 1 even)
-    C  = sum over its L3 domains of the ways it holds there * MB per way, a shared way counting only for the
-         job's share of it (shares in proportion to each sharer's cache pressure: cores there x traffic rate)
-    V  = stream_gb + reuse_gb * exp(-C / ws_mb)               memory traffic (GB): the job's miss curve
+    C_l = the ways it holds in L3 l x MB per way, a way shared with co-runners (overlapping masks, e.g. no
+         partitioning at all) counting only for its share: LRU keeps lines in proportion to how fast each
+         sharer inserts them, i.e. its cores there x its miss traffic per compute second (found by a short
+         fixed point: a cache-friendly job that hits inserts little and is crowded out by a streaming one)
+    V  = stream_gb + reuse_gb * M(C)                          memory traffic (GB): its miss-ratio curve over L3 MB,
+    M(C) = (1 - ws2_share) * m(C / ws_mb) + ws2_share * m(C / ws2_mb),  m(r) = 1 / (1 + r^STEEP): two working
+         sets (and the streamed data, which no cache holds); misses fall in a step as each one comes to fit.
+         A job over several L3s holds there the share of its data its threads there touch: M sums
+         f_l * M(C_l / f_l) over its L3 domains l (f_l: its share of threads in l, C_l: the MB it holds in l)
     B  = its own bandwidth ceiling: sum over its cores of bw_core, cut by remote latency for the share of its
          accesses that are remote (latency-bound = irregular jobs suffer more), and by its MBA cap in each domain
     Tm = V / B * sum over routes (core domain s -> memory domain m) of share / kappa(route)
@@ -28,7 +34,6 @@ a seeded log-normal factor. Without noise the model is a pure function of its in
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from env.nodespec import NodeSpec
@@ -47,14 +52,35 @@ class JobParams:
     irregular: float  # share of memory accesses that go anywhere in its data (not to its own partition)
     init_serial: float  # share of its data first-touched by the master thread
     stream_gb: float  # memory traffic no cache removes
-    reuse_gb: float  # extra traffic when it has no L3 at all
-    ws_mb: float  # cache scale of its reuse: extra misses ~ exp(-cache MB / ws_mb)
+    reuse_gb: float  # extra traffic when it has no L3 at all (both working sets miss)
+    ws_mb: float  # its first (smaller) working set, MB: half its misses go once the L3 holds this much
+    ws2_mb: float  # its second (larger) working set, MB
+    ws2_share: float  # the share of reuse_gb that belongs to the second working set
     bw_core: float  # GB/s one of its cores can pull (its memory-level parallelism)
+
+    def miss(self, mb: float) -> float:
+        """The miss ratio of its reuse traffic (0..1) with ``mb`` of L3 for all its data: monotone, falling."""
+        return miss_ratio(mb, self.ws_mb, self.ws2_mb, self.ws2_share)
 
     @property
     def latency_sensitivity(self) -> float:
         """How much of a remote access's extra latency shows: prefetched regular streams hide most of it."""
         return 0.25 + 0.75 * self.irregular
+
+
+#: How sharply a working set's misses fall as the cache comes to hold it: m(r) = 1 / (1 + r^STEEP) is 0.5 at
+#: r = 1 (cache = working set), 0.89 at r = 1/2 and 0.11 at r = 2: a step over about a factor 4 of capacity, as
+#: measured miss-ratio curves of these programs show at their working-set "knees" (env/sim/README.md).
+STEEP = 3.0
+
+
+def miss_ratio(mb: float, ws1: float, ws2: float, share2: float) -> float:
+    """Two working sets' misses with ``mb`` MB of cache (see the module docstring)."""
+    if mb <= 0.0:
+        return 1.0
+    r1 = mb / ws1
+    r2 = mb / ws2
+    return (1.0 - share2) / (1.0 + r1 * r1 * r1) + share2 / (1.0 + r2 * r2 * r2)
 
 
 class Geometry:
@@ -101,7 +127,8 @@ def geometry(node: NodeSpec, sp: SimParams = DEFAULT_PARAMS) -> Geometry:
 class SimJob:
     """One job placed in a group: what does not change while the group runs is computed once."""
 
-    __slots__ = ("params", "n", "n_l3", "masks", "tc", "routes", "bmax", "comm_link", "pressure", "v_rate")
+    __slots__ = ("params", "n", "n_l3", "masks", "tc", "routes", "bmax", "comm_link", "l3_share", "core_cap",
+                 "ins_stream", "ins_reuse")
 
     def __init__(self, g: Geometry, params: JobParams, cpus: list[int] | tuple[int, ...], memory: str,
                  masks: dict[int, int] | None = None, mba_percent: dict[int, int] | None = None) -> None:
@@ -165,9 +192,13 @@ class SimJob:
         # communication traffic on the links (GB over the run), spread over the directions it uses
         pairs = [(a, b) for a in doms for b in doms if a != b]
         self.comm_link = [(a, b, params.comm_gb * x / len(pairs)) for a, b in pairs] if pairs and x > 0 else []
-        # cache pressure per L3 domain: cores there x its traffic per compute second
-        self.v_rate = (params.stream_gb + params.reuse_gb) / max(params.work_s, 1e-9)
-        self.pressure = [n_l3[li] * self.v_rate for li in range(g.n_l3)]
+        # its share of threads per L3 domain (each L3 holds the data its threads there touch)
+        self.l3_share = [(li, n_l3[li] / n) for li in range(g.n_l3) if n_l3[li]]
+        # the fastest one of its cores can insert lines into a shared L3 (GB/s): its pull, capped by MBA
+        self.core_cap = bmax / n
+        # lines it inserts per compute second per core: its streamed traffic, and its reuse traffic at miss ratio 1
+        self.ins_stream = params.stream_gb / params.work_s
+        self.ins_reuse = params.reuse_gb / params.work_s
 
 
 def memory_key(g: Geometry, cpus: list[int] | tuple[int, ...], memory: str) -> str:
@@ -183,47 +214,114 @@ def memory_key(g: Geometry, cpus: list[int] | tuple[int, ...], memory: str) -> s
     return memory
 
 
-def _cache_mb(g: Geometry, jobs: list[SimJob]) -> list[float]:
-    eff = [0.0] * len(jobs)
+def _way_groups(masks: list[int]) -> list[tuple[list[int], int]]:
+    """The ways of one L3 grouped by exactly which holders hold them: (holder indices, number of ways)."""
+    union = 0
+    for m in masks:
+        union |= m
+    h = len(masks)
+    out = []
+    for pat in range(1, 1 << h):
+        inside = union
+        outside = 0
+        for i in range(h):
+            if pat >> i & 1:
+                inside &= masks[i]
+            else:
+                outside |= masks[i]
+        count = _popcount(inside & ~outside)
+        if count:
+            out.append(([i for i in range(h) if pat >> i & 1], count))
+    return out
+
+
+def _share_ways(groups: list[tuple[list[int], int]], pressure: list[float], wmb: float) -> list[float]:
+    """MB each holder gets: ways it holds alone whole, each shared way split in proportion to its sharers'
+    pressure."""
+    eff = [0.0] * len(pressure)
+    for members, count in groups:
+        if len(members) == 1:
+            eff[members[0]] += count * wmb
+            continue
+        tot = 0.0
+        for i in members:
+            tot += pressure[i]
+        for i in members:
+            eff[i] += (count * pressure[i] / tot if tot > 0.0 else count / len(members)) * wmb
+    return eff
+
+
+#: Rounds of the LRU occupancy fixed point (misses -> insertion rates -> shares of the shared ways -> misses).
+LRU_ROUNDS = 3
+
+
+def _cache_mb(g: Geometry, jobs: list[SimJob]) -> list[list[float]]:
+    """MB of each L3 domain each job holds (index [job][l3]). Shared ways go by LRU pressure: the rate at which
+    each sharer's threads there insert lines, i.e. its miss traffic per compute second per core (at most what a
+    core can pull), so a streaming job crowds a cache-friendly one out, and a partition (disjoint masks) or an
+    MBA cap on the streaming job protects it."""
+    out = [[0.0] * g.n_l3 for _ in jobs]
     for li in range(g.n_l3):
-        holders = [(k, j.masks[li], j.pressure[li]) for k, j in enumerate(jobs) if j.masks[li]]
+        holders = [(k, j.masks[li]) for k, j in enumerate(jobs) if j.masks[li]]
         if not holders:
             continue
         wmb = g.way_mb[li]
         union = 0
         total_bits = 0
-        for k, m, _ in holders:
+        for _, m in holders:
             union |= m
             total_bits += _popcount(m)
         if total_bits == _popcount(union):  # no shared way: each job has its own
-            for k, m, _ in holders:
-                eff[k] += _popcount(m) * wmb
+            for k, m in holders:
+                out[k][li] = _popcount(m) * wmb
             continue
-        # ways grouped by exactly which holders share them (at most 2^h - 1 groups); each group's ways are
-        # split between its sharers in proportion to their pressure
+        # the fixed point: start from every reuse missing, then each job's miss ratio at the MB it gets here
         h = len(holders)
-        for pat in range(1, 1 << h):
-            inside = union
-            outside = 0
+        miss = [1.0] * h
+        same = all(m == holders[0][1] for _, m in holders)
+        pool = _popcount(union) * wmb
+        groups = [] if same else _way_groups([m for _, m in holders])
+        eff = [0.0] * h
+        for r in range(LRU_ROUNDS):
+            pressure = [0.0] * h
             for i in range(h):
-                if pat >> i & 1:
-                    inside &= holders[i][1]
-                else:
-                    outside |= holders[i][1]
-            count = _popcount(inside & ~outside)
-            if not count:
-                continue
-            tot = 0.0
-            n_in = 0
+                j = jobs[holders[i][0]]
+                rate = j.ins_stream + j.ins_reuse * miss[i]
+                pressure[i] = j.n_l3[li] * (rate if rate < j.core_cap else j.core_cap)
+            if same:  # all hold the same ways (no partitioning): one pool
+                tot = sum(pressure)
+                for i in range(h):
+                    eff[i] = pool * pressure[i] / tot if tot > 0.0 else pool / h
+            else:
+                eff = _share_ways(groups, pressure, wmb)
+            if r == LRU_ROUNDS - 1:
+                break
             for i in range(h):
-                if pat >> i & 1:
-                    tot += holders[i][2]
-                    n_in += 1
-            for i in range(h):
-                if pat >> i & 1:
-                    k, _, pr = holders[i]
-                    eff[k] += (count * pr / tot if tot > 0.0 else count / n_in) * wmb
-    return eff
+                j = jobs[holders[i][0]]
+                p = j.params
+                f = j.n_l3[li] / j.n
+                new = miss_ratio(eff[i] / f, p.ws_mb, p.ws2_mb, p.ws2_share)
+                miss[i] = new if r == 0 else 0.5 * (miss[i] + new)  # damped: two sharers' shares can see-saw
+        for i in range(h):
+            out[holders[i][0]][li] = eff[i]
+    return out
+
+
+def traffic_gb(jobs: list[SimJob], cache: list[list[float]]) -> list[float]:
+    """Each job's memory traffic (GB) for its whole work with the L3 MB it holds per domain."""
+    out = []
+    for k, j in enumerate(jobs):
+        p = j.params
+        if p.reuse_gb <= 0.0:
+            out.append(p.stream_gb)
+            continue
+        c = cache[k]
+        m = 0.0
+        w1, w2, s2 = p.ws_mb, p.ws2_mb, p.ws2_share
+        for li, f in j.l3_share:
+            m += f * miss_ratio(c[li] / f, w1, w2, s2)
+        out.append(p.stream_gb + p.reuse_gb * m)
+    return out
 
 
 def _popcount(x: int) -> int:
@@ -234,8 +332,7 @@ def solve(g: Geometry, jobs: list[SimJob]) -> list[float]:
     """Each running job's time for its whole work under the current contention (seconds)."""
     sp = g.sp
     ov = 1.0 - sp.overlap
-    cache = _cache_mb(g, jobs)
-    vols = [j.params.stream_gb + j.params.reuse_gb * math.exp(-cache[k] / j.params.ws_mb) for k, j in enumerate(jobs)]
+    vols = traffic_gb(jobs, _cache_mb(g, jobs))
     nd = g.n_numa
     bw = g.bw
     link = g.link_gbs

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime, timezone
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from env.nodespec import NodeSpec
 from env.sim.model import JobParams
@@ -28,7 +28,10 @@ from profiler.interference import InterferenceProfile, NodeBench
 from profiler.models import Profile
 
 NODE_MODEL_KIND = "cosched-node-model"
-NODE_MODEL_SCHEMA_VERSION = 1
+NODE_MODEL_SCHEMA_VERSION = 2
+#: What each schema version changed (a file of an older version is refused with this reason, in one line).
+SCHEMA_HISTORY = {2: "schema 2 gives each job a two-working-set L3 miss-ratio curve (ws2_mb, ws2_share) in place of "
+                     "schema 1's single exponential"}
 
 
 def _utcnow() -> datetime:
@@ -48,7 +51,9 @@ class JobParamsDoc(BaseModel):
     init_serial: float = Field(ge=0, le=1)
     stream_gb: float = Field(ge=0)
     reuse_gb: float = Field(ge=0)
-    ws_mb: float = Field(gt=0)
+    ws_mb: float = Field(gt=0, description="its first (smaller) L3 working set, MB")
+    ws2_mb: float = Field(gt=0, description="its second (larger) L3 working set, MB")
+    ws2_share: float = Field(ge=0, le=1, description="the share of reuse_gb in the second working set")
     bw_core: float = Field(gt=0)
 
     def to_params(self) -> JobParams:
@@ -142,7 +147,21 @@ class Provenance(BaseModel):
 class NodeModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
     kind: Literal["cosched-node-model"] = NODE_MODEL_KIND
-    schema_version: Literal[1] = NODE_MODEL_SCHEMA_VERSION
+    schema_version: Literal[2] = NODE_MODEL_SCHEMA_VERSION
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_old_schema(cls, data: Any) -> Any:
+        """An older file's jobs lack the fields the current cache model needs, and their old miss curve does not
+        carry over: refused with the reason, not migrated with invented numbers."""
+        if isinstance(data, dict):
+            v = data.get("schema_version")
+            if isinstance(v, int) and v < NODE_MODEL_SCHEMA_VERSION:
+                raise ValueError(f"schema_version {v} is older than {NODE_MODEL_SCHEMA_VERSION} ("
+                                 f"{SCHEMA_HISTORY[NODE_MODEL_SCHEMA_VERSION]}): recalibrate the node "
+                                 f"(cosched calibrate) or regenerate the variants (python -m env.sim.variants)")
+        return data
+
     node: NodeSpec
     params: SimParamsDoc
     jobs: list[ModelJob] = Field(min_length=1)

@@ -26,7 +26,8 @@ from env.sim.model import Geometry, JobParams, SimJob, run_group
 from env.sim.params import SimParams
 
 DEFAULT_PROBE = JobParams("cosched:probe", work_s=40.0, parallel=0.95, comm=0.0, comm_gb=0.0, irregular=0.3,
-                          init_serial=0.0, stream_gb=60.0, reuse_gb=150.0, ws_mb=6.0, bw_core=8.0)
+                          init_serial=0.0, stream_gb=60.0, reuse_gb=150.0, ws_mb=2.0, ws2_mb=8.0,
+                          ws2_share=0.5, bw_core=8.0)
 BUBBLE_WORK_S = 1e7
 STREAM_GB = 200.0
 LATENCY_LOADS = 1e8
@@ -35,11 +36,12 @@ LATENCY_LOADS = 1e8
 def bubble_params(level: float, sp: SimParams) -> JobParams:
     return JobParams(BUBBLE, work_s=BUBBLE_WORK_S, parallel=1.0, comm=0.0, comm_gb=0.0, irregular=0.0,
                      init_serial=0.0, stream_gb=level * sp.bubble_gbs_per_core * BUBBLE_WORK_S, reuse_gb=0.0,
-                     ws_mb=1.0, bw_core=1e3)
+                     ws_mb=1.0, ws2_mb=1.0, ws2_share=0.0, bw_core=1e3)
 
 
 STREAM_PARAMS = JobParams(STREAM, work_s=1e-3, parallel=1.0, comm=0.0, comm_gb=0.0, irregular=0.0, init_serial=0.0,
-                          stream_gb=STREAM_GB, reuse_gb=0.0, ws_mb=1.0, bw_core=1e3)
+                          stream_gb=STREAM_GB, reuse_gb=0.0, ws_mb=1.0, ws2_mb=1.0, ws2_share=0.0,
+                          bw_core=1e3)
 
 
 def check_group(node: NodeSpec, known: Sequence[str], group: Sequence[Placement]) -> None:

@@ -21,6 +21,7 @@ irregular          u [0, 0.85]                           streaming to pointer ch
 init_serial        0.45 u^2                              mostly parallel initialisation
 stream_gb          log [5, 15000]                        cache-resident to bandwidth-bound
 reuse_gb, ws_mb    log [2, 7000]; log [1, 32] MB         cache-insensitive to cache-hungry
+ws2_mb, ws2_share  ws_mb x log [3, 40]; u [0, 0.9]       a second, larger working set (drawn last)
 bw_core            u [3, 15] GB/s                        latency-bound to prefetch-friendly
 footprint_gb       log [0.05, 8]
 ipc                u [0.5, 2.3]
@@ -31,6 +32,7 @@ cs_per_cpu_s       log [15, 500]
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import re
@@ -100,11 +102,16 @@ def synthetic_entry(name: str):  # -> env.sim.catalogue.CatalogueEntry | None
         stream_gb=log(5, 15000),
         reuse_gb=log(2, 7000),
         ws_mb=log(1, 32),
+        ws2_mb=1.0,
+        ws2_share=0.0,
         bw_core=rng.uniform(3, 15),
     )
-    return CatalogueEntry(
+    entry = CatalogueEntry(
         params, suite="synthetic", character="generated (cosched train --synthetic-jobs)",
         why="drawn from env/sim/synthetic.py's ranges, seeded by its name",
         footprint_gb=log(0.05, 8), ipc=rng.uniform(0.5, 2.3), branch_mpki=log(0.5, 10), l1i_mpki=log(0.1, 3.5),
         cs_per_cpu_s=log(15, 500),
     )
+    # the second working set is drawn after everything else, so the other columns are those of before it existed
+    ws2 = params.ws_mb * log(3, 40)
+    return dataclasses.replace(entry, params=dataclasses.replace(params, ws2_mb=ws2, ws2_share=rng.uniform(0.0, 0.9)))

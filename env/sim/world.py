@@ -71,3 +71,13 @@ def world_of_model(model) -> World:
     profiles = {j.name: j.profile for j in model.jobs if j.profile is not None}
     return World(model.params.to_params(), entries, train, held, names, model.probe.to_params(), profiles,
                  source=f"node model ({model.provenance.source})", model=model)
+
+
+def fingerprint(node: NodeSpec) -> str:
+    """A short hash of everything the simulated node's figures depend on (its parameters and its jobs'): a cache
+    of simulated results keyed by it goes stale by itself when the model changes."""
+    import hashlib
+
+    w = world_for(node)
+    text = repr((node.model_dump_json(), w.params, [(n, w.entries[n].params) for n in w.all_jobs], w.probe))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]

@@ -74,3 +74,16 @@ def test_space_round_trip():
     assert s.job_params(x, "EP").parallel == pytest.approx(jobs["EP"].parallel, abs=1e-9)
     assert s.node_params(x, m.params.to_params()).overlap == pytest.approx(0.75)
     assert np.all(x >= s.lo) and np.all(x <= s.hi)
+
+
+def test_the_l3_miss_ratio_curve_is_recovered_from_the_way_curves(fitted):
+    """variant-a has CAT and MBA, so profiling measured each job's slowdown against L3 ways: the fitted traffic
+    curve follows the hidden one over the capacities the runs saw (1 way of half a socket to a whole L3)."""
+    truth, r = fitted
+    fit = {j.name: j.params.to_params() for j in r.model.jobs}
+    true = truth.job_params()
+    for name in ("water_spatial", "MG"):
+        f, t = fit[name], true[name]
+        for mb in (1.5, 3.0, 7.5, 16.5):
+            assert f.stream_gb + f.reuse_gb * f.miss(mb) == pytest.approx(t.stream_gb + t.reuse_gb * t.miss(mb), rel=0.05)
+    assert fit["water_spatial"].ws2_mb == pytest.approx(true["water_spatial"].ws2_mb, rel=0.15)

@@ -40,7 +40,8 @@ def _plan(tmp_path):
 
 def _local_model() -> NodeModel:
     jobs = [ModelJob(params=JobParamsDoc(name=n, work_s=0.2, parallel=0.0, comm=0.0, comm_gb=0.0, irregular=0.0,
-                                         init_serial=0.0, stream_gb=0.0, reuse_gb=0.0, ws_mb=1.0, bw_core=1.0))
+                                         init_serial=0.0, stream_gb=0.0, reuse_gb=0.0, ws_mb=1.0, ws2_mb=1.0,
+                                         ws2_share=0.0, bw_core=1.0))
             for n in ("st-1", "st-2")]
     return NodeModel(node=discover("/"), params=SimParamsDoc.of(DEFAULT_PARAMS), jobs=jobs,
                      probe=JobParamsDoc.of(DEFAULT_PROBE), provenance=Provenance(source="calibrated", backend="real"))
