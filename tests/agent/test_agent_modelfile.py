@@ -14,7 +14,7 @@ import torch
 from agent.errors import ModelFileError
 from agent.modelfile import MODEL_FORMAT, NodeShape, load_model, write_model
 from agent.policy import ActorPolicy
-from agent.sac import Agent, SACConfig
+from agent.sac import masked_policy
 
 torch.set_num_threads(1)
 
@@ -31,9 +31,37 @@ META = dict(
 )
 
 
+class Agent:
+    """A ``cosched-model/1`` actor (an MLP; the format is still served, no longer trained): seeded random layers in
+    torch's (out, in) layout, and a torch computation of the same network to check the numpy serving path against."""
+
+    def __init__(self, sizes: tuple[int, ...], seed: int) -> None:
+        g = torch.Generator().manual_seed(seed)
+        self.layers = [((torch.randn(o, i, generator=g) / i**0.5).numpy(), (torch.randn(o, generator=g) * 0.1).numpy())
+                       for i, o in zip(sizes[:-1], sizes[1:])]
+
+    def layers_numpy(self) -> list:
+        return self.layers
+
+    def export_model(self, path: Path, **meta: object):  # noqa: ANN201
+        return write_model(path, self.layers, **meta)  # type: ignore[arg-type]
+
+    def probs(self, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        h = torch.from_numpy(obs)
+        for k, (w, b) in enumerate(self.layers):
+            h = h @ torch.from_numpy(w).T + torch.from_numpy(b)
+            if k < len(self.layers) - 1:
+                h = torch.relu(h)
+        return masked_policy(h, torch.from_numpy(mask))[0].numpy()
+
+    def act(self, obs: np.ndarray, mask: np.ndarray, deterministic: bool = True) -> int:
+        p = self.probs(obs[None], mask[None])[0]
+        return int(np.flatnonzero(mask)[np.argmax(p[mask])])
+
+
 @pytest.fixture(scope="module")
 def agent() -> Agent:
-    return Agent(126, SACConfig(seed=7))  # the real shape: 126 → 256 → 256 → 256 → 257
+    return Agent((126, 256, 256, 256, 257), seed=7)  # the real shape: 126 → 256 → 256 → 256 → 257
 
 
 @pytest.fixture
@@ -50,7 +78,7 @@ def test_round_trip_keeps_weights_and_metadata(model_path: Path, agent: Agent) -
     assert m.meta.window_size == 6 and m.meta.max_concurrency == 4
     assert m.meta.trained_for.shape == NodeShape(**REF) and m.meta.trained_for.node_id == "sim:reference@1"
     assert m.meta.feature_pipeline == META["feature_pipeline"] and m.meta.training == META["training"]
-    for (w, b), (w0, b0) in zip(m.layers, agent.actor.layers_numpy()):
+    for (w, b), (w0, b0) in zip(m.layers, agent.layers_numpy()):
         assert np.array_equal(w, w0) and np.array_equal(b, b0) and w.dtype == np.float32
     # The id is the content's: writing the same content again gives the same id.
     again = agent.export_model(model_path.with_name("again.npz"), **META)
