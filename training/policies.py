@@ -175,7 +175,7 @@ class AgentPolicy:
         meta = m.meta
         if window.max_concurrency > meta.max_concurrency:
             raise InputError(f"max_concurrency {window.max_concurrency} is above the limit of the model "
-                             f"({meta.max_concurrency}, trained for {meta.trained_for.name}): lower it or train a model with --cmax")
+                             f"({meta.max_concurrency}, trained for {meta.trained_for.name}): lower it or train a model with --cmaxes up to it")
         ref = ModelRef(id=meta.model_id, trained_for=meta.trained_for.name)
         if isinstance(m, LoadedSetModel):  # one episode for any W up to the model's, the jobs as a set
             return plan_window(window, ctx.node, ctx.provider, self.chooser(m), policy=self.name,

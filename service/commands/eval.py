@@ -29,6 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-concurrency", type=int, default=None, metavar="C", help="override every window's max_concurrency (Cmax)")
     p.add_argument("--search-budget", type=_budget, default=None, metavar="N",
                    help="agent-search: rollouts per window chunk (default: env.search.DEFAULT_BUDGET)")
+    p.add_argument("--model", default=None, metavar="M",
+                   help="the model file agent, fifo and agent-search plan with (either format; default: the node's shipped model)")
     p.add_argument("--no-guard", action="store_true",
                    help="report each policy's own plan even when it is predicted below time sharing (default: replaced by the best baseline, as cosched schedule does)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random policy and of simulated noise (default 0)")
@@ -131,15 +133,27 @@ def run(args: argparse.Namespace) -> int:
     from env.sim.world import world_for
 
     backend = SimBackend(node, replace(world_for(node).params, noise_sd=args.noise))
-    if args.search_budget is not None:
-        if "agent-search" not in policies:
-            raise InputError("--search-budget is for the agent-search policy: add it to --policies")
-        from env.baselines import register_policy
-        from training.search_policy import AgentSearchPolicy
+    if args.search_budget is not None and "agent-search" not in policies:
+        raise InputError("--search-budget is for the agent-search policy: add it to --policies")
+    from env.baselines import POLICIES, register_policy
+    from env.search import DEFAULT_BUDGET
+    from training.policies import AgentPolicy, FifoPolicy, load_for_node
+    from training.search_policy import AgentSearchPolicy  # imported: the lazy policies are registered before saving
 
-        register_policy("agent-search", lambda: AgentSearchPolicy(None, args.search_budget))
-    doc = evaluate(windows, node, policies, backend=backend, seed=args.seed, window_size=args.window_size, progress=progress,
-                   guard=not args.no_guard)
+    saved = dict(POLICIES)  # the overrides below are this evaluation's only (main() may run in a longer process)
+    if args.model is not None or args.search_budget is not None:
+        model = load_for_node(args.model, node) if args.model is not None else None  # one line if unreadable or another node's
+        budget = args.search_budget if args.search_budget is not None else DEFAULT_BUDGET
+        register_policy("agent-search", lambda: AgentSearchPolicy(model, budget))
+        if model is not None:
+            register_policy("agent", lambda: AgentPolicy(model))
+            register_policy("fifo", lambda: FifoPolicy(model))
+    try:
+        doc = evaluate(windows, node, policies, backend=backend, seed=args.seed, window_size=args.window_size,
+                       progress=progress, guard=not args.no_guard)
+    finally:
+        POLICIES.clear()
+        POLICIES.update(saved)
     doc["guarded"] = not args.no_guard
     doc["noise_sd"] = args.noise
     emit(doc, args.json, lambda: render(doc))

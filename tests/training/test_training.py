@@ -174,3 +174,25 @@ def test_make_run_trains_first_on_a_node_of_another_shape(tmp_path: Path, monkey
                 feature_set=shipped.meta.feature_set, feature_pipeline=shipped.meta.feature_pipeline,
                 training=shipped.meta.training)
     assert local_model_path() == path
+
+
+def test_eval_takes_a_model_file(tmp_path: Path, tiny_model: Path, capsys) -> None:
+    """`cosched eval --model M`: agent, fifo and agent-search plan with M (here the tiny model, Cmax 2), and the
+    override ends with the command; an unreadable file or a model for another node is one line."""
+    from service.cli import main
+    from training.policies import AgentPolicy
+
+    windows = tmp_path / "w.json"
+    windows.write_text(json.dumps([json.loads(_window(["EP", "MG", "CG"]).model_dump_json())]))
+    assert main(["eval", "--windows", str(windows), "--policies", "agent,agent-search,greedy", "--model", str(tiny_model),
+                 "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    res = doc["windows"][0]["results"]
+    assert res["agent-search"]["throughput_vs_timeshare"] >= res["agent"]["throughput_vs_timeshare"] - 1e-9
+    from env.baselines import POLICIES
+
+    assert POLICIES["agent"] is AgentPolicy  # the command's override is gone
+    for bad, words in ((tmp_path / "none.npz", "not found"), (windows, "not a cosched model file")):
+        assert main(["eval", "--windows", str(windows), "--model", str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert words in err and len(err.strip().splitlines()) == 1
