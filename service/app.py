@@ -52,7 +52,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent.modelfile import SetModelMeta, TrainedFor
 from env.discover import node_id as node_id_of
-from env.errors import CoschedError
+from env.errors import CoschedError, InputError
 from env.models import NAME_PATTERN, Plan, Window, WindowJob
 from env.nodes import load_node
 from env.nodespec import NodeSpec
@@ -67,6 +67,7 @@ OPEN_PATHS = frozenset({"/healthz"})
 #: so a 1024-job window does not hold up every other client's request for its whole planning time.
 INLINE_PLAN_JOBS = 32
 ENV_NODE, ENV_MODEL, ENV_TOKEN = "COSCHED_SERVE_NODE", "COSCHED_SERVE_MODEL", "COSCHED_TOKEN"
+ENV_BUDGET = "COSCHED_SERVE_SEARCH_BUDGET"
 
 access_log = logging.getLogger("cosched.access")
 error_log = logging.getLogger("cosched.error")
@@ -501,11 +502,14 @@ class ServiceState:
 ProfileName = Annotated[str, Path(pattern=NAME_PATTERN, description="1-128 characters of [A-Za-z0-9._:-]")]
 
 
-def create_app(node_name: str = "local", model_path: str | None = None, token: str | None = None) -> FastAPI:
-    """The service for NODE ('local' or 'sim:NAME'), planning with the model at MODEL_PATH (or 'greedy').
+def create_app(node_name: str = "local", model_path: str | None = None, token: str | None = None,
+               search_budget: int | None = None) -> FastAPI:
+    """The service for NODE ('local' or 'sim:NAME'), planning with the model at MODEL_PATH (or 'greedy');
+    ``search_budget``: agent-search's rollouts a window (default ``env.search.DEFAULT_BUDGET``).
 
-    Loads the node spec and the model now, so a bad node or model fails here (InputError), not on a request.
+    Loads the node spec and the model now, so a bad node, model or budget fails here (InputError), not on a request.
     """
+    from env.search import check_budget
     from service.planning import plan_window
 
     node = load_node(node_name)
@@ -513,6 +517,12 @@ def create_app(node_name: str = "local", model_path: str | None = None, token: s
     from env.baselines import get_policy
 
     get_policy(served.policy)  # a policy that cannot plan yet is refused now, not on every request
+    if search_budget is not None:
+        check_budget(search_budget)
+        if served.policy != "agent-search":
+            raise InputError(f"--search-budget is for the agent-search policy, but this service plans with "
+                             f"{served.policy!r} ({served.reason or 'no model'})")
+    budget = {"search_budget": search_budget} if search_budget is not None else {}
     state = ServiceState(node_name=node_name, node=node, node_id=node_id_of(node), model=served)
     node_json = node.model_dump_json()
     model_json = state.model.describe_json()
@@ -524,7 +534,7 @@ def create_app(node_name: str = "local", model_path: str | None = None, token: s
         try:
             with state.plan_lock:
                 plan_window(Window(jobs=[WindowJob(id="warm-up")]), state.node_name, policy=state.model.policy,
-                            model=state.model.loaded)
+                            model=state.model.loaded, **budget)
         except Exception as exc:  # noqa: BLE001 - the same error reaches a client, mapped, on its request
             error_log.warning("warm-up plan failed", extra={"fields": {"error": f"{type(exc).__name__}: {exc}"}})
         else:
@@ -550,7 +560,8 @@ def create_app(node_name: str = "local", model_path: str | None = None, token: s
     def plan_json(window: Window) -> bytes:
         """The plan of ``window`` as JSON bytes (the caller holds ``state.plan_lock``: planning is CPU-bound, and
         need not be thread-safe)."""
-        return _PLAN.dump_json(plan_window(window, state.node_name, policy=state.model.policy, model=state.model.loaded))
+        return _PLAN.dump_json(plan_window(window, state.node_name, policy=state.model.policy, model=state.model.loaded,
+                                           **budget))
 
     planner = InlinePlanner(plan_json, state.plan_lock)
     app.state.cosched = state
@@ -650,4 +661,6 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
 
 def app_from_env() -> FastAPI:
     """Factory for ``uvicorn --factory`` (several workers): the configuration comes from the environment."""
-    return create_app(os.environ.get(ENV_NODE, "local"), os.environ.get(ENV_MODEL) or None, os.environ.get(ENV_TOKEN) or None)
+    budget = os.environ.get(ENV_BUDGET)
+    return create_app(os.environ.get(ENV_NODE, "local"), os.environ.get(ENV_MODEL) or None, os.environ.get(ENV_TOKEN) or None,
+                      int(budget) if budget else None)

@@ -34,6 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000; 0 picks a free one)")
     p.add_argument("--node", default="local", help="'local' (default) or 'sim:NAME': the node plans are for")
     p.add_argument("--model", default=None, metavar="M", help="the agent's model file (default: none, plan with 'greedy')")
+    p.add_argument("--search-budget", type=int, default=None, metavar="N",
+                   help="agent-search's rollouts a window (default 16; the same window gives the same plan for one budget)")
     p.add_argument("--workers", type=int, default=1, metavar="N", help="worker processes (default 1)")
     p.add_argument("--grace", type=float, default=10.0, metavar="S", help="seconds requests in flight get on shutdown (default 10)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
@@ -82,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
 
     from service import app as service_app
 
-    app = service_app.create_app(args.node, args.model, token)  # a bad node or model fails here, as one line
+    app = service_app.create_app(args.node, args.model, token, args.search_budget)  # a bad node, model or budget: one line
     logging_config = service_app.log_config(args.log_level)
     stopped_by: list[str] = []
 
@@ -102,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
         os.environ[service_app.ENV_NODE] = args.node
         if args.model:
             os.environ[service_app.ENV_MODEL] = args.model
+        if args.search_budget is not None:
+            os.environ[service_app.ENV_BUDGET] = str(args.search_budget)
         uvicorn.run("service.app:app_from_env", factory=True, workers=args.workers, **common)  # type: ignore[arg-type]
     _log_line("stopped", by=stopped_by[0] if stopped_by else "server exit")
     return 0

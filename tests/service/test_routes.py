@@ -371,3 +371,24 @@ def test_our_errors_map_to_their_status(monkeypatch: pytest.MonkeyPatch, cosched
             raised.append(exc)
             r = s.client.post("/schedule", json={"jobs": [{"id": "MG"}]})
             assert r.status_code == status and r.json() == {"detail": str(exc)}
+
+
+def test_the_search_budget_reaches_the_served_plans(tmp_path: Path) -> None:
+    """`cosched serve --search-budget N` (create_app's search_budget): POST /schedule's agent-search plans say
+    budget N; a bad budget, or one for a service without a model, is refused before serving, in one line."""
+    from env.errors import InputError
+    from service.app import create_app
+    from svc_support import running
+
+    window = {"jobs": [{"id": n} for n in ("EP", "MG", "CG", "fft")], "max_concurrency": 2}
+    for budget in (3, 7):
+        with running(create_app(SIM_NODE, search_budget=budget), tmp_path) as s:
+            plan = s.client.post("/schedule", json=window).json()
+        if plan["policy"] == "agent-search":
+            assert plan["search"]["budget"] == budget and plan["search"]["rollouts"] <= budget
+        else:  # the guard replaced it: the plan still says what was asked and why
+            assert plan["requested_policy"] == "agent-search" and plan["fallback_reason"]
+    with pytest.raises(InputError, match="whole number of rollouts"):
+        create_app(SIM_NODE, search_budget=0)
+    with pytest.raises(InputError, match="--search-budget is for the agent-search policy"):
+        create_app("local", search_budget=4)
