@@ -69,7 +69,7 @@ def cached_search_results(node_name: str, windows: Sequence[Any], fingerprint: s
 
 
 def evaluate_model(model: Any, node: Any, windows: Sequence[Any], policies: Sequence[str], *, backend: Any = None,
-                   provider: Any = None, seed: int = 0, search: bool = False,
+                   provider: Any = None, seed: int = 0, search: bool = False, window_size: int = 6,
                    progress: Callable[[int, str, float], None] | None = None) -> dict[str, Any]:
     """``env.evaluate.evaluate`` with ``agent``/``fifo`` bound to ``model``; the search baselines from the cache
     when allowed and available (``doc["from_cache"]`` lists them)."""
@@ -77,7 +77,7 @@ def evaluate_model(model: Any, node: Any, windows: Sequence[Any], policies: Sequ
 
     pols = list(policies)
     cached = None
-    if node.name.startswith("sim:") and (backend is None or backend.simulated) and not search:
+    if node.name.startswith("sim:") and (backend is None or backend.simulated) and not search and window_size == 6:
         from env.sim.world import fingerprint
 
         cached = (cached_search_results(node.name, windows, fingerprint(node))
@@ -86,7 +86,8 @@ def evaluate_model(model: Any, node: Any, windows: Sequence[Any], policies: Sequ
             pols = [p for p in pols if p not in SEARCH_POLICIES]
     live = [p for p in pols if not (cached and p in SEARCH_POLICIES)]
     with model_policies(model):
-        doc = evaluate(windows, node, live, backend=backend, provider=provider, seed=seed, progress=progress)
+        doc = evaluate(windows, node, live, backend=backend, provider=provider, seed=seed, progress=progress,
+                       window_size=window_size)
     if cached:
         from_cache = [p for p in pols if p in SEARCH_POLICIES]
         for w, cw in zip(doc["windows"], cached["windows"]):
