@@ -19,46 +19,48 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from agent.modelfile import load_model  # noqa: E402
 from env.backend import SimBackend  # noqa: E402
-from env.episode import layout_for_size, plan_window  # noqa: E402
+from env.baselines import PlanContext  # noqa: E402
+from env.episode import plan_window  # noqa: E402
 from env.jobinfo import sim_provider  # noqa: E402
 from env.models import Window, WindowJob  # noqa: E402
 from env.nodes import load_node  # noqa: E402
 from env.sim.catalogue import ALL_JOBS, HELD_OUT_JOBS, TRAIN_JOBS  # noqa: E402
-from training.expert import expert_grid  # noqa: E402
-from training.expert import Expert  # noqa: E402
-from agent.policy import ActorChooser  # noqa: E402
+from training.expert import Expert, expert_grid  # noqa: E402
+from training.policies import AgentPolicy, load_any  # noqa: E402
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default=str(ROOT / "training" / "models" / "sim-reference.npz"))
+    ap.add_argument("--model", default=str(ROOT / "training" / "models" / "sim-reference.npz"),
+                    help="either model format (an MLP plans in chunks of its W; a set model the whole window)")
     ap.add_argument("--windows", type=int, default=20, help="windows of each kind (default 20)")
+    ap.add_argument("--window-size", type=int, default=6, help="W (default 6)")
+    ap.add_argument("--cmax", type=int, default=4, help="Cmax (default 4)")
     ap.add_argument("--seed", type=int, default=123)
     args = ap.parse_args()
-    m = load_model(args.model)
+    m = load_any(args.model)
     node = load_node(m.meta.trained_for.name)
     prov, backend = sim_provider(node), SimBackend(node)
-    agent, expert = ActorChooser(m.layers, members=m.actors), Expert(node, expert_grid("cores"))
-    layout = layout_for_size(m.meta.obs_size, m.meta.window_size, prov.n_features)
+    agent, expert = AgentPolicy(m), Expert(node, expert_grid("cores"))
+    W = args.window_size
 
-    def throughput(w: Window, chooser) -> float:
-        plan = plan_window(w, node, prov, chooser, policy="x", window_size=m.meta.window_size, obs_layout=layout).plan
+    def throughput(w: Window, plan) -> float:  # noqa: ANN001
         return sum(prov.get(j.profile_name).solo_s for j in w.jobs) / sum(backend.evaluate(plan, seed=0))
 
     rng = random.Random(args.seed)
     print(f"agent / expert, throughput vs time sharing (simulated), {args.windows} seeded windows of "
-          f"{m.meta.window_size} jobs each, Cmax {m.meta.max_concurrency}:")
+          f"{W} jobs each, Cmax {args.cmax}:")
     for label, pool, need_held in (("training programs only", TRAIN_JOBS, False), ("with held-out programs", ALL_JOBS, True)):
         ratios: list[float] = []
         while len(ratios) < args.windows:
-            names = rng.sample(list(pool), m.meta.window_size)
+            names = rng.sample(list(pool), W)
             if need_held and not any(n in HELD_OUT_JOBS for n in names):
                 continue
-            w = Window(jobs=[WindowJob(id=f"{i}-{n}", profile=n) for i, n in enumerate(names)],
-                       max_concurrency=m.meta.max_concurrency)
-            ratios.append(throughput(w, agent) / throughput(w, lambda o, mk, ep: expert.action(ep)))
+            w = Window(jobs=[WindowJob(id=f"{i}-{n}", profile=n) for i, n in enumerate(names)], max_concurrency=args.cmax)
+            mine = agent.plan(w, PlanContext(node=node, provider=prov))
+            theirs = plan_window(w, node, prov, lambda o, mk, ep: expert.action(ep), policy="expert", window_size=W).plan
+            ratios.append(throughput(w, mine) / throughput(w, theirs))
         print(f"  {label:24s} mean {np.mean(ratios) * 100:5.1f} %   worst {np.min(ratios) * 100:5.1f} %")
     return 0
 
