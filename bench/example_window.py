@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Measured throughput vs time sharing of the example window on this node (real runs, not simulated).
 
-Each repeat plans the window (policy from --policy), executes it with the batch runner, then runs every job
-alone on the whole node (--measure-timeshare), so each ratio is measured side by side in one run. Prints
-every repeat and the median. Profiles for the jobs must exist (`make run` makes them).
+Each repeat plans the window with each policy of --policies in turn, executes it with the batch runner, then
+runs every job alone on the whole node (--measure-timeshare), so each ratio is measured side by side in one run
+and the policies alternate (a load change hits them alike). Prints every repeat and each policy's median.
+Profiles for the jobs must exist (`make run` makes them for the example window; `cosched profile` for others).
 
-    .venv/bin/python bench/example_window.py [--repeats 3] [--policy greedy]
+    .venv/bin/python bench/example_window.py [--repeats 3] [--policies agent,greedy] [--window FILE]
 """
 
 from __future__ import annotations
@@ -23,27 +24,35 @@ ROOT = Path(__file__).resolve().parent.parent
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--policy", default="greedy")
+    ap.add_argument("--policies", "--policy", dest="policies", default="greedy", help="comma-separated, run in turn")
     ap.add_argument("--window", default=str(ROOT / "examples" / "window.json"))
     ap.add_argument("--runs", default=str(ROOT / "runs" / "bench"))
     args = ap.parse_args()
     subprocess.run([sys.executable, str(ROOT / "examples" / "make-data.py"), ".cosched-example/text.txt"], check=True, cwd=ROOT)
-    ratios, rows = [], []
+    policies = [p for p in args.policies.split(",") if p]
+    ratios: dict[str, list[float]] = {p: [] for p in policies}
+    rows = []
     for k in range(args.repeats):
-        out = subprocess.run(
-            [str(ROOT / ".venv" / "bin" / "cosched"), "run", args.window, "--policy", args.policy, "--measure-timeshare", "--json", "--runs", args.runs],
-            capture_output=True, text=True, cwd=ROOT,
-        )
-        if out.returncode != 0:
-            print(out.stderr, file=sys.stderr)
-            return 1
-        r = json.loads(out.stdout)
-        groups = " | ".join("+".join(j["id"] for j in g["jobs"]) for g in r["groups"])
-        ratios.append(r["throughput_vs_timeshare"])
-        rows.append(f"run {k + 1}: co-scheduled {r['total_s']:.2f} s, time sharing {r['timeshare_s']:.2f} s, ratio {r['throughput_vs_timeshare']:.3f}  [{groups}]")
-    print(f"example window, policy {args.policy}, measured on this node ({args.repeats} runs, time sharing measured in the same run):")
+        for pol in policies:
+            out = subprocess.run(
+                [str(ROOT / ".venv" / "bin" / "cosched"), "run", args.window, "--policy", pol, "--measure-timeshare", "--json",
+                 "--runs", args.runs],
+                capture_output=True, text=True, cwd=ROOT,
+            )
+            if out.returncode != 0:
+                print(out.stderr, file=sys.stderr)
+                return 1
+            r = json.loads(out.stdout)
+            groups = " | ".join("+".join(j["id"] for j in g["jobs"]) for g in r["groups"])
+            ratios[pol].append(r["throughput_vs_timeshare"])
+            rows.append(f"run {k + 1} {pol}: co-scheduled {r['total_s']:.2f} s, time sharing {r['timeshare_s']:.2f} s, "
+                        f"ratio {r['throughput_vs_timeshare']:.3f}  [{groups}]")
+    print(f"window {Path(args.window).name}, measured on this node ({args.repeats} repeats of {', '.join(policies)} in turn, "
+          "time sharing measured in the same run):")
     print("\n".join(rows))
-    print(f"median throughput vs time sharing: {statistics.median(ratios):.3f} (measured)")
+    for pol in policies:
+        v = ratios[pol]
+        print(f"{pol}: median throughput vs time sharing {statistics.median(v):.3f} [{min(v):.3f}, {max(v):.3f}] (measured)")
     return 0
 
 

@@ -19,12 +19,16 @@ from env.probing import Placement
 from profiler.interference import PlacementRecord, RunRecord
 
 
-def group_record(group: PlanGroup, times: dict[str, float], simulated: bool) -> RunRecord:
+def group_record(group: PlanGroup, times: dict[str, float], simulated: bool, l3_ways: int | None = None) -> RunRecord:
     """A plan group as placements (memory: first-touch and local-alloc place pages locally; its L3 ways and MBA
-    cap as counts: the model gives partitions their own ways in order, as the allocator does)."""
+    cap as counts: the model gives partitions their own ways in order, as the allocator does). A job given every
+    way of the L3 (``l3_ways``, the node's) shares the cache unpartitioned: no ways of its own (a node without CAT
+    gives every job the whole mask)."""
     placements = []
     for j in group.jobs:
         ways = next(iter(j.l3.values())).ways if j.l3 else None
+        if ways is not None and l3_ways is not None and ways >= l3_ways:
+            ways = None
         caps = [p for p in j.mem_bw_percent.values() if p < 100]
         placements.append(PlacementRecord(job=j.profile, cpus=list(j.cpus),
                                           memory="interleave" if j.memory == "interleave" else "local",
@@ -50,7 +54,8 @@ def predict_and_record(report: RunReport, node_key: str, store: CalibrationStore
         pg = by_index.get(g.index)
         if pg is None or g.solo_profile or any(j.exit_code != 0 for j in g.jobs):
             continue
-        records.append(group_record(pg, {j.id: j.wall_s for j in g.jobs}, report.simulated))
+        records.append(group_record(pg, {j.id: j.wall_s for j in g.jobs}, report.simulated,
+                                    min((d.ways for d in model.node.l3), default=None)))
         keep.append(g.index)
     predicted = predict_times(model, records)  # type: ignore[arg-type]
     ms: dict[int, float] = {}

@@ -19,6 +19,7 @@ from env.sim.probes import DEFAULT_PROBE
 from service.cli import main
 
 HALF = A.encode(A.JobAction(Fraction(1, 2), Fraction(8, 22), 100, "balanced"))
+ALL_WAYS = A.encode(A.JobAction(Fraction(1, 2), Fraction(22, 22), 100, "balanced"))  # the whole L3: shared
 
 
 @pytest.fixture()
@@ -27,11 +28,11 @@ def home(tmp_path, monkeypatch):
     return tmp_path
 
 
-def _plan(tmp_path):
+def _plan(tmp_path, action=HALF):
     node = discover("/")
     b = PlanBuilder(node=node, schedule=A.ScheduleAction("compact", "first-touch"), max_concurrency=4, window_size=2)
     for name in ("st-1", "st-2"):
-        assert b.place(WindowJob(id=name, command=["sleep", "0.2"], profile=name), HALF) is not None
+        assert b.place(WindowJob(id=name, command=["sleep", "0.2"], profile=name), action) is not None
     b.close_group()
     p = tmp_path / "plan.json"
     p.write_text(b.build("hand").model_dump_json())
@@ -47,11 +48,13 @@ def _local_model() -> NodeModel:
                      probe=JobParamsDoc.of(DEFAULT_PROBE), provenance=Provenance(source="calibrated", backend="real"))
 
 
-def test_a_run_is_predicted_and_kept(home, tmp_path, capsys):
+@pytest.mark.parametrize("action", [HALF, ALL_WAYS], ids=["ways-of-its-own", "all-ways-shared"])
+def test_a_run_is_predicted_and_kept(home, tmp_path, capsys, action):
+    """Both jobs given every way of the L3 (what a node without CAT plans) share it: no partitions to fit."""
     path = model_path(local_node_id())
     path.parent.mkdir(parents=True)
     path.write_text(_local_model().model_dump_json())
-    assert main(["run", str(_plan(tmp_path)), "--runs", str(tmp_path / "runs"), "--json"]) == 0
+    assert main(["run", str(_plan(tmp_path, action)), "--runs", str(tmp_path / "runs"), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     g = report["groups"][0]
     assert g["predicted_makespan_s"] == pytest.approx(0.2, rel=0.01)  # two 0.2 s jobs side by side, per the model

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.modelfile import TrainedFor, load_model, load_set_model, write_model, write_set_model
+from agent.modelfile import TrainedFor, load_set_model, write_set_model
 from env.models import Window, WindowJob
 from env.nodes import load_node
 
@@ -164,15 +164,15 @@ def test_make_run_trains_first_on_a_node_of_another_shape(tmp_path: Path, monkey
     assert "local_model_path()" in script and "$C calibrate" in script and "train --node local" in script
     assert '--out "$MODEL"' in script
     # a model trained there for this node's shape (here: the shipped weights, re-labelled) is then the one used
-    shipped = load_model(root / "training" / "models" / "local-2cpu-1numa.npz")
+    shipped = load_set_model(root / "training" / "models" / "local-2cpu-1numa.npz")
     node = load_node("local")
     path.parent.mkdir(parents=True)
-    write_model(path, [(np.asarray(w), np.asarray(b)) for w, b in shipped.layers],
-                action_encoding=shipped.meta.action_encoding, window_size=shipped.meta.window_size,
-                max_concurrency=shipped.meta.max_concurrency,
-                trained_for=TrainedFor(name="local", node_id=node_id(node), shape=node_shape(node)),
-                feature_set=shipped.meta.feature_set, feature_pipeline=shipped.meta.feature_pipeline,
-                training=shipped.meta.training)
+    meta = shipped.meta
+    write_set_model(path, shipped.params, action_encoding=meta.action_encoding, architecture=meta.architecture,
+                    net=meta.net, observation=meta.observation, max_window=meta.max_window,
+                    max_concurrency=meta.max_concurrency,
+                    trained_for=TrainedFor(name="local", node_id=node_id(node), shape=node_shape(node)),
+                    feature_set=meta.feature_set, feature_pipeline=meta.feature_pipeline, training=meta.training)
     assert local_model_path() == path
 
 
