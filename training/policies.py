@@ -173,6 +173,10 @@ class AgentPolicy:
     def plan(self, window: Window, ctx: Any) -> Plan:
         m = self.model_for(ctx.node)
         meta = m.meta
+        if window.max_concurrency > meta.max_concurrency >= len(ctx.node.cpus):
+            # every co-running job has CPUs of its own, so this node never runs more than its CPUs' worth together:
+            # a model trained up to that (make run's, on a 2-CPU node) plans the window with that Cmax
+            window = window.model_copy(update={"max_concurrency": len(ctx.node.cpus)})
         if window.max_concurrency > meta.max_concurrency:
             raise InputError(f"max_concurrency {window.max_concurrency} is above the limit of the model "
                              f"({meta.max_concurrency}, trained for {meta.trained_for.name}): lower it or train a model with --cmaxes up to it")
