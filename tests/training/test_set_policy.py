@@ -73,9 +73,6 @@ def test_the_same_jobs_in_another_queue_order_give_the_same_plan(model) -> None:
             assert _shape_of_plan(pol.plan(_window(shuffled, cmax, tag="x"), ctx)) == first
 
 
-#: The phases of the MLP pipeline (cosched train), which import each other lazily in a circle; they go when the
-#: set-encoder driver (training/set_sac.py) replaces them. Nothing else in training/ may be part of a circle.
-LEGACY = {"demos", "distill", "finetune", "lookahead", "train"}
 
 
 def _training_imports() -> dict[str, set[str]]:
@@ -93,7 +90,7 @@ def _training_imports() -> dict[str, set[str]]:
     return graph
 
 
-def test_no_import_circle_in_training_outside_the_legacy_phases() -> None:
+def test_no_import_circle_in_training() -> None:
     graph = _training_imports()
     reach = {}
     for m in graph:  # modules reachable from m
@@ -105,5 +102,4 @@ def test_no_import_circle_in_training_outside_the_legacy_phases() -> None:
                 todo += graph.get(d, ())
         reach[m] = seen
     in_circle = {m for m in graph if m in reach[m]}
-    assert in_circle <= LEGACY, f"modules in an import circle: {sorted(in_circle - LEGACY)}"
-    assert not reach["set_sac"] & LEGACY, f"the set-encoder driver reaches the legacy phases {sorted(reach['set_sac'] & LEGACY)}"
+    assert not in_circle, f"modules in an import circle: {sorted(in_circle)}"
