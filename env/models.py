@@ -150,8 +150,10 @@ class Enforcement(BaseModel):
 
 class SearchInfo(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    budget: int = Field(ge=1, description="rollouts allowed per chunk of the window (counts work, not time)")
+    budget: int = Field(ge=1, description="rollouts allowed per chunk of the window, and 40 node-model calls of local "
+                        "search per rollout (counts work, not time)")
     rollouts: int = Field(ge=0, description="rollouts done, all chunks")
+    local_calls: int = Field(0, ge=0, description="node-model calls the local search made, all chunks")
     chunks: int = Field(ge=0, description="episodes the window was planned in (an MLP model's W jobs each; a set model's up to 32)")
     agent_predicted_throughput_vs_timeshare: float | None = Field(None, description="the agent's own plan (the first rollout), predicted")
 

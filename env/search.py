@@ -15,8 +15,12 @@ The search (a best-first *rollout* search, after Bertsekas' rollout algorithms a
   groups, plus every pair of the chunk's jobs on five core splits (``pair_groups``, like ``pairs``: a fixed
   amount of work a chunk), per schedule action, by dynamic programming over subsets as ``best-found`` does, so a
   good group found in one rollout and another found in a second make one plan;
-* the best plan after ``budget`` rollouts wins. The budget counts rollouts, not seconds, so the same window
-  gives the same plan on any machine.
+* then a local search (``env.localsearch``) from the best plan and each rollout's grouping moves jobs between
+  groups (bounded by the members' times alone, so most moves cost no call), and tunes the final groups' options,
+  within ``budget x CALLS_PER_ROLLOUT`` node-model calls; the recombination runs again over every group it scored;
+* the best plan wins. The budget counts rollouts and node-model calls, not seconds, so the same window gives the
+  same plan on any machine. (More budget is not guaranteed to find a better plan: the local search starts from
+  different rollouts. It never returns one worse than the agent's.)
 
 The search takes the agent as two functions (``env`` does not import ``agent/`` or ``training/``): ``scores(obs,
 mask, episode)`` (the actor's logits, or log-probabilities; ``obs`` is None when the function has ``reads_obs =
@@ -47,11 +51,13 @@ import numpy as np
 
 from env.actions import SKIP
 from env.episode import Episode, group_members, placed_groups
+from env.localsearch import CALLS_PER_ROLLOUT, improve
 from env.nodespec import NodeSpec
 
-#: Rollouts a chunk gets by default, for the W = 8 latency target (<= 50 ms a window, median, one core): measured with
-#: bench/search_bench.py on the shipped model (cold evaluator memo, on the shared 2-CPU machine, so noisy): with the
-#: pair candidates, budget 16: 37.5 ms median CPU time (mean 1.375 x time sharing), 24: 52.8 ms (1.374).
+#: Rollouts a chunk gets by default (and 40 local-search calls each), for the W = 8 latency target (<= 50 ms a window,
+#: median, one core): measured with bench/search_bench.py on the shipped model (cold evaluator memo, on the shared
+#: 2-CPU machine, so noisy), with the pairs and the local search: budget 8: 25.9 ms median CPU time (mean 1.418 x
+#: time sharing), 16: 33.0 ms (1.420), 24: 38.1 ms (1.417).
 DEFAULT_BUDGET = 16
 MAX_BUDGET = 10_000
 #: Branches kept per visited state: the agent's next-best valid actions (more are rarely expanded within a budget).
@@ -83,6 +89,7 @@ class SearchResult:
     makespans: list[float]
     agent_total_s: float  # the agent's own plan (the first rollout), predicted
     rollouts: int
+    local_calls: int = 0  # node-model calls of the local search (env.localsearch)
 
     @property
     def total_s(self) -> float:
@@ -102,7 +109,7 @@ def _greedy(scores: np.ndarray, valid: np.ndarray) -> int:
 
 
 def search_chunk(new_episode: Callable[[], Episode], scores: Scores, scorer: Scorer, budget: int = DEFAULT_BUDGET,
-                 branches: int = BRANCHES_PER_STATE, pairs: bool = True) -> SearchResult:
+                 branches: int = BRANCHES_PER_STATE, pairs: bool = True, local: bool = True) -> SearchResult:
     """Best-first rollout search over one chunk's episodes (``new_episode`` makes a fresh one each call), then
     (``pairs``) every pair of its jobs under the agent's schedule action, then the recombination."""
     reads_obs = getattr(scores, "reads_obs", True)  # a set-encoder's scores read the episode, not the vector
@@ -112,6 +119,7 @@ def search_chunk(new_episode: Callable[[], Episode], scores: Scores, scorer: Sco
     best: tuple[float, list[int], list[float]] | None = None
     agent_total, agent_schedule = math.inf, 0
     rollouts = 0
+    plans: list[tuple[float, int, list[list[tuple[int, int]]]]] = []  # every rollout's (total, index, groups)
     prefix: tuple[int, ...] = ()
     base_cost = 0.0
     while True:
@@ -144,15 +152,26 @@ def search_chunk(new_episode: Callable[[], Episode], scores: Scores, scorer: Sco
         if best is None or total < best[0] - 1e-9:
             best = (total, list(ep.history), makespans)
         seen_groups(ep, makespans, seen)
+        plans.append((total, rollouts, placed_groups(ep)))
         if rollouts >= budget or not heap:
             break
         nxt = heapq.heappop(heap)
         prefix, base_cost = nxt.prefix, nxt.cost
     result = SearchResult(actions=best[1], makespans=best[2], agent_total_s=agent_total, rollouts=rollouts)
     if pairs and len(ep.jobs) <= PAIR_MAX_JOBS:
-        pair_groups(ep, agent_schedule, scorer, seen)  # the agent's schedule: the same for any budget, so more
-        # budget only adds candidates (the pool of a smaller budget is a subset): never a worse plan
-    return recombine(result, seen, new_episode, scorer)
+        pair_groups(ep, agent_schedule, scorer, seen)  # the agent's schedule: the same for any budget
+    result = recombine(result, seen, new_episode, scorer)
+    if local:
+        done = new_episode()
+        for a in result.actions:
+            done._apply(a)
+        schedule = int(done.schedule_index)  # type: ignore[arg-type]
+        starts = [placed_groups(done)] + [g for _, _, g in sorted(plans)]  # the best plan, then the rollouts' groupings
+        calls = improve(done.node, [i.name for i in done.infos], done.max_concurrency, schedule, starts, scorer,
+                        seen.setdefault(schedule, {}), budget * CALLS_PER_ROLLOUT)
+        result = recombine(result, seen, new_episode, scorer)
+        result.local_calls = calls
+    return result
 
 
 def seen_groups(ep: Episode, makespans: list[float], seen: dict[int, dict[int, tuple[float, list[tuple[int, int]]]]]) -> None:
@@ -294,7 +313,7 @@ def recombine(result: SearchResult, seen: dict[int, dict[int, tuple[float, list[
     if sum(makespans) >= result.total_s - 1e-9:
         return result
     return SearchResult(actions=list(ep.history), makespans=makespans, agent_total_s=result.agent_total_s,
-                        rollouts=result.rollouts)
+                        rollouts=result.rollouts, local_calls=result.local_calls)
 
 
 class ReplayChooser:

@@ -49,7 +49,8 @@ class AgentSearchPolicy(AgentPolicy):
                 g.predicted_makespan_s = t
             plan.predicted_throughput_vs_timeshare = solo / sum(makespans)
             plan.predictions_source = f"simulated: {ctx.node.name}"
-            plan.search = SearchInfo(budget=self.budget, rollouts=sum(r.rollouts for r in results), chunks=len(results),
+            plan.search = SearchInfo(budget=self.budget, rollouts=sum(r.rollouts for r in results),
+                                     local_calls=sum(r.local_calls for r in results), chunks=len(results),
                                      agent_predicted_throughput_vs_timeshare=solo / sum(r.agent_total_s for r in results))
         return plan
 

@@ -28,7 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--window-size", type=int, default=6, metavar="W", help="jobs planned together (longer windows are planned W at a time; default 6)")
     p.add_argument("--max-concurrency", type=int, default=None, metavar="C", help="override every window's max_concurrency (Cmax)")
     p.add_argument("--search-budget", type=_budget, default=None, metavar="N",
-                   help="agent-search: rollouts per window chunk (default: env.search.DEFAULT_BUDGET)")
+                   help="agent-search: rollouts per window chunk, and 40 node-model calls of local search per rollout "
+                        "(default: env.search.DEFAULT_BUDGET)")
     p.add_argument("--model", default=None, metavar="M",
                    help="the model file agent, fifo and agent-search plan with (either format; default: the node's shipped model)")
     p.add_argument("--no-guard", action="store_true",

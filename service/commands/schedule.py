@@ -30,7 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    f"ships for the node or is given and the node has a node model to score plans on, agent with a model only, else {DEFAULT_POLICY})")
     p.add_argument("--model", default=None, help="model file for the agent policies")
     p.add_argument("--search-budget", type=_budget, default=None, metavar="N",
-                   help=f"agent-search: rollouts per window chunk (counts work, not time: the same window gives the same plan; default {DEFAULT_BUDGET})")
+                   help=f"agent-search: rollouts per window chunk, and 40 node-model calls of local search per rollout (counts "
+                        f"work, not time: the same window gives the same plan; default {DEFAULT_BUDGET})")
     p.add_argument("--seed", type=int, default=0, help="seed of the random policy (default 0)")
     p.add_argument("--pin-runtime", action="store_true", help="launch commands load the C pinning runtime")
     p.add_argument("--json", action="store_true", help="print the plan as one JSON document")
@@ -83,7 +84,8 @@ def render(plan: Plan, console: Console | None = None) -> None:
         console.print(f"fallback: {plan.fallback_reason}")
     if plan.search is not None:
         agent = plan.search.agent_predicted_throughput_vs_timeshare
-        console.print(f"search: {plan.search.rollouts} rollouts (budget {plan.search.budget} a chunk)"
+        console.print(f"search: {plan.search.rollouts} rollouts, {plan.search.local_calls} local calls "
+                      f"(budget {plan.search.budget} a chunk)"
                       + (f"; the agent alone: {agent:.3f} (predicted)" if agent is not None else ""))
     if plan.predicted_throughput_vs_timeshare is not None:
         console.print(f"predicted throughput vs time sharing: {plan.predicted_throughput_vs_timeshare:.3f} "

@@ -1,0 +1,259 @@
+"""Local search over groupings, the last step of ``agent-search`` (``env.search``): the rollouts find good plans
+near the agent's; this moves jobs between their groups, and tunes the chosen groups' options, on the node model.
+
+* A group's cost is its makespan on the node model with the best of a few core splits: the *maximal* splits of
+  its members (no member could take a larger core fraction and still fit; full ways, no bandwidth cap, balanced:
+  1 split for a job alone, 5 for a pair, 6 for three jobs and 13 for four on a node whose CPUs divide by 8), or a
+  better version a rollout already scored (``seen``). Costs are memoised by the group's jobs.
+* Hill climbing from the best plan so far: move one job to another group or alone, swap two jobs of two groups,
+  merge two groups; the first move that lowers the total is taken, until a whole pass finds none.
+* Then coordinate descent on the final groups' options (each member's cores, ways, bandwidth cap and split), as
+  ``best-found`` refines its groups.
+
+Work is counted in node-model calls (``Budget``), memoised or not, so the same window and budget give the same plan
+on every machine and in every process; when the count is spent the best plan so far stands. Every group found
+joins ``seen``, so ``env.search.recombine`` can still combine it with the rollouts' groups.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+from typing import Callable, Iterator, Sequence
+
+from env import actions
+from env.allocate import core_count
+from env.nodespec import NodeSpec
+
+Scorer = Callable[[int, Sequence[tuple[str, int]]], float]
+Members = list[tuple[int, int]]  # (slot, job action) in placement order
+Seen = dict[int, tuple[float, Members]]  # slot bitmask -> (makespan, members), one schedule action
+
+#: Node-model calls the local search may make per rollout of the search's budget (default budget 16: 640 calls,
+#: about 26 ms of one core cold on the reference node, 0.04 ms a call; the memo makes most repeats free).
+CALLS_PER_ROLLOUT = 40
+#: The share of those calls the climbs may use; the rest tunes the best plan's groups.
+CLIMB_SHARE = 0.6
+
+
+class BudgetSpent(Exception):
+    pass
+
+
+class Budget:
+    """Counts node-model calls; raises BudgetSpent past ``limit``."""
+
+    def __init__(self, scorer: Scorer, limit: int) -> None:
+        self.scorer = scorer
+        self.limit = limit
+        self.calls = 0
+
+    def __call__(self, schedule: int, members: Sequence[tuple[str, int]]) -> float:
+        if self.calls >= self.limit:
+            raise BudgetSpent
+        self.calls += 1
+        return self.scorer(schedule, members)
+
+
+def _encode(cores: Fraction, ways: Fraction, bw: int, split: str) -> int:
+    return actions.encode(actions.JobAction(cores, ways, bw, split))  # type: ignore[arg-type]
+
+
+def maximal_core_splits(node: NodeSpec, k: int) -> list[tuple[Fraction, ...]]:
+    """Every assignment of core fractions to ``k`` jobs that fits the node and cannot give any job a larger fraction
+    and still fit (a job with more cores is rarely slower, so these hold the best split)."""
+    n = len(node.cpus)
+    count = {c: core_count(node, c) for c in actions.CORE_FRACTIONS}
+    fits = [c for c in itertools.product(actions.CORE_FRACTIONS, repeat=k) if sum(count[x] for x in c) <= n]
+    ok = set(fits)
+    bigger = {c: [d for d in actions.CORE_FRACTIONS if d > c] for c in actions.CORE_FRACTIONS}
+    return [c for c in fits if not any(c[:i] + (d,) + c[i + 1:] in ok for i in range(k) for d in bigger[c[i]])]
+
+
+class LocalSearch:
+    """One chunk's local search under one schedule action (see the module's docstring)."""
+
+    def __init__(self, node: NodeSpec, names: Sequence[str], cmax: int, schedule: int, scorer: Scorer, seen: Seen,
+                 calls: int) -> None:
+        self.node = node
+        self.names = list(names)
+        self.cmax = cmax
+        self.schedule = schedule
+        self.budget = Budget(scorer, calls)
+        self.seen = seen
+        self.cost_memo: dict[int, tuple[float, Members]] = {}
+        self.alone_memo: dict[tuple[int, int], float] = {}
+        self.bound_memo: dict[int, float] = {}
+        w_full, b_full = max(actions.WAY_FRACTIONS), max(actions.BW_PERCENTS)
+        self.splits = {k: [[_encode(c, w_full, b_full, actions.SPLITS[0]) for c in combo]
+                           for combo in maximal_core_splits(node, k)] for k in range(1, cmax + 1)}
+
+    def _score(self, members: Members) -> float:
+        return self.budget(self.schedule, [(self.names[s], a) for s, a in members])
+
+    def alone(self, slot: int, split: int) -> float:
+        """Job ``slot``'s makespan alone with the option ``split`` (its index in the maximal splits' options)."""
+        key = (slot, split)
+        t = self.alone_memo.get(key)
+        if t is None:
+            t = self.alone_memo[key] = self._score([(slot, split)])
+        return t
+
+    def bound(self, slots: list[int], acts: list[int]) -> float:
+        """A lower estimate of a group's makespan: its slowest member alone on the same cores (running beside
+        others only slows a job down, except where placement differs)."""
+        return max(self.alone(s, a) for s, a in zip(slots, acts))
+
+    def group_bound(self, mask: int) -> float:
+        hit = self.bound_memo.get(mask)
+        if hit is None:
+            slots = _bits(mask)
+            hit = self.bound_memo[mask] = min(self.bound(slots, acts) for acts in self.splits[len(slots)])
+        return hit
+
+    def cost(self, mask: int) -> tuple[float, Members]:
+        """The group's best makespan found and its members (see the module's docstring)."""
+        hit = self.cost_memo.get(mask)
+        if hit is not None:
+            return hit
+        slots = _bits(mask)
+        best: tuple[float, Members] = self.seen.get(mask, (math.inf, []))
+        ranked = sorted(self.splits[len(slots)], key=lambda acts: self.bound(slots, acts))
+        for acts in ranked:
+            if len(slots) > 1 and self.bound(slots, acts) >= best[0] - 1e-12:
+                break
+            members = list(zip(slots, acts))
+            t = self._score(members)
+            if t < best[0] - 1e-12:
+                best = (t, members)
+        self.cost_memo[mask] = best
+        if math.isfinite(best[0]) and (mask not in self.seen or best[0] < self.seen[mask][0] - 1e-12):
+            self.seen[mask] = best
+        return best
+
+    def _moves(self, groups: list[int]) -> "itertools.chain[tuple[list[int], list[int]]]":
+        """(groups removed, groups added) for every move from ``groups`` (bitmasks), in a fixed order."""
+        def move() -> "Iterator[tuple[list[int], list[int]]]":
+            for gi, g in enumerate(groups):
+                for x in _bits(g):
+                    rest = g & ~(1 << x)
+                    for hi, h in enumerate(groups):
+                        if hi != gi and bin(h).count("1") < self.cmax:
+                            yield [g, h], [m for m in (rest, h | 1 << x) if m]
+                    if rest:
+                        yield [g], [rest, 1 << x]
+
+        def swap() -> "Iterator[tuple[list[int], list[int]]]":
+            for (gi, g), (hi, h) in itertools.combinations(enumerate(groups), 2):
+                for x in _bits(g):
+                    for y in _bits(h):
+                        yield [g, h], [g & ~(1 << x) | 1 << y, h & ~(1 << y) | 1 << x]
+
+        def merge() -> "Iterator[tuple[list[int], list[int]]]":
+            for g, h in itertools.combinations(groups, 2):
+                if bin(g | h).count("1") <= self.cmax:
+                    yield [g, h], [g | h]
+
+        return itertools.chain(merge(), move(), swap())
+
+    def climb(self, groups: list[int]) -> list[int]:
+        """Hill climbing from ``groups`` (a partition, bitmasks) until no move helps or the budget is spent."""
+        groups = list(groups)
+        try:
+            improved = True
+            while improved:
+                improved = False
+                for removed, added in self._moves(groups):
+                    before = sum(self.cost(m)[0] for m in removed)
+                    if sum(self.group_bound(m) for m in added) >= before - 1e-9:  # cannot help: no call
+                        continue
+                    after = 0.0
+                    for m in added:
+                        after += self.cost(m)[0]
+                        if after >= before - 1e-9:
+                            break
+                    if after < before - 1e-9:
+                        groups = [m for m in groups if m not in removed] + added
+                        improved = True
+                        break
+        except BudgetSpent:
+            pass
+        return groups
+
+    def tune(self, t0: float, members: Members) -> tuple[float, Members]:
+        """Coordinate descent over each member's options (cores, ways, bandwidth cap, split), from ``members``
+        (makespan ``t0``); the best found, as far as the budget goes."""
+        cur = [[s, *_fields(a)] for s, a in members]
+        cur_t = t0
+        try:
+            improved = True
+            while improved:
+                improved = False
+                for i in range(len(cur)):
+                    for dim, options in ((2, actions.WAY_FRACTIONS), (3, actions.BW_PERCENTS), (4, actions.SPLITS),
+                                         (1, actions.CORE_FRACTIONS)):
+                        for opt in options:
+                            if opt == cur[i][dim]:
+                                continue
+                            trial = [list(x) for x in cur]
+                            trial[i][dim] = opt
+                            t = self._score_fields(trial)
+                            if t < cur_t - 1e-9:
+                                cur, cur_t, improved = trial, t, True
+        except BudgetSpent:
+            pass
+        return cur_t, [(x[0], _encode(*x[1:])) for x in cur]
+
+    def _score_fields(self, cur: list[list]) -> float:  # type: ignore[type-arg]
+        return self._score([(x[0], _encode(*x[1:])) for x in cur])
+
+
+def _bits(mask: int) -> list[int]:
+    return [i for i in range(mask.bit_length()) if mask >> i & 1]
+
+
+def _fields(a: int) -> tuple:  # type: ignore[type-arg]
+    j = actions.decode(a)
+    return (j.cores, j.ways, j.bw_percent, j.split)  # type: ignore[union-attr]
+
+
+def improve(node: NodeSpec, names: Sequence[str], cmax: int, schedule: int, starts: Sequence[Sequence[Members]],
+            scorer: Scorer, seen: Seen, calls: int) -> int:
+    """Local search under ``schedule`` from each plan of ``starts`` in turn (their groups, best first) while
+    CLIMB_SHARE of ``calls`` lasts, then the tuning of the best plan's groups; every group scored joins ``seen``.
+    Returns the node-model calls made."""
+    ls = LocalSearch(node, names, cmax, schedule, scorer, seen, calls)
+    ls.budget.limit = int(CLIMB_SHARE * calls)
+    tried: set[frozenset[int]] = set()
+    best: tuple[float, list[int]] | None = None
+    for start in starts:
+        masks = [sum(1 << s for s, _ in g) for g in start]
+        if frozenset(masks) in tried:
+            continue
+        tried.add(frozenset(masks))
+        for g, m in zip(start, masks):  # a start's own groups, with their actions, are known costs
+            if m not in seen and ls.budget.calls < ls.budget.limit:
+                seen[m] = (ls._score(list(g)), list(g))
+        final = ls.climb(masks)
+        tried.add(frozenset(final))
+        try:
+            total = sum(ls.cost(m)[0] for m in final)
+        except BudgetSpent:
+            break
+        if best is None or total < best[0] - 1e-9:
+            best = (total, final)
+        if ls.budget.calls >= ls.budget.limit:
+            break
+    ls.budget.limit = calls
+    if best is not None:
+        for mask in sorted(best[1], key=lambda m: -seen.get(m, (0.0, []))[0]):  # the longest groups first
+            t0, members = seen.get(mask, (math.inf, []))
+            if members:
+                t, tuned = ls.tune(t0, members)
+                if t < t0 - 1e-12:
+                    seen[mask] = (t, tuned)
+    return ls.budget.calls
+
+
+__all__ = ["CALLS_PER_ROLLOUT", "LocalSearch", "improve", "maximal_core_splits"]
