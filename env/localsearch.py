@@ -33,8 +33,6 @@ Seen = dict[int, tuple[float, Members]]  # slot bitmask -> (makespan, members), 
 #: Node-model calls the local search may make per rollout of the search's budget (default budget 16: 640 calls,
 #: about 26 ms of one core cold on the reference node, 0.04 ms a call; the memo makes most repeats free).
 CALLS_PER_ROLLOUT = 40
-#: The share of those calls the climbs may use; the rest tunes the best plan's groups.
-CLIMB_SHARE = 0.6
 
 
 class BudgetSpent(Exception):
@@ -218,42 +216,49 @@ def _fields(a: int) -> tuple:  # type: ignore[type-arg]
     return (j.cores, j.ways, j.bw_percent, j.split)  # type: ignore[union-attr]
 
 
-def improve(node: NodeSpec, names: Sequence[str], cmax: int, schedule: int, starts: Sequence[Sequence[Members]],
+def regroup(node: NodeSpec, names: Sequence[str], cmax: int, schedule: int, starts: Sequence[Sequence[Members]],
             scorer: Scorer, seen: Seen, calls: int) -> int:
-    """Local search under ``schedule`` from each plan of ``starts`` in turn (their groups, best first) while
-    CLIMB_SHARE of ``calls`` lasts, then the tuning of the best plan's groups; every group scored joins ``seen``.
-    Returns the node-model calls made."""
+    """Hill climbing under ``schedule`` from each plan of ``starts`` in turn (their groups; best first) while
+    ``calls`` last; every group scored joins ``seen``. Returns the node-model calls made."""
     ls = LocalSearch(node, names, cmax, schedule, scorer, seen, calls)
-    ls.budget.limit = int(CLIMB_SHARE * calls)
     tried: set[frozenset[int]] = set()
-    best: tuple[float, list[int]] | None = None
     for start in starts:
         masks = [sum(1 << s for s, _ in g) for g in start]
         if frozenset(masks) in tried:
             continue
         tried.add(frozenset(masks))
-        for g, m in zip(start, masks):  # a start's own groups, with their actions, are known costs
-            if m not in seen and ls.budget.calls < ls.budget.limit:
-                seen[m] = (ls._score(list(g)), list(g))
-        final = ls.climb(masks)
-        tried.add(frozenset(final))
         try:
-            total = sum(ls.cost(m)[0] for m in final)
+            for g, m in zip(start, masks):  # a start's own groups, with their actions, are known costs
+                if m not in seen:
+                    seen[m] = (ls._score(list(g)), list(g))
         except BudgetSpent:
             break
-        if best is None or total < best[0] - 1e-9:
-            best = (total, final)
+        tried.add(frozenset(ls.climb(masks)))
         if ls.budget.calls >= ls.budget.limit:
             break
-    ls.budget.limit = calls
-    if best is not None:
-        for mask in sorted(best[1], key=lambda m: -seen.get(m, (0.0, []))[0]):  # the longest groups first
-            t0, members = seen.get(mask, (math.inf, []))
-            if members:
-                t, tuned = ls.tune(t0, members)
-                if t < t0 - 1e-12:
-                    seen[mask] = (t, tuned)
     return ls.budget.calls
 
 
-__all__ = ["CALLS_PER_ROLLOUT", "LocalSearch", "improve", "maximal_core_splits"]
+def tune(node: NodeSpec, names: Sequence[str], schedule: int, groups: Sequence[Members], scorer: Scorer, seen: Seen,
+         calls: int) -> int:
+    """Coordinate descent on the options of ``groups`` (one plan under ``schedule``; the longest group first) while
+    ``calls`` last; a better version of a group replaces it in ``seen``. Returns the node-model calls made."""
+    ls = LocalSearch(node, names, max(len(g) for g in groups), schedule, scorer, seen, calls)
+    for members in sorted(groups, key=lambda g: -seen.get(_mask(g), (0.0, []))[0]):
+        mask = _mask(members)
+        t0, members = seen.get(mask, (math.inf, list(members)))  # the group's best version known
+        if not math.isfinite(t0):
+            continue
+        t, tuned = ls.tune(t0, list(members))
+        if t < t0 - 1e-12:
+            seen[mask] = (t, tuned)
+        if ls.budget.calls >= ls.budget.limit:
+            break
+    return ls.budget.calls
+
+
+def _mask(members: Sequence[tuple[int, int]]) -> int:
+    return sum(1 << s for s, _ in members)
+
+
+__all__ = ["CALLS_PER_ROLLOUT", "LocalSearch", "regroup", "tune", "maximal_core_splits"]

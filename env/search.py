@@ -51,7 +51,7 @@ import numpy as np
 
 from env.actions import SKIP
 from env.episode import Episode, group_members, placed_groups
-from env.localsearch import CALLS_PER_ROLLOUT, improve
+from env.localsearch import CALLS_PER_ROLLOUT, regroup, tune
 from env.nodespec import NodeSpec
 
 #: Rollouts a chunk gets by default (and 40 local-search calls each), for the W = 8 latency target (<= 50 ms a window,
@@ -167,11 +167,32 @@ def search_chunk(new_episode: Callable[[], Episode], scores: Scores, scorer: Sco
             done._apply(a)
         schedule = int(done.schedule_index)  # type: ignore[arg-type]
         starts = [placed_groups(done)] + [g for _, _, g in sorted(plans)]  # the best plan, then the rollouts' groupings
-        calls = improve(done.node, [i.name for i in done.infos], done.max_concurrency, schedule, starts, scorer,
-                        seen.setdefault(schedule, {}), budget * CALLS_PER_ROLLOUT)
+        names = [i.name for i in done.infos]
+        total_calls = budget * CALLS_PER_ROLLOUT
+        calls = regroup(done.node, names, done.max_concurrency, schedule, starts, scorer, seen.setdefault(schedule, {}),
+                        total_calls // 3)
+        # the other affinity, the same memory policy, from the best grouping: spreading jobs over the sockets can win
+        # where the rollouts never tried it (the agent's choice of schedule is made before any group)
+        other = other_affinity(schedule)
+        calls += regroup(done.node, names, done.max_concurrency, other, starts[:1], scorer, seen.setdefault(other, {}),
+                         total_calls // 3)
+        result = recombine(result, seen, new_episode, scorer)
+        done = new_episode()
+        for a in result.actions:
+            done._apply(a)
+        schedule = int(done.schedule_index)  # type: ignore[arg-type]
+        calls += tune(done.node, names, schedule, placed_groups(done), scorer, seen[schedule], total_calls - calls)
         result = recombine(result, seen, new_episode, scorer)
         result.local_calls = calls
     return result
+
+
+def other_affinity(schedule: int) -> int:
+    """The schedule action with the other core affinity and the same memory policy."""
+    from env.actions import AFFINITIES, ScheduleAction, decode, encode
+
+    s = decode(schedule)
+    return encode(ScheduleAction(next(a for a in AFFINITIES if a != s.affinity), s.memory))  # type: ignore[union-attr]
 
 
 def seen_groups(ep: Episode, makespans: list[float], seen: dict[int, dict[int, tuple[float, list[tuple[int, int]]]]]) -> None:

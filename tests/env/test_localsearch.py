@@ -7,7 +7,7 @@ import random
 from env import actions
 from env.allocate import core_count
 from env.baselines import GroupEvaluator, _best_partition
-from env.localsearch import LocalSearch, improve, maximal_core_splits
+from env.localsearch import LocalSearch, maximal_core_splits, regroup, tune
 from env.nodes import load_node
 from env.sim.catalogue import ALL_JOBS
 
@@ -59,7 +59,7 @@ def test_the_climb_ends_where_no_single_move_helps() -> None:
         assert sum(ls.cost(m)[0] for m in added) >= sum(ls.cost(m)[0] for m in removed) - 1e-9
 
 
-def test_improve_keeps_to_its_budget_and_gives_the_same_result_cold_or_warm() -> None:
+def test_regroup_and_tune_keep_to_their_budget_and_gives_the_same_result_cold_or_warm() -> None:
     ev = GroupEvaluator(NODE)
     full_mask = (1 << len(NAMES)) - 1
     a = actions.encode(actions.JobAction(actions.CORE_FRACTIONS[0], max(actions.WAY_FRACTIONS), 100, "balanced"))
@@ -73,7 +73,13 @@ def test_improve_keeps_to_its_budget_and_gives_the_same_result_cold_or_warm() ->
             return ev.makespan(schedule, members)
 
         seen: dict = {}
-        made = improve(NODE, NAMES, 3, 0, [start], counting, seen, budget)
+        made = regroup(NODE, NAMES, 3, 0, [start], counting, seen, budget // 2)
+        total, choice = _best_partition({m: (t, []) for m, (t, _) in seen.items()}, full_mask)
+        groups, m = [], full_mask
+        while m:
+            groups.append(seen[choice[m]][1])
+            m ^= choice[m]
+        made += tune(NODE, NAMES, 0, groups, counting, seen, budget - made)
         assert made == calls[0] <= budget
         total, _ = _best_partition({m: (t, []) for m, (t, _) in seen.items()}, full_mask)
         runs.append((sorted((m, round(t, 9)) for m, (t, _) in seen.items()), total))
