@@ -4,7 +4,7 @@ budget, ``env.search.DEFAULT_BUDGET``, or --search-budget) and by best-found; th
 throughput vs time sharing and its fraction of best-found's; the picture is a heat map of the two fractions.
 
     nice -n 10 .venv/bin/python bench/agent_sweep.py [--model training/models/sim-reference.npz] [--models W=PATH,...]
-        [--windows-per-cell 6] [--seed 6161] [--ws 4,6,8,12] [--search-budget N]
+        [--windows-per-cell 6] [--seed 7171] [--ws 4,6,8,12] [--search-budget N]
         [--png training/results/agent_sweep.png] [--json training/results/agent_sweep.json]
 
 An MLP model (``cosched-model/1``) plans each window in chunks of its W jobs (6 for the shipped one), in queue
@@ -63,8 +63,8 @@ def main() -> int:
     ap.add_argument("--model", default=str(ROOT / "training" / "models" / "sim-reference.npz"))
     ap.add_argument("--models", default=None, help="one model per W: 4=PATH,6=PATH,8=PATH")
     ap.add_argument("--windows-per-cell", type=int, default=6)
-    ap.add_argument("--seed", type=int, default=6161,
-                    help="the windows' seed (default 6161: held out; 4242 and 3131 chose the search's settings)")
+    ap.add_argument("--seed", type=int, default=7171,
+                    help="the windows' seed (default 7171: held out; 4242, 3131 and 2121 chose the search's settings)")
     ap.add_argument("--ws", default=",".join(map(str, WS)), help="window sizes (default 4,6,8,12)")
     ap.add_argument("--search-budget", type=int, default=None, help="agent-search's budget (default: its default)")
     ap.add_argument("--baseline-window", default="whole",
