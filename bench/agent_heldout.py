@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from training.policies import load_any  # noqa: E402  (either model format)
+from training.policies import load_any  # noqa: E402
 from env.evaluate import evaluate  # noqa: E402
 from env.models import Window, WindowJob  # noqa: E402
 from env.nodes import load_node  # noqa: E402

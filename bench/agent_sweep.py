@@ -3,22 +3,18 @@ drawn from the whole catalogue (at least one held-out job), planned by the agent
 budget, ``env.search.DEFAULT_BUDGET``, or --search-budget) and by best-found; the tables give each one's mean
 throughput vs time sharing and its fraction of best-found's; the picture is a heat map of the two fractions.
 
-    nice -n 10 .venv/bin/python bench/agent_sweep.py [--model training/models/sim-reference.npz] [--models W=PATH,...]
+    nice -n 10 .venv/bin/python bench/agent_sweep.py [--model training/models/sim-reference.npz]
         [--windows-per-cell 6] [--seed 7171] [--ws 4,6,8,12] [--search-budget N]
         [--png training/results/agent_sweep.png] [--json training/results/agent_sweep.json]
 
-An MLP model (``cosched-model/1``) plans each window in chunks of its W jobs (6 for the shipped one), in queue
-order; a set-encoder model (``cosched-model/2``) plans every window of up to 32 jobs as one episode, and so does
-agent-search with it (one chunk: rollouts only above 10 jobs, ``env.search.RECOMBINE_MAX_JOBS``). The baselines
+The set-encoder model (``cosched-model/2``) plans every window of up to 32 jobs as one episode, and so does
+agent-search with it. The baselines
 (greedy, pairs, best-found) plan the **whole window** by default (``--baseline-window whole``): best-found is then the
 subset DP over all of the window's groups (793 at W = 12, Cmax 4; measured 0.7-6.2 s of CPU a window at W = 12 and
 3.5 s at W = 8, Cmax 4), the denominator a planner that sees the whole window must be measured against (chunks of
 6 give a weaker one: at W = 8, Cmax 4, 1.597 vs 1.790 on one window). ``--baseline-window 6`` gives the chunked
 figures of earlier sweeps. The figures are each policy's own plans (``env.evaluate``'s ``guard=False``):
 ``cosched schedule`` and the service would replace a plan predicted below time sharing.
-
-One model plans every cell unless ``--models`` gives one per W (e.g. ``4=m4.npz,8=m8.npz``): a W = 6 model plans
-8-job windows as 6 + 2 (queue order) and 4-job windows as padded windows; its Cmax limit must be ≥ the cell's.
 """
 
 from __future__ import annotations
@@ -61,7 +57,6 @@ def cell_windows(w: int, cmax: int, n: int, seed: int = 4242) -> list[Window]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=str(ROOT / "training" / "models" / "sim-reference.npz"))
-    ap.add_argument("--models", default=None, help="one model per W: 4=PATH,6=PATH,8=PATH")
     ap.add_argument("--windows-per-cell", type=int, default=6)
     ap.add_argument("--seed", type=int, default=7171,
                     help="the windows' seed (default 7171: held out; 4242, 3131 and 2121 chose the search's settings)")
@@ -81,10 +76,6 @@ def main() -> int:
         return 0
     ws = tuple(int(x) for x in args.ws.split(","))
     per_w = {w: args.model for w in ws}
-    if args.models:
-        for part in args.models.split(","):
-            k, v = part.split("=", 1)
-            per_w[int(k)] = v
     node = load_node(load_any(args.model).meta.trained_for.name)  # either model format
     from env.baselines import register_policy
     from env.search import DEFAULT_BUDGET

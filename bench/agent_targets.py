@@ -70,7 +70,7 @@ def main() -> int:
         times.append(time.perf_counter() - t)
     print(f"  planning one W = 6 window with the agent (episode, masks, allocation, actor; numpy): median "
           f"{np.median(times) * 1e3:.2f} ms, p90 {np.percentile(times, 90) * 1e3:.2f} ms "
-          f"(the actor's forward passes alone: bench/agent_bench.py --model)")
+          "(numpy only)")
     if args.json:
         doc["planning_ms"] = {"median": float(np.median(times) * 1e3), "p90": float(np.percentile(times, 90) * 1e3)}
         Path(args.json).write_text(json.dumps(doc, indent=1))

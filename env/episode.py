@@ -111,14 +111,6 @@ def obs_size(window_size: int, n_features: int, layout: str = DEFAULT_OBS_LAYOUT
     raise ValueError(f"unknown observation layout {layout!r}: choose from {', '.join(OBS_LAYOUTS)}")
 
 
-def layout_for_size(size: int, window_size: int, n_features: int) -> str | None:
-    """The observation layout whose size is ``size`` (a model file records only its input size), or None."""
-    for layout in OBS_LAYOUTS:
-        if obs_size(window_size, n_features, layout) == size:
-            return layout
-    return None
-
-
 def window_means(window: Sequence[JobInfo]) -> tuple[float | None, float | None, float | None]:
     """The window's mean scale factor, solo time and L3 miss rate over the jobs that have them (None: none has)."""
     def mean(values: list[float | None]) -> float | None:

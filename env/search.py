@@ -25,10 +25,8 @@ The search (a best-first *rollout* search, after Bertsekas' rollout algorithms a
 The search takes the agent as two functions (``env`` does not import ``agent/`` or ``training/``): ``scores(obs,
 mask, episode)`` (the actor's logits, or log-probabilities; ``obs`` is None when the function has ``reads_obs =
 False``, as a set encoder's reads the episode) and the greedy rule it implies (the first maximal valid index, as
-the agent's chooser picks). The chunks follow the model, as ``env.episode.plan_window`` plans them for the agent:
-an MLP of W slots plans windows longer than W in chunks of W jobs; a set-encoder model plans any window of up to
-32 jobs (SET_MAX_WINDOW) as one chunk, so the search sees every partition the agent can reach. Each chunk is
-searched with the full budget (groups never cross chunks, so a chunk's plan is scored alone). Bounded work for a
+the agent's chooser picks). The set-encoder model plans any window of up to 32 jobs (SET_MAX_WINDOW) as one chunk
+(``env.episode.plan_window``), so the search sees every partition the agent can reach. Bounded work for a
 long chunk: up to RECOMBINE_MAX_JOBS (10) jobs the recombination is the subset DP (3^W steps, 59,049 at 10); above,
 a depth-first search over the groups seen, which gives up after RECOMBINE_MAX_STEPS (3^10) groups tried (the best
 rollout then stands); pair candidates only up to PAIR_MAX_JOBS (12) jobs (66 pairs). A 32-job window costs the
@@ -49,7 +47,6 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from env.actions import SKIP
 from env.episode import Episode, group_members, placed_groups
 from env.localsearch import CALLS_PER_ROLLOUT, regroup, tune
 from env.nodespec import NodeSpec

@@ -76,16 +76,6 @@ error_log = logging.getLogger("cosched.error")
 # -- the model seam -------------------------------------------------------------------------------
 
 
-class MlpNetwork(BaseModel):
-    """An MLP actor (``cosched-model/1``): one observation vector of a W-slot window."""
-
-    kind: Literal["mlp"] = "mlp"
-    obs_size: int
-    hidden_sizes: list[int]
-    n_actions: int
-    activation: str
-
-
 class SetNetwork(BaseModel):
     """A set-encoder actor (``cosched-model/2``): job tokens of any window of up to ``window_size`` jobs."""
 
@@ -101,36 +91,29 @@ class ModelFeatures(BaseModel):
 
 
 class ModelInfo(BaseModel):
-    """What GET /model shows of the loaded model, whichever its format."""
+    """What GET /model shows of the loaded model."""
 
     id: str
-    format: str  # cosched-model/1 (MLP) or cosched-model/2 (set encoder)
+    format: str  # cosched-model/2 (the set encoder)
     path: str
     shipped: bool
     trained_for: TrainedFor
-    window_size: int  # the most jobs planned in one episode: the MLP's W, the set model's max_window
+    window_size: int  # the most jobs planned in one episode: the set model's max_window
     max_concurrency: int
     features: ModelFeatures
     action_encoding: str
-    network: Annotated[MlpNetwork | SetNetwork, Field(discriminator="kind")]
+    network: SetNetwork
     training: dict[str, Any]
 
     @classmethod
     def of(cls, loaded: Any, shipped: bool) -> "ModelInfo":
-        """``loaded``: agent.modelfile.LoadedModel or LoadedSetModel."""
+        """``loaded``: agent.modelfile.LoadedSetModel."""
         from profiler.features import FEATURE_NAMES
 
-        meta = loaded.meta
-        network: MlpNetwork | SetNetwork
-        if isinstance(meta, SetModelMeta):
-            window_size = meta.max_window
-            network = SetNetwork(architecture=meta.architecture, shape=meta.net, observation=meta.observation)
-        else:
-            window_size = meta.window_size
-            network = MlpNetwork(obs_size=meta.obs_size, hidden_sizes=meta.hidden_sizes, n_actions=meta.n_actions,
-                                 activation=meta.activation)
+        meta: SetModelMeta = loaded.meta
+        network = SetNetwork(architecture=meta.architecture, shape=meta.net, observation=meta.observation)
         return cls(id=meta.model_id, format=meta.format, path=str(loaded.path), shipped=shipped,
-                   trained_for=meta.trained_for, window_size=window_size, max_concurrency=meta.max_concurrency,
+                   trained_for=meta.trained_for, window_size=meta.max_window, max_concurrency=meta.max_concurrency,
                    features=ModelFeatures(feature_set=meta.feature_set, names=list(FEATURE_NAMES)),
                    action_encoding=meta.action_encoding, network=network, training=meta.training)
 
@@ -148,7 +131,7 @@ class ServedModel:
     """What the service plans with: the agent and its model file, or a baseline policy when there is none."""
 
     policy: str
-    loaded: Any = None  # agent.modelfile.LoadedModel or LoadedSetModel: loaded and checked once, handed to every plan
+    loaded: Any = None  # agent.modelfile.LoadedSetModel: loaded and checked once, handed to every plan
     info: ModelInfo | None = None  # what GET /model shows of the model
     reason: str | None = None  # why no model is used
 

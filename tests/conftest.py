@@ -10,6 +10,8 @@ import pytest
 
 from env.cpulist import format_cpulist
 
+from model_support import write_tiny_set_model
+
 
 def write(root: Path, rel: str, text: str) -> None:
     p = root / rel
@@ -89,35 +91,6 @@ def all_tools(name: str) -> str | None:
 @pytest.fixture
 def which_all() -> Callable[[str], str | None]:
     return all_tools
-
-
-def write_tiny_set_model(path: Path, node_name: str = "sim:reference") -> Path:
-    """A ``cosched-model/2`` file for a simulated node: a small set encoder at its seeded initial weights (torch's
-    initialisation, ``agent.setnet_torch.SetNet``), with the training programs' feature pipeline. Untrained: its
-    plans are valid but not good, which is what tests of the plumbing need."""
-    import torch
-
-    from agent.modelfile import TrainedFor, write_set_model
-    from agent.setnet import ARCHITECTURE, SetNetShape
-    from agent.setnet_torch import SetNet
-    from env.discover import node_id
-    from env.episode import SET_CONTEXT_NAMES, SET_TOKEN_NAMES
-    from env.jobinfo import sim_provider
-    from env.nodes import load_node
-    from env.sim.catalogue import TRAIN_JOBS
-    from profiler.features import FEATURE_SET_ID
-    from training.policies import node_shape
-
-    node = load_node(node_name)
-    prov = sim_provider(node, tuple(TRAIN_JOBS))
-    shape = SetNetShape(d_token=prov.n_features + len(SET_TOKEN_NAMES), d_context=len(SET_CONTEXT_NAMES), d_model=16,
-                        heads=2, layers=1, d_ff=16, d_head_hidden=16)
-    torch.manual_seed(0)
-    write_set_model(path, SetNet(shape).export(), action_encoding="cosched-actions-v1", architecture=ARCHITECTURE,
-                    net=shape.to_dict(), observation="set-v1", max_window=32, max_concurrency=4,
-                    trained_for=TrainedFor(name=node.name, node_id=node_id(node), shape=node_shape(node)),
-                    feature_set=FEATURE_SET_ID, feature_pipeline=prov.pipeline.to_dict(), training={"steps": 0})
-    return path
 
 
 @pytest.fixture(scope="session")

@@ -28,7 +28,7 @@ SEARCH_POLICIES = ("pairs", "best-found")
 
 @contextlib.contextmanager
 def model_policies(model: Any) -> Iterator[None]:
-    """``agent`` and ``fifo`` in the registry plan with ``model`` (a path or a LoadedModel) inside the block."""
+    """``agent`` and ``fifo`` in the registry plan with ``model`` (a path or a LoadedSetModel) inside the block."""
     from training.policies import AgentPolicy, FifoPolicy
 
     old = {n: POLICIES.get(n) for n in ("agent", "fifo")}

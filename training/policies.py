@@ -21,12 +21,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from agent.modelfile import SET_MODEL_FORMAT, LoadedModel, LoadedSetModel, NodeShape, load_model, load_set_model
-from agent.policy import ActorChooser
+from agent.modelfile import LoadedSetModel, NodeShape, load_set_model
 from agent.setpolicy import SetPolicy
-from env.episode import SET_MAX_WINDOW, layout_for_size, plan_window
+from env.episode import SET_MAX_WINDOW, plan_window
 from env.errors import InputError
 from env.models import ModelRef, Plan, Window
 from env.nodespec import NodeSpec
@@ -96,26 +93,22 @@ def _model_for(node_json: str, stamp: tuple[tuple[str, int], ...]) -> Path | Non
     return best[1] if best else None
 
 
-def load_any(path: str | os.PathLike[str], **expect: Any) -> LoadedModel | LoadedSetModel:
-    """A model file of either format: the set encoder's (``cosched-model/2``) or the MLP's (``cosched-model/1``)."""
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            is_set = f'"format":"{SET_MODEL_FORMAT}"'.encode() in z["metadata"].tobytes()
-    except Exception:  # noqa: BLE001 - load_model says what is wrong with the file, in one line
-        is_set = False
-    return load_set_model(path, **expect) if is_set else load_model(path, **expect)
+def load_any(path: str | os.PathLike[str], **expect: Any) -> LoadedSetModel:
+    """The model file at ``path`` (``cosched-model/2``; the earlier MLP format ``cosched-model/1`` and anything else
+    are refused in one line by ``agent.modelfile.load_set_model``)."""
+    return load_set_model(path, **expect)
 
 
-def load_for_node(model: str | os.PathLike[str] | LoadedModel | LoadedSetModel | None, node: NodeSpec) -> LoadedModel | LoadedSetModel:
+def load_for_node(model: str | os.PathLike[str] | LoadedSetModel | None, node: NodeSpec) -> LoadedSetModel:
     """The model to plan ``node`` with: the one given (checked against the node's shape and feature set) or
     the shipped one. Raises ModelFileError / InputError (one line) when there is none or it does not fit."""
     from profiler.features import FEATURE_SET_ID
 
-    if isinstance(model, (LoadedModel, LoadedSetModel)):
+    if isinstance(model, LoadedSetModel):
         loaded = model
         shape = node_shape(node)
         if loaded.meta.trained_for.shape != shape:
-            # the same check and message as load_model's
+            # the same check and message as load_set_model's
             return load_any(loaded.path, expect_node_shape=shape, expect_feature_set=FEATURE_SET_ID)
         return loaded
     if model is None:
@@ -134,9 +127,9 @@ class AgentPolicy:
     name = "agent"
     fifo = False
 
-    def __init__(self, model: str | os.PathLike[str] | LoadedModel | None = None) -> None:
+    def __init__(self, model: str | os.PathLike[str] | LoadedSetModel | None = None) -> None:
         self.model_arg = model
-        self._loaded: dict[str, LoadedModel] = {}
+        self._loaded: dict[str, LoadedSetModel] = {}
         self._pipelines: dict[str, Any] = {}
         self._choosers: dict[int, Any] = {}  # keyed by the loaded model held in _loaded
         self._node_keys: dict[int, tuple[NodeSpec, str]] = {}  # id(node) -> (node, its JSON): see _node_key
@@ -154,7 +147,7 @@ class AgentPolicy:
         self._node_keys[id(node)] = (node, key)
         return key
 
-    def model_for(self, node: NodeSpec) -> LoadedModel | LoadedSetModel:
+    def model_for(self, node: NodeSpec) -> LoadedSetModel:
         key = self._node_key(node)
         if key not in self._loaded:
             self._loaded[key] = load_for_node(self.model_arg, node)
@@ -181,27 +174,19 @@ class AgentPolicy:
             raise InputError(f"max_concurrency {window.max_concurrency} is above the limit of the model "
                              f"({meta.max_concurrency}, trained for {meta.trained_for.name}): lower it or train a model with --cmaxes up to it")
         ref = ModelRef(id=meta.model_id, trained_for=meta.trained_for.name)
-        if isinstance(m, LoadedSetModel):  # one episode for any W up to the model's, the jobs as a set
-            return plan_window(window, ctx.node, ctx.provider, self.chooser(m), policy=self.name,
-                               window_size=min(meta.max_window, SET_MAX_WINDOW), pin_runtime=ctx.pin_runtime,
-                               canonical=True, model=ref).plan
-        layout = layout_for_size(meta.obs_size, meta.window_size, ctx.provider.n_features)
-        if layout is None:
-            raise InputError(f"the model takes {meta.obs_size} observation values, this planner makes another size: "
-                             "retrain the model with this cosched")
-        return plan_window(window, ctx.node, ctx.provider, self.chooser(m), policy=self.name, window_size=meta.window_size,
-                           pin_runtime=ctx.pin_runtime, obs_layout=layout, model=ref).plan
+        # one episode for any W up to the model's, the jobs as a set
+        return plan_window(window, ctx.node, ctx.provider, self.chooser(m), policy=self.name,
+                           window_size=min(meta.max_window, SET_MAX_WINDOW), pin_runtime=ctx.pin_runtime,
+                           canonical=True, model=ref).plan
 
-    def agent_chooser(self, m: LoadedModel | LoadedSetModel) -> SetPolicy | ActorChooser:
-        """The actor of ``m`` as an episode chooser, made once per loaded model (the MLP's transposed weights are
-        made once, not per plan): ``SetPolicy`` for a set-encoder model, ``ActorChooser`` for an MLP."""
+    def agent_chooser(self, m: LoadedSetModel) -> SetPolicy:
+        """The actor of ``m`` as an episode chooser (``SetPolicy``), made once per loaded model."""
         chooser = self._choosers.get(id(m))
         if chooser is None:
-            chooser = self._choosers[id(m)] = (SetPolicy(m, fifo=self.fifo) if isinstance(m, LoadedSetModel) else
-                                               ActorChooser(m.layers, fifo=self.fifo, members=m.actors))
+            chooser = self._choosers[id(m)] = SetPolicy(m, fifo=self.fifo)
         return chooser  # type: ignore[no-any-return]
 
-    def chooser(self, m: LoadedModel | LoadedSetModel) -> Any:
+    def chooser(self, m: LoadedSetModel) -> Any:
         """The chooser ``plan`` plans with (``agent-search`` wraps the agent's in its search)."""
         return self.agent_chooser(m)
 
@@ -211,10 +196,10 @@ class FifoPolicy(AgentPolicy):
     fifo = True
 
 
-def agent_policy(name: str, model: str | os.PathLike[str] | LoadedModel | None = None) -> AgentPolicy:
+def agent_policy(name: str, model: str | os.PathLike[str] | LoadedSetModel | None = None) -> AgentPolicy:
     if name not in ("agent", "fifo"):
         raise InputError(f"{name!r} is not a policy that uses a model (agent, fifo)")
-    if isinstance(model, (LoadedModel, LoadedSetModel)):
+    if isinstance(model, LoadedSetModel):
         # The service holds its loaded model for its lifetime: one policy object per model object.
         key = (name, id(model))
         hit = _BY_LOADED.get(key)
@@ -234,7 +219,7 @@ def agent_policy(name: str, model: str | os.PathLike[str] | LoadedModel | None =
     return _cached_policy(name, os.fspath(model), stamp)
 
 
-_BY_LOADED: dict[tuple[str, int], tuple[LoadedModel, "AgentPolicy"]] = {}
+_BY_LOADED: dict[tuple[str, int], tuple[LoadedSetModel, "AgentPolicy"]] = {}
 
 
 @lru_cache(maxsize=32)
@@ -251,4 +236,4 @@ def _register() -> None:
 
 _register()
 
-__all__ = ["AgentPolicy", "FifoPolicy", "ActorChooser", "load_any", "agent_policy", "shipped_model_for", "load_for_node", "node_shape", "MODELS_DIR"]
+__all__ = ["AgentPolicy", "FifoPolicy", "load_any", "agent_policy", "shipped_model_for", "load_for_node", "node_shape", "MODELS_DIR"]

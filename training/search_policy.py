@@ -10,9 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import numpy as np
-
-from agent.modelfile import LoadedModel, LoadedSetModel
+from agent.modelfile import LoadedSetModel
 from agent.setpolicy import SetPolicy
 from env.episode import Episode, set_episode
 from env.models import Plan, SearchInfo, Window
@@ -55,8 +53,8 @@ class AgentSearchPolicy(AgentPolicy):
         return plan
 
 
-    def chooser(self, m: LoadedModel | LoadedSetModel) -> "SearchingChooser":
-        """The agent's chooser (``AgentPolicy.agent_chooser``: the set policy or the MLP's), wrapped in the search;
+    def chooser(self, m: LoadedSetModel) -> "SearchingChooser":
+        """The agent's chooser (``AgentPolicy.agent_chooser``: the set policy), wrapped in the search;
         ``AgentPolicy.plan`` plans with it, the set model's window as one canonical chunk."""
         hit = self._searchers.get(id(m))
         if hit is None or hit[0] is not m:
@@ -70,33 +68,22 @@ class SearchingChooser:
     """A chooser for ``plan_window``: on the first step of each chunk's episode it searches that chunk (on fresh
     episodes of the same jobs, ``env.search.search_chunk``) guided by the agent's chooser ``inner``, then replays
     the best plan found. ``inner``: the set-encoder's ``SetPolicy`` (its ``logits(episode)`` are the scores; the
-    fresh episodes come from ``env.episode.set_episode``, as ``plan_window`` makes the set model's), the MLP's
-    ``ActorChooser`` (its logits), or any chooser with ``probs(obs, mask, episode)`` (log-probabilities)."""
+    fresh episodes come from ``env.episode.set_episode``, as ``plan_window`` makes the set model's)."""
 
-    def __init__(self, inner: Any, budget: int) -> None:
+    def __init__(self, inner: SetPolicy, budget: int) -> None:
         self.inner = inner
         self.budget = budget
-        self.reads_obs = getattr(inner, "reads_obs", True)  # run_episode skips the vector when the inner does
-        self.scores = self._scores_of(inner)
+        self.reads_obs = False  # the set policy reads the episode: run_episode skips the observation vector
+
+        def set_logits(obs: Any, mask: Any, ep: Episode) -> Any:
+            return inner.logits(ep)
+
+        set_logits.reads_obs = False  # type: ignore[attr-defined]
+        self.scores = set_logits
         self.scorer: Any = None
         self.results: list[SearchResult] = []
         self.episodes: list[Episode] = []
         self.replay: ReplayChooser | None = None
-
-    @staticmethod
-    def _scores_of(inner: Any) -> Any:
-        if isinstance(inner, SetPolicy):
-            def set_logits(obs: Any, mask: Any, ep: Episode) -> Any:
-                return inner.logits(ep)
-            set_logits.reads_obs = False  # type: ignore[attr-defined]
-            return set_logits
-        if hasattr(inner, "probs"):
-            def log_probs(obs: Any, mask: Any, ep: Episode) -> Any:
-                with np.errstate(divide="ignore"):
-                    return np.log(inner.probs(obs, mask, ep))
-            return log_probs
-        forward = inner.forward
-        return lambda obs, mask, ep: forward(obs)
 
     def start(self, scorer: Any) -> None:
         """A new window: forget the last one's chunks."""
@@ -105,12 +92,8 @@ class SearchingChooser:
 
     def __call__(self, obs: Any, mask: Any, ep: Episode) -> int:
         if not self.episodes or ep is not self.episodes[-1]:  # the first step of a chunk
-            def fresh() -> Episode:
-                if isinstance(self.inner, SetPolicy):  # the set episodes' one factory (ep's jobs are already canonical)
-                    return set_episode(ep.node, ep.jobs, ep.infos, ep.max_concurrency, n_features=ep.n_features)
-                return Episode(ep.node, ep.jobs, ep.infos, max_concurrency=ep.max_concurrency, window_size=ep.window_size,
-                               n_features=ep.n_features, reward=ep.reward, step_limit=ep.step_limit,
-                               obs_layout=ep.obs_layout)
+            def fresh() -> Episode:  # the set episodes' one factory (ep's jobs are already canonical)
+                return set_episode(ep.node, ep.jobs, ep.infos, ep.max_concurrency, n_features=ep.n_features)
 
             result = search_chunk(fresh, self.scores, self.scorer, self.budget)
             self.results.append(result)

@@ -233,49 +233,12 @@ def test_service_plan_equals_cosched_schedule_with_a_model(planning: None, tmp_p
 
 
 def write_tiny_model(path: Path, node_name: str = SIM_NODE) -> str:
-    import numpy as np
+    """A tiny untrained ``cosched-model/2`` file (``model_support.write_tiny_set_model``); its model id."""
+    from model_support import write_tiny_set_model
 
-    from agent.modelfile import write_model
-    from env.actions import ENCODING_VERSION
-    from env.episode import obs_size
-    from profiler.features import FEATURE_SET_ID, N_FEATURES
+    from agent.modelfile import load_set_model
 
-    node = load_node(node_name)
-    rng = np.random.default_rng(0)
-    n_obs = obs_size(6, N_FEATURES)
-    layers = [(rng.normal(size=(8, n_obs)).astype(np.float32), np.zeros(8, np.float32)),
-              (rng.normal(size=(257, 8)).astype(np.float32), np.zeros(257, np.float32))]
-    meta = write_model(path, layers, action_encoding=ENCODING_VERSION, window_size=6, max_concurrency=4,
-                       trained_for={"name": node_name, "node_id": node_id(node),
-                                    "shape": {"cpus": len(node.cpus), "numa_domains": len(node.numa), "l3_domains": len(node.l3)}},
-                       feature_set=FEATURE_SET_ID, training={"steps": 10, "mean_throughput_vs_timeshare": 1.1})
-    return meta.model_id
-
-
-def test_model_route_describes_a_loaded_model(tmp_path: Path, cosched_home: Path) -> None:
-    from svc_support import running_app
-
-    from env.baselines import get_policy
-    from env.errors import InputError
-    from service.app import create_app
-
-    model_id = write_tiny_model(tmp_path / "m.npz")
-    try:
-        get_policy("agent")
-    except InputError as exc:  # until the agent registers its policy, a model cannot plan: refused at start
-        with pytest.raises(InputError, match="agent"):
-            create_app(SIM_NODE, model_path=str(tmp_path / "m.npz"))
-        pytest.skip(f"the 'agent' policy is not available yet ({exc}); serving a model is refused at start")
-    with running_app(SIM_NODE, model_path=str(tmp_path / "m.npz"), home=cosched_home) as s:
-        doc = s.client.get("/model").json()
-        assert s.client.get("/healthz").json() == {"status": "ok"}
-    assert doc["policy"] == "agent-search" and "reason" not in doc
-    m = doc["model"]
-    assert m["id"] == model_id and m["shipped"] is False and m["trained_for"]["name"] == SIM_NODE
-    assert m["window_size"] == 6 and m["max_concurrency"] == 4
-    assert m["features"]["feature_set"] and m["features"]["names"]
-    assert m["training"] == {"steps": 10, "mean_throughput_vs_timeshare": 1.1}
-    assert m["format"] == "cosched-model/1" and m["network"]["kind"] == "mlp" and m["network"]["hidden_sizes"] == [8]
+    return load_set_model(write_tiny_set_model(path, node_name)).meta.model_id
 
 
 def test_model_route_describes_a_set_model(tiny_set_model: Path, cosched_home: Path) -> None:
@@ -312,19 +275,25 @@ def test_model_route_describes_a_set_model(tiny_set_model: Path, cosched_home: P
     assert ref.endswith("/ModelDescription")
 
 
-@pytest.mark.parametrize("kind", ["missing", "corrupt", "other-node"])
+@pytest.mark.parametrize("kind", ["missing", "corrupt", "other-node", "old-format"])
 def test_serve_refuses_an_unusable_model(tmp_path: Path, kind: str) -> None:
+    from model_support import write_old_mlp_model
+
     path = tmp_path / "m.npz"
     if kind == "corrupt":
         path.write_bytes(b"not a zip")
     elif kind == "other-node":
         write_tiny_model(path, "sim:reference")
+    elif kind == "old-format":
+        write_old_mlp_model(path)
     out = subprocess.run([*COSCHED, "serve", "--port", "1", "--node", "local" if kind == "other-node" else SIM_NODE,
                           "--model", str(path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     if kind == "other-node" and len(load_node("local").cpus) == len(load_node(SIM_NODE).cpus):
         pytest.skip("this machine has the reference node's shape")
     assert out.returncode == 2, out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and "model" in out.stderr
+    if kind == "old-format":
+        assert "cosched-model/1" in out.stderr and "cosched train" in out.stderr and "Traceback" not in out.stderr
 
 
 # -- a bug is not hidden, and not leaked ------------------------------------------------------------

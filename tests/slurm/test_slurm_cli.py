@@ -33,7 +33,8 @@ def test_up_on_a_port_in_use_names_the_port(tmp_path: Path) -> None:
         r = cli("up", "--nodes", "1", "--port", str(port), "--state-dir", str(tmp_path / "s"))
     assert r.returncode == 1
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and f"port {port} " in lines[0] and "--port" in lines[0], r.stderr
+    # the next port (the first slurmd's) may happen to be busy too: then both are named
+    assert len(lines) == 1 and str(port) in lines[0].split(" in use")[0] and "--port" in lines[0], r.stderr
 
 
 def test_run_without_a_cluster_or_slurm_conf_is_one_line(tmp_path: Path) -> None:

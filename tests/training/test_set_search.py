@@ -1,7 +1,7 @@
 """agent-search and the sweep with a set-encoder model (``cosched-model/2``): the search is guided by ``SetPolicy``
 on set episodes (canonical order, the whole window one chunk), never predicts worse than the set agent alone, and
 the CLI, the service's GET /model (tests/service/test_routes.py) and bench/agent_sweep.py take such a model. The
-model is a tiny untrained one (``tests/conftest.py``: ``write_tiny_set_model``); every figure is simulated."""
+model is a tiny untrained one (``tests/model_support.py``: ``write_tiny_set_model``); every figure is simulated."""
 
 from __future__ import annotations
 
