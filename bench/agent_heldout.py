@@ -1,12 +1,17 @@
 """The agent on many held-out windows (simulated): agent / best-found on N seeded W = 6, Cmax 4 windows drawn like
 the standard file's random part (the whole catalogue, at least one held-out program each) with another seed.
 
-    .venv/bin/python bench/agent_heldout.py [--model training/models/sim-reference.npz] [--windows 240] [--seed 4242] [--no-cache]
+    .venv/bin/python bench/agent_heldout.py [--model training/models/sim-reference.npz] [--windows 240] [--seed 4242] [--no-cache] [--diagnose]
 
 Why: the standard file has 30 windows, and two models a point apart on it can be in the other order on the next
 30 (runs of one recipe spread over 2 points there). On 240 windows, compared on the same windows, differences of a
 few tenths are resolved. best-found is a search of about half a second per window: it runs in two processes and
 is cached in training/results/heldout_bestfound_<node>.json (per window set and model fingerprint) for the next run.
+
+``--diagnose`` splits the agent's gap into its two decisions, on the node model: the agent's own plan; the agent's
+*groups* with each group's best core split (``env.localsearch``: the maximal splits, full ways, no bandwidth cap;
+so only the options change); and the best partition of the window by the same group costs under the agent's schedule
+action. The first two differ by what the options cost, the last two by what the grouping costs.
 """
 
 from __future__ import annotations
@@ -75,12 +80,37 @@ def best_found(node, ws: list[Window], seed: int, use_cache: bool = True) -> lis
     return values
 
 
+def diagnose(model: str, node, ws: list[Window]) -> np.ndarray:  # noqa: ANN001
+    """Per window: solo time over (the agent's plan, its groups with their best core splits, the best partition
+    by those group costs), all predicted on the node model (see the module's docstring)."""
+    from agent.setpolicy import SetPolicy
+    from env.episode import placed_groups, plan_window
+    from env.jobinfo import sim_provider
+    from env.localsearch import LocalSearch
+    from env.search import episode_makespans, node_scorer
+
+    policy = SetPolicy(load_any(model))
+    provider, scorer = sim_provider(node), node_scorer(node)
+    out = []
+    for w in ws:
+        ep = plan_window(w, node, provider, policy, policy="agent", window_size=len(w.jobs), canonical=True).episodes[0]
+        ls = LocalSearch(node, [i.name for i in ep.infos], ep.max_concurrency, int(ep.schedule_index), scorer, {}, 10**9)
+        own = sum(episode_makespans(ep, scorer))
+        regrouped = sum(ls.cost(sum(1 << s for s, _ in g))[0] for g in placed_groups(ep))
+        best = sum(ls.cost(g)[0] for g in ls.exact() or [])
+        solo = ep.solo_total_s()
+        out.append((solo / own, solo / regrouped, solo / best))
+    return np.array(out)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=str(ROOT / "training" / "models" / "sim-reference.npz"))
     ap.add_argument("--windows", type=int, default=240)
     ap.add_argument("--seed", type=int, default=4242)
     ap.add_argument("--no-cache", action="store_true", help="search best-found afresh and do not store it")
+    ap.add_argument("--diagnose", action="store_true",
+                    help="also split the gap into grouping and options (the agent's groups with their best core splits)")
     args = ap.parse_args()
     meta = load_any(args.model).meta
     node = load_node(meta.trained_for.name)
@@ -94,6 +124,10 @@ def main() -> int:
           f"best-found {bf.mean():.3f}")
     print(f"  agent / best-found = {res['agent'].mean() / bf.mean() * 100:.1f} % (median window {np.median(ratio) * 100:.1f} %, "
           f"worst {ratio.min() * 100:.1f} %, windows under 85 %: {int((ratio < 0.85).sum())})")
+    if args.diagnose:
+        d = diagnose(args.model, node, ws).mean(axis=0) / bf.mean() * 100
+        print(f"  predicted on the node model, as a share of best-found: the agent's plan {d[0]:.1f} %, its groups with "
+              f"their best core splits {d[1]:.1f} %, the best grouping (the agent's schedule action) {d[2]:.1f} %")
     return 0
 
 

@@ -72,8 +72,12 @@ def test_agent_heldout_benchmark_runs_and_prints_its_figure() -> None:
     import sys
 
     root = Path(__file__).resolve().parents[2]
-    out = subprocess.run([sys.executable, str(root / "bench" / "agent_heldout.py"), "--windows", "3", "--no-cache"],
-                         capture_output=True, text=True, timeout=300, check=True).stdout
+    out = subprocess.run([sys.executable, str(root / "bench" / "agent_heldout.py"), "--windows", "3", "--no-cache",
+                          "--diagnose"], capture_output=True, text=True, timeout=300, check=True).stdout
     assert "3 held-out windows" in out and "simulated" in out
     m = re.search(r"agent / best-found = ([\d.]+) % \(median window ([\d.]+) %, worst ([\d.]+) %", out)
     assert m and 0 < float(m.group(3)) <= float(m.group(2)) <= 110
+    # the diagnosis: the best grouping by the same group costs is never worse than the agent's groups with them
+    d = re.search(r"the agent's plan ([\d.]+) %, its groups with their best core splits ([\d.]+) %, the best grouping "
+                  r"\(the agent's schedule action\) ([\d.]+) %", out)
+    assert d and float(d.group(3)) >= float(d.group(2)) > 0 and abs(float(d.group(1)) - float(m.group(1))) < 0.2
