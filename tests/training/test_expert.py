@@ -81,3 +81,19 @@ def test_agent_heldout_benchmark_runs_and_prints_its_figure() -> None:
     d = re.search(r"the agent's plan ([\d.]+) %, its groups with their best core splits ([\d.]+) %, the best grouping "
                   r"\(the agent's schedule action\) ([\d.]+) %", out)
     assert d and float(d.group(3)) >= float(d.group(2)) > 0 and abs(float(d.group(1)) - float(m.group(1))) < 0.2
+
+
+def test_agent_decoding_benchmark_runs_and_prints_its_figures() -> None:
+    import re
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, str(root / "bench" / "agent_decoding.py"), "--windows", "2", "--no-cache",
+                          "--marginal", "0.5", "--pointer", "0.2"], capture_output=True, text=True, timeout=300,
+                         check=True).stdout
+    assert "2 held-out windows" in out and "simulated" in out
+    figures = {name: float(v) for name, v in re.findall(r"^\s+(argmax \(the agent\)|marginal 0.5|pointer 0.2)\s+([\d.]+) %$",
+                                                         out, re.M)}
+    assert set(figures) == {"argmax (the agent)", "marginal 0.5", "pointer 0.2"}, out
+    assert all(0 < v <= 110 for v in figures.values())
