@@ -41,7 +41,8 @@ from env.baselines import register_policy  # noqa: E402
 from env.episode import SET_TOKEN_NAMES  # noqa: E402
 from env.nodes import load_node  # noqa: E402
 from training.evaluation import evaluate_model  # noqa: E402
-from training.policies import AgentPolicy, load_any  # noqa: E402
+from agent.modelfile import load_set_model  # noqa: E402
+from training.policies import AgentPolicy  # noqa: E402
 
 
 def best_job_action(logits: np.ndarray, mask: np.ndarray) -> int:
@@ -76,19 +77,17 @@ class Pointer:
         m = np.asarray(mask).astype(bool)
         if ep is not self.ep:
             self.ep, self.target = ep, None
-        logits = self.policy.logits(ep)
-        if ep.schedule_index is None or not m[SKIP] or not m[:SKIP].any():
-            self.target = None
-            return int(np.argmax(np.where(m, logits, -np.inf)))
-        if not ep.open_slots:  # a group opens with the first queued job
-            self.target = None
-            return best_job_action(logits, m)
-        if self.target is None:
-            self.target = self.point(ep, m)
-        if self.target == -1 or self.target != ep.queue[0]:
-            return SKIP
+        free = ep.schedule_index is not None and m[SKIP] and m[:SKIP].any()  # a real join-or-skip choice
+        if free and ep.open_slots:
+            if self.target is None:
+                self.target = self.point(ep, m)
+            if self.target == -1 or self.target != ep.queue[0]:
+                return SKIP  # round to the chosen job, or through the queue to close the group
         self.target = None
-        return best_job_action(logits, m)
+        logits = self.policy.logits(ep)
+        if not free:
+            return int(np.argmax(np.where(m, logits, -np.inf)))
+        return best_job_action(logits, m)  # the chosen job, or the first queued one opening a group
 
     def point(self, ep: Any, m: np.ndarray) -> int:
         """The queued job most likely to join the open group, or -1 (close) when none reaches the threshold."""
@@ -116,7 +115,7 @@ def main() -> int:
     ap.add_argument("--pointer", default="0.2,0.5", help="thresholds of the pointer decoding")
     ap.add_argument("--no-cache", action="store_true", help="search best-found afresh and do not store it")
     args = ap.parse_args()
-    model = load_any(args.model)
+    model = load_set_model(args.model)
     node = load_node(model.meta.trained_for.name)
     ws = windows(args.windows, args.seed)
     bf = np.array(best_found(node, ws, args.seed, use_cache=not args.no_cache))

@@ -27,19 +27,20 @@ from env.models import Window, WindowJob  # noqa: E402
 from env.nodes import load_node  # noqa: E402
 from env.sim.catalogue import ALL_JOBS, HELD_OUT_JOBS, TRAIN_JOBS  # noqa: E402
 from training.expert import Expert, expert_grid  # noqa: E402
-from training.policies import AgentPolicy, load_any  # noqa: E402
+from agent.modelfile import load_set_model  # noqa: E402
+from training.policies import AgentPolicy  # noqa: E402
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=str(ROOT / "training" / "models" / "sim-reference.npz"),
-                    help="either model format (an MLP plans in chunks of its W; a set model the whole window)")
+                    help="a set-encoder model file (cosched-model/2)")
     ap.add_argument("--windows", type=int, default=20, help="windows of each kind (default 20)")
     ap.add_argument("--window-size", type=int, default=6, help="W (default 6)")
     ap.add_argument("--cmax", type=int, default=4, help="Cmax (default 4)")
     ap.add_argument("--seed", type=int, default=123)
     args = ap.parse_args()
-    m = load_any(args.model)
+    m = load_set_model(args.model)
     node = load_node(m.meta.trained_for.name)
     prov, backend = sim_provider(node), SimBackend(node)
     agent, expert = AgentPolicy(m), Expert(node, expert_grid("cores"))

@@ -33,7 +33,7 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from training.policies import load_any  # noqa: E402
+from agent.modelfile import load_set_model  # noqa: E402
 from env.evaluate import evaluate  # noqa: E402
 from env.models import Window, WindowJob  # noqa: E402
 from env.nodes import load_node  # noqa: E402
@@ -80,7 +80,7 @@ def best_found(node, ws: list[Window], seed: int, use_cache: bool = True) -> lis
     return values
 
 
-def diagnose(model: str, node, ws: list[Window]) -> np.ndarray:  # noqa: ANN001
+def diagnose(model, node, ws: list[Window]) -> np.ndarray:  # noqa: ANN001
     """Per window: solo time over (the agent's plan, its groups with their best core splits, the best partition
     by those group costs), all predicted on the node model (see the module's docstring)."""
     from agent.setpolicy import SetPolicy
@@ -89,7 +89,7 @@ def diagnose(model: str, node, ws: list[Window]) -> np.ndarray:  # noqa: ANN001
     from env.localsearch import LocalSearch
     from env.search import episode_makespans, node_scorer
 
-    policy = SetPolicy(load_any(model))
+    policy = SetPolicy(model)  # the loaded model (agent.modelfile.LoadedSetModel)
     provider, scorer = sim_provider(node), node_scorer(node)
     out = []
     for w in ws:
@@ -112,11 +112,12 @@ def main() -> int:
     ap.add_argument("--diagnose", action="store_true",
                     help="also split the gap into grouping and options (the agent's groups with their best core splits)")
     args = ap.parse_args()
-    meta = load_any(args.model).meta
+    model = load_set_model(args.model)
+    meta = model.meta
     node = load_node(meta.trained_for.name)
     ws = windows(args.windows, args.seed)
     bf = np.array(best_found(node, ws, args.seed, use_cache=not args.no_cache))
-    doc = evaluate_model(args.model, node, ws, ["agent", "fifo", "greedy"])
+    doc = evaluate_model(model, node, ws, ["agent", "fifo", "greedy"])
     res = {p: np.array([w["results"][p]["throughput_vs_timeshare"] for w in doc["windows"]]) for p in ("agent", "fifo", "greedy")}
     ratio = res["agent"] / bf
     print(f"{args.windows} held-out windows (seed {args.seed}; W 6, Cmax 4), throughput vs time sharing (simulated):")
@@ -125,7 +126,7 @@ def main() -> int:
     print(f"  agent / best-found = {res['agent'].mean() / bf.mean() * 100:.1f} % (median window {np.median(ratio) * 100:.1f} %, "
           f"worst {ratio.min() * 100:.1f} %, windows under 85 %: {int((ratio < 0.85).sum())})")
     if args.diagnose:
-        d = diagnose(args.model, node, ws).mean(axis=0) / bf.mean() * 100
+        d = diagnose(model, node, ws).mean(axis=0) / bf.mean() * 100
         print(f"  predicted on the node model, as a share of best-found: the agent's plan {d[0]:.1f} %, its groups with "
               f"their best core splits {d[1]:.1f} %, the best grouping (the agent's schedule action) {d[2]:.1f} %")
     return 0

@@ -38,7 +38,7 @@ from env.models import Window, WindowJob  # noqa: E402
 from env.nodes import load_node  # noqa: E402
 from env.sim.catalogue import ALL_JOBS, HELD_OUT_JOBS  # noqa: E402
 from training.evaluation import evaluate_model  # noqa: E402
-from training.policies import load_any  # noqa: E402
+from agent.modelfile import load_set_model  # noqa: E402
 
 WS, CMAXES = (4, 6, 8, 12), (2, 3, 4)
 
@@ -75,8 +75,7 @@ def main() -> int:
         print(f"picture: {args.png}")
         return 0
     ws = tuple(int(x) for x in args.ws.split(","))
-    per_w = {w: args.model for w in ws}
-    node = load_node(load_any(args.model).meta.trained_for.name)  # either model format
+    node = load_node(load_set_model(args.model).meta.trained_for.name)
     from env.baselines import register_policy
     from env.search import DEFAULT_BUDGET
     from training.search_policy import AgentSearchPolicy
@@ -84,15 +83,15 @@ def main() -> int:
     budget = args.search_budget or DEFAULT_BUDGET
     cells = []
     t0 = time.monotonic()
+    register_policy("agent-search", lambda: AgentSearchPolicy(args.model, budget))
     for w in ws:
-        register_policy("agent-search", lambda w=w: AgentSearchPolicy(per_w[w], budget))
         for c in CMAXES:
             bw = w if args.baseline_window == "whole" else int(args.baseline_window)
-            doc = evaluate_model(per_w[w], node, cell_windows(w, c, args.windows_per_cell, args.seed),
+            doc = evaluate_model(args.model, node, cell_windows(w, c, args.windows_per_cell, args.seed),
                                  ["agent", "agent-search", "greedy", "pairs", "best-found"], search=True, window_size=bw)
             m = doc["mean"]
             bf = m["best-found"]
-            cells.append({"W": w, "Cmax": c, "model": Path(per_w[w]).name, "agent": m["agent"], "agent_search": m["agent-search"],
+            cells.append({"W": w, "Cmax": c, "model": Path(args.model).name, "agent": m["agent"], "agent_search": m["agent-search"],
                           "greedy": m["greedy"], "pairs": m["pairs"], "best_found": bf, "fraction": m["agent"] / bf,
                           "search_fraction": m["agent-search"] / bf,
                           "search_min_fraction": min(x["results"]["agent-search"]["throughput_vs_timeshare"]

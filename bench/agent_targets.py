@@ -30,7 +30,7 @@ from env.evaluate import read_windows  # noqa: E402
 from env.jobinfo import sim_provider  # noqa: E402
 from env.nodes import load_node  # noqa: E402
 from training.evaluation import STANDARD_WINDOWS, evaluate_model, render_table  # noqa: E402
-from training.policies import load_any  # noqa: E402
+from agent.modelfile import load_set_model  # noqa: E402
 
 POLICIES = ["agent", "fifo", "timeshare", "greedy", "random", "pairs", "best-found"]
 
@@ -41,7 +41,7 @@ def main() -> int:
     ap.add_argument("--windows", default=str(STANDARD_WINDOWS))
     ap.add_argument("--json", default=None, help="write the evaluation document here")
     args = ap.parse_args()
-    meta = load_any(args.model).meta  # either model format
+    meta = load_set_model(args.model).meta
     node = load_node(meta.trained_for.name)
     windows = read_windows(args.windows)
     doc = evaluate_model(args.model, node, windows, POLICIES)

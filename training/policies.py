@@ -78,7 +78,7 @@ def _model_for(node_json: str, stamp: tuple[tuple[str, int], ...]) -> Path | Non
     best: tuple[int, Path] | None = None
     for path in (Path(p) for p, _ in stamp):
         try:
-            meta = load_any(path).meta
+            meta = load_set_model(path).meta
         except Exception:  # noqa: BLE001 - a broken file in the folder is skipped here, refused when named
             continue
         tf = meta.trained_for
@@ -93,12 +93,6 @@ def _model_for(node_json: str, stamp: tuple[tuple[str, int], ...]) -> Path | Non
     return best[1] if best else None
 
 
-def load_any(path: str | os.PathLike[str], **expect: Any) -> LoadedSetModel:
-    """The model file at ``path`` (``cosched-model/2``; the earlier MLP format ``cosched-model/1`` and anything else
-    are refused in one line by ``agent.modelfile.load_set_model``)."""
-    return load_set_model(path, **expect)
-
-
 def load_for_node(model: str | os.PathLike[str] | LoadedSetModel | None, node: NodeSpec) -> LoadedSetModel:
     """The model to plan ``node`` with: the one given (checked against the node's shape and feature set) or
     the shipped one. Raises ModelFileError / InputError (one line) when there is none or it does not fit."""
@@ -109,7 +103,7 @@ def load_for_node(model: str | os.PathLike[str] | LoadedSetModel | None, node: N
         shape = node_shape(node)
         if loaded.meta.trained_for.shape != shape:
             # the same check and message as load_set_model's
-            return load_any(loaded.path, expect_node_shape=shape, expect_feature_set=FEATURE_SET_ID)
+            return load_set_model(loaded.path, expect_node_shape=shape, expect_feature_set=FEATURE_SET_ID)
         return loaded
     if model is None:
         found = shipped_model_for(node)
@@ -118,7 +112,7 @@ def load_for_node(model: str | os.PathLike[str] | LoadedSetModel | None, node: N
                              f"`cosched train --backend {'sim --node ' + node.name if node.name.startswith('sim:') else 'real'}` "
                              "and pass --model, or choose a baseline with --policy greedy")
         model = found
-    return load_any(model, expect_node_shape=node_shape(node), expect_feature_set=FEATURE_SET_ID)
+    return load_set_model(model, expect_node_shape=node_shape(node), expect_feature_set=FEATURE_SET_ID)
 
 
 class AgentPolicy:
@@ -236,4 +230,4 @@ def _register() -> None:
 
 _register()
 
-__all__ = ["AgentPolicy", "FifoPolicy", "load_any", "agent_policy", "shipped_model_for", "load_for_node", "node_shape", "MODELS_DIR"]
+__all__ = ["AgentPolicy", "FifoPolicy", "agent_policy", "shipped_model_for", "load_for_node", "node_shape", "MODELS_DIR"]
