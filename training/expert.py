@@ -81,6 +81,9 @@ class Expert:
         self._open: dict[tuple, tuple[float, list[int]]] = {}
         self._groups: dict[tuple, tuple[float, list[int]]] = {}  # (schedule, names sorted) -> best group
         self._schedules: dict[tuple, int] = {}
+        #: after ``action`` in a state with an open group: (remaining time when the current job joins it, when it
+        #: does not), each completed as well as the expert can; None in other states (``skip_target``)
+        self.last_values: tuple[float, float] | None = None
 
     # ------------------------------------------------------------------------------------------- api
     def action(self, ep: Any) -> int:
@@ -97,6 +100,7 @@ class Expert:
 
                 self.ev = GroupEvaluator(self.node)
         mask = ep.action_mask()
+        self.last_values = None
         if ep.schedule_index is None:
             if self._schedule is None:
                 from env.baselines import search
@@ -189,6 +193,7 @@ class Expert:
         room = cmax - len(ep.open_slots)
         best = (_INF, SKIP)
         best_join = (_INF, SKIP)
+        best_skip = _INF
         for k in range(0, min(room, len(queue)) + 1):
             for S in itertools.combinations(queue, k):  # queue order: the order they would be placed
                 t_open, acts = self._fill_open(schedule, fixed, [names[s] for s in S], free)
@@ -202,10 +207,28 @@ class Expert:
                     best = (t, a, S)
                 if cur in S and t < best_join[0] - 1e-9:
                     best_join = (t, acts[S.index(cur)], S)
+                if cur not in S:
+                    best_skip = min(best_skip, t)
         if self.join_tolerance > 0 and best_join[0] <= best[0] * (1.0 + self.join_tolerance):
             best = best_join  # near-optimal and simpler to imitate: take the current job now
         self.last_join = best[2] if len(best) > 2 else None  # the jobs the expert would still add (diagnostics)
+        self.last_values = (best_join[0], best_skip)
         return best[1]
 
 
-__all__ = ["Expert"]
+def skip_target(values: tuple[float, float] | None, tau: float) -> float:
+    """The soft label of *skip* in a join-or-skip state (cost-sensitive imitation, after AggreVaTe: the actor learns
+    how much worse the other choice is, not only which is best): ``sigmoid((t_join - t_skip) / (tau * t_best))``,
+    t = the expert's predicted remaining time after joining / skipping (``Expert.last_values``). A near tie gives
+    about one half (the label says little), a choice a few ``tau`` worse gives about 0 or 1. -1 (use the hard
+    label): ``tau`` 0, no open group, or one of the two choices impossible."""
+    if tau <= 0 or values is None:
+        return -1.0
+    t_join, t_skip = values
+    if not (t_join < _INF and t_skip < _INF):
+        return -1.0
+    z = (t_join - t_skip) / (tau * min(t_join, t_skip))
+    return float(1.0 / (1.0 + np.exp(-np.clip(z, -50.0, 50.0))))
+
+
+__all__ = ["Expert", "skip_target"]

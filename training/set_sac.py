@@ -86,6 +86,9 @@ class Args:
     # 0 turns it off.
     expert_max_window: int = 8
     expert_grid: str = "teacher"  # the expert's options (training.expert.expert_grid): with ways and bandwidth, or cores only
+    # cost-sensitive labels: where the expert's choice is join-or-skip, the label of skip is soft,
+    # sigmoid((t_join - t_skip) / (soft_labels * t)) (training.expert.skip_target); 0: the expert's action, one-hot
+    soft_labels: float = 0.0
     search_budget: int = 8
     distill_coef: float = 5.0
     eval_every: int = 5_000
@@ -231,19 +234,23 @@ def state_of(ep: Any) -> tuple[np.ndarray, np.ndarray, int]:
 
 def play(problem: Problem, shape: SetNetShape, params: dict[str, np.ndarray] | None, names: list[str], cmax: int,
          rng: np.random.Generator | None, reward_scale: float, replay: list[int] | None = None,
-         labels: list[tuple] | None = None, expert: Any = None, follow_expert: bool = False) -> tuple[list[tuple], float]:
+         labels: list[tuple] | None = None, expert: Any = None, follow_expert: bool = False,
+         soft_labels: float = 0.0) -> tuple[list[tuple], float]:
     """One episode. ``params`` None: uniformly random valid actions; ``rng`` None: greedy; ``replay``: these
     actions (a searched plan). Returns the transitions (state, mask, action, reward, next state, next mask,
     terminated) and the plan's throughput vs time sharing. ``expert``: each state's (state, mask, expert's action)
-    is appended to ``labels`` (DAgger); ``follow_expert``: the expert plays."""
+    is appended to ``labels`` (DAgger) with the soft label of skip there (``training.expert.skip_target``; -1: the
+    action is the label); ``follow_expert``: the expert plays."""
     ep = problem.episode(names, cmax)
     trans: list[list[Any]] = []
     closed_at: list[int] = []
     state, mask = state_of(ep), ep.action_mask().astype(np.bool_)
     while not ep.done:
         if expert is not None:
+            from training.expert import skip_target
+
             label = expert.action(ep)
-            labels.append((state, mask, label))  # type: ignore[union-attr]
+            labels.append((state, mask, label, skip_target(expert.last_values, soft_labels)))  # type: ignore[union-attr]
         if follow_expert:
             a = label
         elif replay is not None:
@@ -301,9 +308,10 @@ class Replay:
             "mask": z(actions.N_ACTIONS, t=np.bool_), "action": z(t=np.int64), "reward": z(),
             "ntok": z(n_max, d_token), "nn": z(t=np.int16), "nctx": z(d_context), "ncur": z(t=np.int16),
             "nmask": z(actions.N_ACTIONS, t=np.bool_), "done": z(),
+            "soft": z(),  # a demonstration's soft label of skip (training.expert.skip_target); -1: none
         }
 
-    def add(self, tr: tuple) -> None:
+    def add(self, tr: tuple, soft: float = -1.0) -> None:
         (tok, ctx, cur), mask, a, r, (ntok, nctx, ncur), nmask, done = tr
         i, A = self.pos, self.arrays
         A["tok"][i] = 0.0
@@ -311,7 +319,8 @@ class Replay:
         A["ntok"][i] = 0.0
         A["ntok"][i, : len(ntok)] = ntok
         for k, v in (("n", len(tok)), ("ctx", ctx), ("cur", cur), ("mask", mask), ("action", a), ("reward", r),
-                     ("nn", len(ntok)), ("nctx", nctx), ("ncur", ncur), ("nmask", nmask), ("done", float(done))):
+                     ("nn", len(ntok)), ("nctx", nctx), ("ncur", ncur), ("nmask", nmask), ("done", float(done)),
+                     ("soft", soft)):
             A[k][i] = v
         self.pos = (i + 1) % self.capacity
         self.size = min(self.size + 1, self.capacity)
@@ -326,10 +335,26 @@ class Replay:
     def load_state_dict(self, d: dict[str, Any]) -> None:
         self.pos, self.size = int(d["pos"]), int(d["size"])
         for k, v in self.arrays.items():
-            v[: self.size] = d[k]
+            v[: self.size] = d[k] if k in d else (-1.0 if k == "soft" else 0)  # "soft": checkpoints before it
 
 
 # ------------------------------------------------------------------------------------------------ losses
+def imitation_loss(p: Any, log_p: Any, action: Any, soft: Any) -> Any:
+    """The actor's cross-entropy to the demonstrations (mean over the batch). ``soft`` -1: the demonstrated action's.
+    ``soft`` q in [0, 1] (a join-or-skip state, ``training.expert.skip_target``): the cross-entropy of the
+    join-or-skip marginal to (1 - q, q), plus, where the demonstration joins, that of its option among the job's
+    actions, -log p(a | join). With q = 0 or 1 it equals the hard cross-entropy -log p(a)."""
+    import torch
+
+    lp_a = log_p.gather(1, action[:, None])[:, 0]
+    p_skip = p[:, actions.SKIP].clamp(1e-7, 1.0 - 1e-7)
+    lp_join = torch.log1p(-p_skip)
+    joins = (action != actions.SKIP).to(p.dtype)
+    q = soft.clamp(min=0.0)
+    cost = -(q * torch.log(p_skip) + (1.0 - q) * lp_join) - joins * (lp_a - lp_join)
+    return torch.where(soft >= 0, cost, -lp_a).mean()
+
+
 def sac_losses(nets: tuple[Any, ...], log_alpha: Any, s: tuple, s2: tuple, mask: Any, nmask: Any, act: Any, rew: Any,
                done: Any, gamma: float, target_entropy_ratio: float) -> dict[str, Any]:
     """Masked discrete SAC's three losses on one batch, from the networks as they are (``nets``: actor, q1, q2
@@ -426,8 +451,8 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
         distill = torch.zeros(())
         if args.distill_coef > 0 and demos.size >= args.batch_size:  # cross-entropy to the expert's / search's actions
             db = demos.sample(args.batch_size, rng)
-            _, dlp = masked_policy(actor(*batch_tensors(db, "")), torch.from_numpy(db["mask"]))
-            distill = -dlp.gather(1, torch.from_numpy(db["action"])[:, None]).mean()
+            dp, dlp = masked_policy(actor(*batch_tensors(db, "")), torch.from_numpy(db["mask"]))
+            distill = imitation_loss(dp, dlp, torch.from_numpy(db["action"]), torch.from_numpy(db["soft"]))
         for opt, x in ((critic_opt, loss["critic_loss"]), (actor_opt, loss["actor_loss"] + args.distill_coef * distill),
                        (alpha_opt, loss["alpha_loss"])):
             opt.zero_grad()
@@ -464,16 +489,16 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
         labels: list[tuple] = []
         dagger = expert is not None and w <= args.expert_max_window
         trans, thr = play(problem, shape, params, names, cmax, ep_rng, args.reward_scale, labels=labels,
-                          expert=expert if dagger else None)
+                          expert=expert if dagger else None, soft_labels=args.soft_labels)
         searched = None
         if dagger:
-            for state, mask, a in labels:  # the actor's states, the expert's actions
-                demos.add((state, mask, a, 0.0, state, mask, True))
+            for state, mask, a, soft in labels:  # the actor's states, the expert's actions
+                demos.add((state, mask, a, 0.0, state, mask, True), soft)
             labels = []
             strans, searched = play(problem, shape, None, names, cmax, None, args.reward_scale, labels=labels,
-                                    expert=expert, follow_expert=True)
-            for tr in strans:  # the expert's own plan: off-policy transitions for the critics (and demonstrations)
-                demos.add(tr)
+                                    expert=expert, follow_expert=True, soft_labels=args.soft_labels)
+            for tr, lab in zip(strans, labels):  # the expert's own plan: off-policy transitions for the critics (and demonstrations)
+                demos.add(tr, lab[3])
                 rb.add(tr)
         elif params is not None and args.search_every and st["episode"] % args.search_every == 0:
             plan = searched_plan(problem, shape, params, names, cmax, args.search_budget)

@@ -116,7 +116,7 @@ def test_dagger_labels_are_the_experts_actions_in_the_actors_states() -> None:
     labels: list = []
     trans, _ = play(problem, args.shape(problem.d_token), None, names, 4, np.random.default_rng(0), 1.0,
                     labels=labels, expert=ex)
-    assert len(labels) == len(trans) and all(mask[a] for _, mask, a in labels)
+    assert len(labels) == len(trans) and all(mask[a] for _, mask, a, _ in labels)
     assert all(np.array_equal(lab[0][0], tr[0][0]) for lab, tr in zip(labels, trans))  # the actor's states
     labels = []
     _, thr = play(problem, args.shape(problem.d_token), None, names, 4, None, 1.0, labels=labels, expert=ex,
