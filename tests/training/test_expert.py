@@ -97,3 +97,35 @@ def test_agent_decoding_benchmark_runs_and_prints_its_figures() -> None:
                                                          out, re.M)}
     assert set(figures) == {"argmax (the agent)", "marginal 0.5", "pointer 0.2"}, out
     assert all(0 < v <= 110 for v in figures.values())
+
+
+def test_the_experts_values_agree_with_its_action_and_give_the_soft_label_of_skip() -> None:
+    """In every join-or-skip state of a window, the expert's predicted remaining times after joining and after
+    skipping (``Expert.last_values``) order its choices as its action does; ``skip_target`` turns them into the
+    label of skip: above one half exactly when the expert skips, nearer one half the nearer the two are."""
+    from env.actions import SKIP
+    from training.expert import skip_target
+
+    prov = sim_provider(NODE)
+    ex = Expert(NODE, expert_grid("cores"))
+    seen: list[tuple[int, tuple[float, float]]] = []
+
+    def chooser(obs, mask, ep):
+        a = ex.action(ep)
+        if ex.last_values is not None:
+            seen.append((a, ex.last_values))
+        else:
+            assert skip_target(ex.last_values, 0.01) == -1.0  # the schedule step, or a group still to open
+        return a
+
+    plan_window(_window(["EP", "MG", "fft", "CG", "SP", "lu_cb"]), NODE, prov, chooser, policy="expert", window_size=6)
+    assert len(seen) >= 3 and {a == SKIP for a, _ in seen} == {True, False}  # both choices occur in this window
+    for a, (t_join, t_skip) in seen:
+        q = skip_target((t_join, t_skip), 0.01)
+        assert (a == SKIP) == (t_skip < t_join) == (q > 0.5), (a, t_join, t_skip, q)
+        assert skip_target((t_join, t_skip), 0.0) == -1.0  # tau 0: the hard label
+        # a softer temperature moves the label towards one half
+        assert abs(skip_target((t_join, t_skip), 0.1) - 0.5) <= abs(q - 0.5) + 1e-12
+    assert skip_target((100.0, 100.0), 0.01) == 0.5
+    assert skip_target((100.0, 110.0), 0.01) < 1e-4 and skip_target((110.0, 100.0), 0.01) > 1 - 1e-4
+    assert skip_target((100.0, float("inf")), 0.01) == -1.0

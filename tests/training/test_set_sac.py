@@ -4,6 +4,7 @@ model the planner loads; the same seed gives the same actor."""
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -68,7 +69,6 @@ def test_sac_losses_on_a_hand_made_batch_equal_values_computed_by_hand() -> None
     """Networks that ignore the state (constant logits and Q values) make every quantity of the three losses a
     hand-computable function of a few numbers: the critic target runs over the next state's valid actions, a
     terminal row does not bootstrap, α's target is ratio · log n_valid."""
-    import math
 
     import pytest
     import torch
@@ -125,3 +125,46 @@ def test_dagger_labels_are_the_experts_actions_in_the_actors_states() -> None:
     best = search(problem.node, canonical, 4, expert_grid("cores"))
     solo = sum(problem.provider.get(n).solo_s for n in names)
     assert thr == pytest.approx(solo / best.predicted_total_s, rel=0.01)
+
+
+def test_the_imitation_loss_is_the_hard_cross_entropy_at_hard_labels_and_the_marginals_at_soft_ones() -> None:
+    """training.set_sac.imitation_loss by hand: -log p(a) for soft -1 or a 0/1 label of skip; for a soft label q,
+    the cross-entropy of (join, skip) to (1 - q, q) plus -log p(a | join) when the demonstration joins; masked
+    actions take no part; its gradient moves the skip probability to q."""
+    import torch
+
+    from agent.sac import masked_policy
+    from env.actions import SKIP
+    from training.set_sac import imitation_loss
+
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(4, 257, generator=g)
+    mask = torch.ones(4, 257, dtype=torch.bool)
+    mask[:, 100:200] = False
+    p, lp = masked_policy(logits, mask)
+    a = torch.tensor([5, SKIP, 7, SKIP])
+    hard = float(-lp.gather(1, a[:, None]).mean())
+    assert float(imitation_loss(p, lp, a, torch.full((4,), -1.0))) == pytest.approx(hard, rel=1e-6)
+    assert float(imitation_loss(p, lp, a, torch.tensor([0.0, 1.0, 0.0, 1.0]))) == pytest.approx(hard, rel=1e-5)
+    q = [0.3, 0.6, -1.0, 0.9]
+    by_hand = []
+    for i, qi in enumerate(q):
+        ps = float(p[i, SKIP])
+        if qi < 0:
+            by_hand.append(-float(lp[i, a[i]]))
+            continue
+        c = -(qi * math.log(ps) + (1 - qi) * math.log(1 - ps))
+        if int(a[i]) != SKIP:
+            c -= float(lp[i, a[i]]) - math.log(1 - ps)
+        by_hand.append(c)
+    assert float(imitation_loss(p, lp, a, torch.tensor(q))) == pytest.approx(sum(by_hand) / 4, rel=1e-5)
+    # minimising it on one state's logits brings p(skip) to the soft label
+    x = torch.zeros(1, 257, requires_grad=True)
+    opt = torch.optim.Adam([x], lr=0.05)
+    for _ in range(400):
+        pp, ll = masked_policy(x, mask[:1])
+        loss = imitation_loss(pp, ll, torch.tensor([SKIP]), torch.tensor([0.7]))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert float(masked_policy(x.detach(), mask[:1])[0][0, SKIP]) == pytest.approx(0.7, abs=0.01)
