@@ -14,8 +14,11 @@ replay buffer, and the loop: play an episode with the actor's masked softmax, st
   ``reward_scale · (1 − CoRunTime / SoloRunTime)``: the paper's final reward, redistributed to the groups.
 * Learner: discrete SAC with masks (``agent.sac.masked_policy``: masked logits, guarded p·Q and p·log p), the
   next state's mask in the buffer, twin critics, automatic α toward ``target_entropy_ratio · log n_valid``.
-* Validation every ``eval_every`` steps: the greedy actor on seeded windows of every program (held-out ones
-  included; not the windows bench/ reports on) at W ∈ {4, 6, 8, 12} × Cmax ∈ {2, 3, 4}; the best actor is kept.
+* Teaching (sim): the expert's label in every state the actor visits (DAgger, W ≤ ``expert_max_window``) or a plan
+  searched with the actor (larger windows) join a demonstration buffer the actor's loss imitates
+  (``imitation_loss``); ``Teacher`` makes them, in worker processes beside the learner when asked.
+* Validation every ``eval_every`` steps: the greedy actor on seeded windows of the training pool (never the
+  held-out programs) at W ∈ {4, 6, 8, 12} × Cmax ∈ {2, 3, 4}; the best actor is kept.
 * Progress: a line every 1,000 steps (training episodes' throughput, α, time spent and to go) and one a validation.
 * Checkpoints (``RUN/checkpoint.pt``: networks, optimizers, α, buffer, counters, RNG states) every
   ``checkpoint_every`` steps; ``--resume`` continues from it. ``RUN/log.jsonl`` has one record per episode and
@@ -91,6 +94,11 @@ class Args:
     soft_labels: float = 0.0
     search_budget: int = 8
     distill_coef: float = 5.0
+    # the expert's labels and the searched plans are made by ``teacher_workers`` processes beside the learner and
+    # used ``teacher_lag`` episodes after the episode they teach (a fixed lag: the run is the same whatever the
+    # timing); 0 workers: in the learner's process, at once (lag 0)
+    teacher_workers: int = 0
+    teacher_lag: int = 4
     eval_every: int = 5_000
     eval_per_cell: int = 4  # validation windows per (W, Cmax) cell
     checkpoint_every: int = 10_000
@@ -296,6 +304,91 @@ def searched_plan(problem: Problem, shape: SetNetShape, params: dict[str, np.nda
     return search_chunk(lambda: problem.episode(names, cmax), scores, problem.ev.makespan, budget).actions
 
 
+# ------------------------------------------------------------------------------------------ teaching
+@dataclass(frozen=True)
+class Lesson:
+    """What the teacher is asked about one training episode: the window, and either the actions the actor took
+    (``dagger``: label each state they visit, and play the expert's own plan) or the actor's parameters (search a
+    plan with it)."""
+
+    names: tuple[str, ...]
+    cmax: int
+    dagger: bool
+    actions: tuple[int, ...] = ()
+    params: dict[str, np.ndarray] | None = None
+
+
+_TEACHING: list[Any] = []  # in a worker process only: its (problem, shape, args, expert), inherited at the fork
+
+
+def _start_teaching(*state: Any) -> None:
+    _TEACHING[:] = state
+
+
+def teach(lesson: Lesson, problem: Problem | None = None, shape: SetNetShape | None = None, args: Args | None = None,
+          expert: Any = None) -> tuple[list[tuple], list[tuple], list[float], float]:
+    """(demonstrations as (state, mask, action, soft) labels, the teacher's own transitions for both buffers,
+    their soft labels, the teacher's plan's throughput). In a worker the problem comes from ``_TEACHING``."""
+    if problem is None:
+        problem, shape, args, expert = _TEACHING
+    names, labels = list(lesson.names), []
+    if lesson.dagger:
+        play(problem, shape, None, names, lesson.cmax, None, args.reward_scale, replay=list(lesson.actions),
+             labels=labels, expert=expert, soft_labels=args.soft_labels)
+        own: list[tuple] = []
+        trans, thr = play(problem, shape, None, names, lesson.cmax, None, args.reward_scale, labels=own,
+                          expert=expert, follow_expert=True, soft_labels=args.soft_labels)
+        return labels, trans, [lab[3] for lab in own], thr
+    plan = searched_plan(problem, shape, lesson.params, names, lesson.cmax, args.search_budget)
+    trans, thr = play(problem, shape, None, names, lesson.cmax, None, args.reward_scale, replay=plan)
+    return [], trans, [-1.0] * len(trans), thr
+
+
+class Teacher:
+    """Answers lessons in the order they were asked, ``lag`` lessons late (``Args.teacher_workers``, ``teacher_lag``).
+    Because the lag is fixed, what the learner receives at each episode does not depend on how fast the workers
+    are: a run is reproducible from its seed with or without workers. The lessons not yet answered are kept in the
+    checkpoint and asked again on resume."""
+
+    def __init__(self, problem: Problem, shape: SetNetShape, args: Args, expert: Any) -> None:
+        import collections
+        import multiprocessing
+
+        self.local = (problem, shape, args, expert)
+        self.lag = args.teacher_lag if args.teacher_workers else 0
+        self.pending: collections.deque = collections.deque()  # (lesson, async result or answer)
+        self.pool = None
+        if args.teacher_workers:  # forked: the workers inherit the problem (its job table, caches) unpickled
+            self.pool = multiprocessing.get_context("fork").Pool(args.teacher_workers, initializer=_start_teaching,
+                                                                 initargs=self.local)
+
+    def ask(self, lesson: Lesson) -> list[tuple[Lesson, tuple]]:
+        """Ask about one episode; returns the (lesson, answer) pairs now due, oldest first."""
+        if self.pool is None:
+            self.pending.append((lesson, teach(lesson, *self.local)))
+        else:
+            self.pending.append((lesson, self.pool.apply_async(teach, (lesson,))))
+        due = []
+        while len(self.pending) > self.lag:
+            lesson_, answer = self.pending.popleft()
+            due.append((lesson_, answer if self.pool is None else answer.get()))
+        return due
+
+    def resume(self, lessons: list[Lesson]) -> None:
+        """Ask again, in order, what a checkpoint left unanswered."""
+        for lesson in lessons:
+            self.pending.append((lesson, teach(lesson, *self.local) if self.pool is None
+                                 else self.pool.apply_async(teach, (lesson,))))
+
+    def unanswered(self) -> list[Lesson]:
+        return [lesson for lesson, _ in self.pending]
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.terminate()
+            self.pool.join()
+
+
 # --------------------------------------------------------------------------------------- replay buffer
 class Replay:
     """Transitions with their states padded to ``n_max`` tokens (the largest training window)."""
@@ -437,6 +530,8 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
         from training.expert import Expert, expert_grid
 
         expert = Expert(problem.node, expert_grid(args.expert_grid))
+    teacher = Teacher(problem, shape, args, expert)
+    teacher.resume(st.pop("unanswered", []))
 
     def batch_tensors(b: dict[str, np.ndarray], pre: str) -> tuple[Any, ...]:
         tok, n, ctx, cur = b[pre + "tok"], b["n" if not pre else "nn"], b[pre + "ctx"], b[pre + "cur"]
@@ -468,11 +563,13 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
     def save() -> None:
         st["wall_s"] = wall0 + time.monotonic() - t0
         tmp = ckpt.with_suffix(".tmp")
+        st["unanswered"] = teacher.unanswered()
         torch.save({"actor": actor.state_dict(), "q1": q1.state_dict(), "q2": q2.state_dict(), "q1_t": q1_t.state_dict(),
                     "q2_t": q2_t.state_dict(), "actor_opt": actor_opt.state_dict(), "critic_opt": critic_opt.state_dict(),
                     "alpha_opt": alpha_opt.state_dict(), "log_alpha": log_alpha.detach().clone(), "buffer": rb.state_dict(),
                     "demos": demos.state_dict(),
                     "rng": rng.bit_generator.state, "torch_rng": torch.get_rng_state(), "state": st}, tmp)
+        del st["unanswered"]
         os.replace(tmp, ckpt)
 
     last: dict[str, float] = {}
@@ -486,25 +583,18 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
         cmax = int(ep_rng.choice(args.cmaxes))
         names = [problem.pool[i] for i in ep_rng.choice(len(problem.pool), size=w, replace=len(problem.pool) < w)]
         params = actor.export() if st["step"] >= args.learning_starts else None
-        labels: list[tuple] = []
-        dagger = expert is not None and w <= args.expert_max_window
-        trans, thr = play(problem, shape, params, names, cmax, ep_rng, args.reward_scale, labels=labels,
-                          expert=expert if dagger else None, soft_labels=args.soft_labels)
+        trans, thr = play(problem, shape, params, names, cmax, ep_rng, args.reward_scale)
+        lesson = None
+        if expert is not None and w <= args.expert_max_window:  # DAgger: the expert labels the actor's states
+            lesson = Lesson(tuple(names), cmax, True, actions=tuple(int(t[2]) for t in trans))
+        elif params is not None and args.search_every and st["episode"] % args.search_every == 0:
+            lesson = Lesson(tuple(names), cmax, False, params=params)  # search distillation
         searched = None
-        if dagger:
+        for _, (labels, strans, softs, searched) in teacher.ask(lesson) if lesson is not None else []:
             for state, mask, a, soft in labels:  # the actor's states, the expert's actions
                 demos.add((state, mask, a, 0.0, state, mask, True), soft)
-            labels = []
-            strans, searched = play(problem, shape, None, names, cmax, None, args.reward_scale, labels=labels,
-                                    expert=expert, follow_expert=True, soft_labels=args.soft_labels)
-            for tr, lab in zip(strans, labels):  # the expert's own plan: off-policy transitions for the critics (and demonstrations)
-                demos.add(tr, lab[3])
-                rb.add(tr)
-        elif params is not None and args.search_every and st["episode"] % args.search_every == 0:
-            plan = searched_plan(problem, shape, params, names, cmax, args.search_budget)
-            strans, searched = play(problem, shape, None, names, cmax, None, args.reward_scale, replay=plan)
-            for tr in strans:  # the searched plan: a demonstration, and off-policy transitions for the critics
-                demos.add(tr)
+            for tr, soft in zip(strans, softs):  # the teacher's own plan: a demonstration, and off-policy transitions
+                demos.add(tr, soft)
                 rb.add(tr)
         for tr in trans:
             rb.add(tr)
@@ -546,6 +636,7 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
             save()
             next_ckpt += args.checkpoint_every
     save()
+    teacher.close()
     log.close()
     with np.load(run_dir / "best-actor.npz") as z:
         best = {k: z[k] for k in z.files}

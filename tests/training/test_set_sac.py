@@ -168,3 +168,29 @@ def test_the_imitation_loss_is_the_hard_cross_entropy_at_hard_labels_and_the_mar
         loss.backward()
         opt.step()
     assert float(masked_policy(x.detach(), mask[:1])[0][0, SKIP]) == pytest.approx(0.7, abs=0.01)
+
+
+def test_teacher_workers_change_nothing_but_where_the_lessons_are_made(tmp_path) -> None:
+    """Windows of 2 jobs are labelled by the expert (DAgger), windows of 3 searched with the actor. A worker process
+    at lag 0 gives exactly the in-process run; at lag 2 a run cut and resumed (its unanswered lessons asked again
+    from the checkpoint) ends exactly as the uninterrupted one."""
+    import dataclasses
+
+    import torch
+
+    def args(steps: int, **kw) -> Args:
+        return dataclasses.replace(_args(steps), windows=(2, 3), expert_max_window=2, search_every=2, **kw)
+
+    main(args(400), tmp_path / "here", progress=False)
+    main(args(400, teacher_workers=1, teacher_lag=0), tmp_path / "worker", progress=False)
+    main(args(400, teacher_workers=1, teacher_lag=2), tmp_path / "lag", progress=False)
+    main(args(330, teacher_workers=1, teacher_lag=2), tmp_path / "cut", progress=False)
+    assert torch.load(tmp_path / "cut" / "checkpoint.pt", weights_only=False)["state"]["unanswered"]
+    main(args(400, teacher_workers=1, teacher_lag=2), tmp_path / "cut", resume=True, progress=False)
+    ck = {r: torch.load(tmp_path / r / "checkpoint.pt", weights_only=False) for r in ("here", "worker", "lag", "cut")}
+    for a, b in (("here", "worker"), ("lag", "cut")):
+        assert ck[a]["state"]["step"] == ck[b]["state"]["step"] and ck[a]["demos"]["size"] == ck[b]["demos"]["size"]
+        for net in ("actor", "q1", "q2"):
+            assert all(torch.equal(ck[a][net][k], ck[b][net][k]) for k in ck[a][net]), (a, b, net)
+    # the lag is real: the lagged run's buffers differ from the immediate one's
+    assert not all(torch.equal(ck["here"]["actor"][k], ck["lag"]["actor"][k]) for k in ck["here"]["actor"])
