@@ -111,6 +111,12 @@ class Args:
         if self.backend == "real" and (self.search_every or self.expert_max_window):
             raise ValueError("--backend real has no node model to search or label with: give --search-every 0 "
                              "--expert-max-window 0 (or calibrate the node and train --backend sim --node local)")
+        if self.backend == "real" and self.teacher_workers:
+            raise ValueError("--teacher-workers is for --backend sim (a real run has no expert or search to teach with)")
+        if self.teacher_workers < 0 or self.teacher_lag < 0:
+            raise ValueError(f"--teacher-workers {self.teacher_workers} / --teacher-lag {self.teacher_lag}: need >= 0")
+        if not 0.0 <= self.soft_labels <= 1.0:
+            raise ValueError(f"--soft-labels {self.soft_labels}: a temperature in [0, 1] (0: hard labels)")
         if self.backend == "real" and self.synthetic_jobs:
             raise ValueError("--synthetic-jobs is for --backend sim (real training runs the window's own jobs)")
         lo, hi = self.windows
