@@ -580,7 +580,7 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
 
     last: dict[str, float] = {}
     recent: list[float] = []  # the last 100 training episodes' throughput, for the progress line
-    recent_searched: list[float] = []  # and the searched plans' of the same windows
+    recent_searched: list[float] = []  # and the teacher's plans' (of the windows taught, ``teacher_lag`` episodes back)
     next_ckpt = (st["step"] // args.checkpoint_every + 1) * args.checkpoint_every
     next_say, start_step = st["step"] + 1_000, st["step"]
     while st["step"] < args.total_steps:
@@ -595,8 +595,10 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
             lesson = Lesson(tuple(names), cmax, True, actions=tuple(int(t[2]) for t in trans))
         elif params is not None and args.search_every and st["episode"] % args.search_every == 0:
             lesson = Lesson(tuple(names), cmax, False, params=params)  # search distillation
-        searched = None
-        for _, (labels, strans, softs, searched) in teacher.ask(lesson) if lesson is not None else []:
+        taught = []  # the lessons answered now: their window's W and Cmax and the teacher's plan's throughput
+        for done_lesson, (labels, strans, softs, searched) in teacher.ask(lesson) if lesson is not None else []:
+            taught.append({"W": len(done_lesson.names), "cmax": done_lesson.cmax, "throughput": searched})
+            recent_searched = (recent_searched + [searched])[-100:]
             for state, mask, a, soft in labels:  # the actor's states, the expert's actions
                 demos.add((state, mask, a, 0.0, state, mask, True), soft)
             for tr, soft in zip(strans, softs):  # the teacher's own plan: a demonstration, and off-policy transitions
@@ -611,8 +613,6 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
                     st["updates"] += 1
         st["episode"] += 1
         recent = (recent + [thr])[-100:]
-        if searched is not None:
-            recent_searched = (recent_searched + [searched])[-100:]
         if progress and st["step"] >= next_say:
             spent = time.monotonic() - t0
             eta = spent / max(st["step"] - start_step, 1) * (args.total_steps - st["step"])
@@ -621,7 +621,7 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
                   + (f" (searched {np.mean(recent_searched):.3f})" if recent_searched else "") + f", alpha {last.get('alpha', args.initial_alpha):.4f}; "
                   f"{spent:.0f} s, about {eta:.0f} s to go", flush=True)
             next_say += 1_000
-        log.write(json.dumps({"kind": "episode", "step": st["step"], "W": w, "cmax": cmax, "throughput": thr, "searched": searched, **last}) + "\n")
+        log.write(json.dumps({"kind": "episode", "step": st["step"], "W": w, "cmax": cmax, "throughput": thr, "taught": taught, **last}) + "\n")
         if st["step"] >= st["next_eval"] or st["step"] >= args.total_steps:
             params = actor.export()
             res = validate(problem, shape, params, val, base["greedy_cells"])

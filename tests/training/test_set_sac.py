@@ -192,5 +192,12 @@ def test_teacher_workers_change_nothing_but_where_the_lessons_are_made(tmp_path)
         assert ck[a]["state"]["step"] == ck[b]["state"]["step"] and ck[a]["demos"]["size"] == ck[b]["demos"]["size"]
         for net in ("actor", "q1", "q2"):
             assert all(torch.equal(ck[a][net][k], ck[b][net][k]) for k in ck[a][net]), (a, b, net)
+    # the log says which lessons were answered when: the first at once in process, two lessons later with the lag
+    def first_taught(run: str) -> int:
+        recs = [json.loads(ln) for ln in (tmp_path / run / "log.jsonl").read_text().splitlines()]
+        eps = [r for r in recs if r["kind"] == "episode"]
+        assert all(t["W"] in (2, 3) and t["throughput"] > 0 for r in eps for t in r["taught"])
+        return next(i for i, r in enumerate(eps) if r["taught"])
+    assert first_taught("lag") >= first_taught("here") + 2
     # the lag is real: the lagged run's buffers differ from the immediate one's
     assert not all(torch.equal(ck["here"]["actor"][k], ck["lag"]["actor"][k]) for k in ck["here"]["actor"])
