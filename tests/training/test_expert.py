@@ -129,3 +129,17 @@ def test_the_experts_values_agree_with_its_action_and_give_the_soft_label_of_ski
     assert skip_target((100.0, 100.0), 0.01) == 0.5
     assert skip_target((100.0, 110.0), 0.01) < 1e-4 and skip_target((110.0, 100.0), 0.01) > 1 - 1e-4
     assert skip_target((100.0, float("inf")), 0.01) == -1.0
+
+
+def test_group_cost_probe_runs_and_prints_its_figure() -> None:
+    import re
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, str(root / "bench" / "group_cost_probe.py"), "--groups", "160", "--epochs", "2",
+                          "--windows", "2", "--seeds", "4242"], capture_output=True, text=True, timeout=300,
+                         check=True).stdout
+    m = re.search(r"seed 4242: learned group costs \+ exact partition = ([\d.]+) % of best-found \(median ([\d.]+) %, "
+                  r"worst ([\d.]+) %; 2 windows.*simulated", out)
+    assert m and 0 < float(m.group(3)) <= float(m.group(1)) <= 101.0, out
