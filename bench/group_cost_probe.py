@@ -49,10 +49,11 @@ from training.expert import expert_grid  # noqa: E402
 NODE = load_node("sim:reference")
 SCHEDULES = (0, 3)  # compact and distributed first-touch, the expert's
 MAX_GROUP = 4
+GRID = expert_grid("cores")
 
 
 def group_cost(ev: GroupEvaluator, group: tuple[str, ...], schedule: int) -> float:
-    return _optimise_subset(ev, schedule, list(group), expert_grid("cores"), rounds=1)[0]
+    return _optimise_subset(ev, schedule, list(group), GRID, rounds=1)[0]
 
 
 def _label(task: tuple[int, int, list[str]]) -> list[tuple[tuple[str, ...], float]]:

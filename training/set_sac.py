@@ -259,10 +259,10 @@ def play(problem: Problem, shape: SetNetShape, params: dict[str, np.ndarray] | N
     trans: list[list[Any]] = []
     closed_at: list[int] = []
     state, mask = state_of(ep), ep.action_mask().astype(np.bool_)
+    if expert is not None:
+        from training.expert import skip_target
     while not ep.done:
         if expert is not None:
-            from training.expert import skip_target
-
             label = expert.action(ep)
             labels.append((state, mask, label, skip_target(expert.last_values, soft_labels)))  # type: ignore[union-attr]
         if follow_expert:
@@ -368,12 +368,13 @@ class Teacher:
             self.pool = multiprocessing.get_context("fork").Pool(args.teacher_workers, initializer=_start_teaching,
                                                                  initargs=self.local)
 
+    def _submit(self, lesson: Lesson) -> None:
+        self.pending.append((lesson, teach(lesson, *self.local) if self.pool is None
+                             else self.pool.apply_async(teach, (lesson,))))
+
     def ask(self, lesson: Lesson) -> list[tuple[Lesson, tuple]]:
         """Ask about one episode; returns the (lesson, answer) pairs now due, oldest first."""
-        if self.pool is None:
-            self.pending.append((lesson, teach(lesson, *self.local)))
-        else:
-            self.pending.append((lesson, self.pool.apply_async(teach, (lesson,))))
+        self._submit(lesson)
         due = []
         while len(self.pending) > self.lag:
             lesson_, answer = self.pending.popleft()
@@ -383,8 +384,7 @@ class Teacher:
     def resume(self, lessons: list[Lesson]) -> None:
         """Ask again, in order, what a checkpoint left unanswered."""
         for lesson in lessons:
-            self.pending.append((lesson, teach(lesson, *self.local) if self.pool is None
-                                 else self.pool.apply_async(teach, (lesson,))))
+            self._submit(lesson)
 
     def unanswered(self) -> list[Lesson]:
         return [lesson for lesson, _ in self.pending]
