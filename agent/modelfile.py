@@ -3,7 +3,8 @@ document, loadable without unpickling code (``np.load(allow_pickle=False)``; the
 pydantic).
 
 Layout of the archive: ``metadata``, the UTF-8 JSON of ``SetModelMeta`` stored as a uint8 array; ``actor.<parameter>``,
-float32, the parameters of ``agent.setnet``.
+float32, the parameters of ``agent.setnet``; optionally ``group.<parameter>``, the group-cost head of
+``agent.groupnet`` (described by the metadata's ``group_head``).
 
 The model id is ``sha256:`` of the content (the metadata without its id, in canonical JSON, then each array's
 name, dtype, shape and bytes), so the same weights and metadata always get the same id whatever the zip's
@@ -60,7 +61,9 @@ def _canonical(obj: Any) -> bytes:
 def content_id(meta: BaseModel, arrays: Mapping[str, np.ndarray]) -> str:
     h = hashlib.sha256()
     h.update(b"cosched-model\0")
-    h.update(_canonical(meta.model_dump(mode="json", exclude={"model_id"})))
+    # a model without a group head hashes as before the head existed (the shipped files keep their ids)
+    absent = {"group_head"} if getattr(meta, "group_head", "") is None else set()
+    h.update(_canonical(meta.model_dump(mode="json", exclude={"model_id"} | absent)))
     for name in sorted(arrays):
         a = np.ascontiguousarray(arrays[name])
         h.update(f"\0{name}\0{a.dtype.str}\0{list(a.shape)}\0".encode())
@@ -74,6 +77,18 @@ def _shape_of(s: NodeShape | Mapping[str, Any]) -> NodeShape:
 
 # ---------------------------------------------------------------------------------- format 2: the set encoder
 SET_MODEL_FORMAT = "cosched-model/2"
+
+
+class GroupHeadMeta(BaseModel):
+    """The group-cost head (``agent.groupnet``) and what its option indices mean on the node it was trained for."""
+
+    model_config = ConfigDict(extra="forbid")
+    architecture: str  # agent.groupnet.GROUP_ARCHITECTURE
+    net: dict[str, int]  # agent.groupnet.GroupNetShape.to_dict()
+    core_actions: list[int]  # core option i -> the job action (env.actions index) that takes it
+    core_cpus: list[int]  # core option i -> the CPUs it takes on the node
+    schedule_actions: list[int]  # schedule option s -> the schedule action (env.actions index)
+    training: dict[str, Any] = Field(default_factory=dict)
 
 
 class SetModelMeta(BaseModel):
@@ -93,6 +108,7 @@ class SetModelMeta(BaseModel):
     feature_set: str
     feature_pipeline: dict[str, Any] = Field(default_factory=dict)
     training: dict[str, Any] = Field(default_factory=dict)
+    group_head: GroupHeadMeta | None = None  # present when the file holds ``group.<parameter>`` arrays
 
 
 @dataclass(frozen=True)
@@ -100,16 +116,20 @@ class LoadedSetModel:
     meta: SetModelMeta
     params: dict[str, np.ndarray]  # the actor's parameters by name (agent.setnet.SetNetShape.param_shapes)
     path: Path
+    group_params: dict[str, np.ndarray] | None = None  # the group-cost head's (agent.groupnet), when it has one
 
 
-def write_set_model(path: str | os.PathLike[str], params: Mapping[str, np.ndarray], **fields: Any) -> SetModelMeta:
-    """Write a set-encoder actor and its metadata (``SetModelMeta``'s fields but format and id) as one ``.npz``."""
+def write_set_model(path: str | os.PathLike[str], params: Mapping[str, np.ndarray], *,
+                    group: Mapping[str, np.ndarray] | None = None, **fields: Any) -> SetModelMeta:
+    """Write a set-encoder actor (and a group-cost head ``group`` when given, described by ``group_head``) and its
+    metadata (``SetModelMeta``'s fields but format and id) as one ``.npz``."""
     from agent.setnet import SetNetShape, check_params
 
     arrays = {f"actor.{k}": np.ascontiguousarray(v, dtype=np.float32) for k, v in params.items()}
+    arrays.update({f"group.{k}": np.ascontiguousarray(v, dtype=np.float32) for k, v in (group or {}).items()})
     meta = SetModelMeta.model_validate({**fields, "trained_for": TrainedFor.model_validate(
         fields["trained_for"] if not isinstance(fields["trained_for"], TrainedFor) else fields["trained_for"].model_dump())})
-    bad = check_params(SetNetShape.from_dict(meta.net), params)
+    bad = check_params(SetNetShape.from_dict(meta.net), params) or _check_group(meta, dict(group or {}))
     if bad:
         raise ModelFileError(f"write_set_model: {bad}")
     meta = meta.model_copy(update={"model_id": content_id(meta, arrays)})  # type: ignore[arg-type]
@@ -164,13 +184,34 @@ def load_set_model(path: str | os.PathLike[str], *, expect_node_shape: NodeShape
         msg = e.errors()[0]["msg"] if isinstance(e, ValidationError) else str(e)
         raise ModelFileError(f"model file {path} has invalid metadata: {msg}") from None
     params = {k[len("actor."):]: v for k, v in arrays.items() if k.startswith("actor.")}
-    bad = check_params(shape, params) if len(params) == len(arrays) else "arrays outside the actor"
+    group = {k[len("group."):]: v for k, v in arrays.items() if k.startswith("group.")}
+    bad = (check_params(shape, params) if len(params) + len(group) == len(arrays) else "arrays outside the actor and the group head") \
+        or _check_group(meta, group)
     if bad:
         raise ModelFileError(f"model file {path}: {bad}")
     if content_id(meta, arrays) != meta.model_id:  # type: ignore[arg-type]
         raise ModelFileError(f"model file {path} is corrupt: its content hash does not match its id {meta.model_id}")
     _check_fit(meta.model_id, meta.trained_for, meta.feature_set, expect_node_shape, expect_feature_set)
-    return LoadedSetModel(meta=meta, params=params, path=path)
+    return LoadedSetModel(meta=meta, params=params, path=path, group_params=group or None)
+
+
+def _check_group(meta: SetModelMeta, group: dict[str, np.ndarray]) -> str | None:
+    """None when the group head's arrays and its metadata agree (both absent, or the shape's exact parameters)."""
+    from agent.groupnet import GROUP_ARCHITECTURE, GroupNetShape, check_group_params
+
+    head = meta.group_head
+    if head is None:
+        return "group-cost arrays without a group_head description" if group else None
+    if head.architecture != GROUP_ARCHITECTURE:
+        return f"group head architecture {head.architecture!r} is not {GROUP_ARCHITECTURE!r}: retrain it with this cosched"
+    try:
+        shape = GroupNetShape.from_dict(head.net)
+    except (TypeError, ValueError) as e:
+        return f"group head shape is invalid ({e})"
+    if len(head.core_actions) != shape.n_cores or len(head.core_cpus) != shape.n_cores \
+            or len(head.schedule_actions) != shape.n_schedules:
+        return "group head option tables do not match its shape"
+    return check_group_params(shape, group)
 
 
 def _check_fit(model_id: str, trained_for: TrainedFor, feature_set: str,
@@ -186,4 +227,4 @@ def _check_fit(model_id: str, trained_for: TrainedFor, feature_set: str,
             f"model {model_id[:19]} uses feature set {feature_set!r}, not {expect_feature_set!r}: "
             f"its observations would mean something else; train a model with this feature set")
 
-__all__ = ["OLD_MLP_FORMAT", "NodeShape", "TrainedFor", "content_id", "SET_MODEL_FORMAT", "SetModelMeta", "LoadedSetModel", "write_set_model", "load_set_model"]
+__all__ = ["OLD_MLP_FORMAT", "NodeShape", "TrainedFor", "content_id", "SET_MODEL_FORMAT", "GroupHeadMeta", "SetModelMeta", "LoadedSetModel", "write_set_model", "load_set_model"]

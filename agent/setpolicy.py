@@ -5,6 +5,11 @@
 any window size gives). Greedy by default (argmax of the logits over the valid actions); ``deterministic=False``
 samples with ``agent.policy.sample_valid`` and the policy's own seeded generator. ``fifo``: skip is never chosen
 while another action is open (the paper's "RL - FIFO").
+
+A model with a group-cost head (``agent.groupnet``) plans greedily with it (``agent.grouping.GroupChooser``: the
+grouping, the core options and the schedule), the actor's argmax answering where the head's plan does not apply;
+``group=False`` (and ``fifo``) plan with the actor alone. ``search_scores`` are the actor's logits with the
+head's action raised just above the best, so a search guided by them rolls out the agent's own plan first.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from agent.grouping import GroupChooser, GroupPlanner
 from agent.modelfile import LoadedSetModel, NodeShape, load_set_model
 from agent.policy import masked_probs, sample_valid
 from agent.setnet import SetNetShape, set_logits
@@ -23,7 +29,7 @@ class SetPolicy:
     reads_obs = False  # it reads the episode (env.episode.run_episode then skips the vector observation)
 
     def __init__(self, model: LoadedSetModel, *, deterministic: bool = True, seed: int | None = 0,
-                 fifo: bool = False) -> None:
+                 fifo: bool = False, group: bool = True) -> None:
         self.model = model
         self.meta = model.meta
         self.shape = SetNetShape.from_dict(model.meta.net)
@@ -31,6 +37,9 @@ class SetPolicy:
         self.deterministic = deterministic
         self.fifo = fifo
         self.rng = np.random.default_rng(seed)
+        self.group: GroupChooser | None = None
+        if group and not fifo and deterministic and model.group_params and model.meta.group_head is not None:
+            self.group = GroupChooser(GroupPlanner(model.meta.group_head, model.group_params), self._actor_choice)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], *, expect_node_shape: NodeShape | Mapping[str, Any] | None = None,
@@ -52,10 +61,25 @@ class SetPolicy:
         """Probabilities over all actions (exactly 0 where masked) in the episode's state."""
         return masked_probs(self.logits(episode), self._mask(mask))
 
+    def search_scores(self, mask: np.ndarray, episode: Any) -> np.ndarray:
+        """What a search ranks actions by: the logits, the agent's own action on top."""
+        logits = self.logits(episode)
+        if self.group is not None:
+            a = self(None, mask, episode)
+            logits = logits.copy()
+            logits[a] = np.max(np.where(np.asarray(mask).astype(np.bool_), logits, -np.inf)) + np.float32(0.01)
+        return logits
+
+    def _actor_choice(self, obs: Any, mask: np.ndarray, episode: Any) -> int:
+        m = self._mask(mask)
+        return int(np.argmax(np.where(m, self.logits(episode), -np.inf)))
+
     def __call__(self, obs: Any, mask: np.ndarray, episode: Any) -> int:
         m = self._mask(mask)
         if not m.any():
             raise ValueError("no valid action in this state (the mask is all zeros)")
+        if self.group is not None:
+            return self.group(obs, m, episode)
         logits = self.logits(episode)
         if self.deterministic:
             return int(np.argmax(np.where(m, logits, -np.inf)))

@@ -1,7 +1,8 @@
 """The agent on many held-out windows (simulated): agent / best-found on N seeded W = 6, Cmax 4 windows drawn like
 the standard file's random part (the whole catalogue, at least one held-out program each) with another seed.
 
-    .venv/bin/python bench/agent_heldout.py [--model training/models/sim-reference.npz] [--windows 240] [--seed 4242] [--no-cache] [--diagnose]
+    .venv/bin/python bench/agent_heldout.py [--model training/models/sim-reference.npz] [--windows 240] [--seed 4242] [--no-cache]
+        [--actor-only] [--diagnose]
 
 Why: the standard file has 30 windows, and two models a point apart on it can be in the other order on the next
 30 (runs of one recipe spread over 2 points there). On 240 windows, compared on the same windows, differences of a
@@ -109,10 +110,16 @@ def main() -> int:
     ap.add_argument("--windows", type=int, default=240)
     ap.add_argument("--seed", type=int, default=4242)
     ap.add_argument("--no-cache", action="store_true", help="search best-found afresh and do not store it")
+    ap.add_argument("--actor-only", action="store_true",
+                    help="plan with the model's actor alone, not its group-cost head (the ablation)")
     ap.add_argument("--diagnose", action="store_true",
                     help="also split the gap into grouping and options (the agent's groups with their best core splits)")
     args = ap.parse_args()
     model = load_set_model(args.model)
+    if args.actor_only:
+        import dataclasses
+
+        model = dataclasses.replace(model, group_params=None)
     meta = model.meta
     node = load_node(meta.trained_for.name)
     ws = windows(args.windows, args.seed)

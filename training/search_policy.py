@@ -76,7 +76,7 @@ class SearchingChooser:
         self.reads_obs = False  # the set policy reads the episode: run_episode skips the observation vector
 
         def set_logits(obs: Any, mask: Any, ep: Episode) -> Any:
-            return inner.logits(ep)
+            return inner.search_scores(mask, ep)
 
         set_logits.reads_obs = False  # type: ignore[attr-defined]
         self.scores = set_logits

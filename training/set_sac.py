@@ -99,6 +99,10 @@ class Args:
     # timing); 0 workers: in the learner's process, at once (lag 0)
     teacher_workers: int = 0
     teacher_lag: int = 4
+    # the group-cost head (training.group_head), the last phase: fitted on ``group_groups`` exactly-costed random
+    # groups of the training pool for ``group_epochs``; the agent plans with it (agent.grouping). 0 groups: no head
+    group_groups: int = 80_000
+    group_epochs: int = 40
     eval_every: int = 5_000
     eval_per_cell: int = 4  # validation windows per (W, Cmax) cell
     checkpoint_every: int = 10_000
@@ -117,8 +121,13 @@ class Args:
             raise ValueError(f"--teacher-workers {self.teacher_workers} / --teacher-lag {self.teacher_lag}: need >= 0")
         if not 0.0 <= self.soft_labels <= 1.0:
             raise ValueError(f"--soft-labels {self.soft_labels}: a temperature in [0, 1] (0: hard labels)")
+        if self.group_groups < 0 or self.group_epochs < 1:
+            raise ValueError(f"--group-groups {self.group_groups} / --group-epochs {self.group_epochs}: need >= 0 / >= 1")
         if self.backend == "real" and self.synthetic_jobs:
             raise ValueError("--synthetic-jobs is for --backend sim (real training runs the window's own jobs)")
+        if self.backend == "real" and self.group_groups:
+            raise ValueError("--group-groups is for --backend sim (the group head is fitted on a node model): give "
+                             "--group-groups 0, or calibrate the node and train --backend sim --node local")
         lo, hi = self.windows
         if not 1 <= lo <= hi <= SET_MAX_WINDOW:
             raise ValueError(f"windows {self.windows}: need 1 <= lo <= hi <= {SET_MAX_WINDOW}")
@@ -648,11 +657,43 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
         best = {k: z[k] for k in z.files}
     figures = {"simulated": args.backend == "sim", "steps": st["step"], "episodes": st["episode"], "updates": st["updates"],
                "wall_s": round(st["wall_s"], 1), "selected": st["best"], "validation_baselines": base}
+    head = group_head_phase(args, problem, run_dir, progress)
+    if head is not None:
+        figures["group_head"] = head[1]["training"]["figures"]
     (run_dir / "figures.json").write_text(json.dumps(figures, indent=1))
     plot_curves(run_dir / "log.jsonl", run_dir / "curves.png")
     if out is not None:
-        export(out, best, args, problem, shape, figures)
+        export(out, best, args, problem, shape, figures, head)
     return figures
+
+
+def group_head_phase(args: Args, problem: Problem, run_dir: Path, progress: bool) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
+    """The group-cost head (``training.group_head``), fitted once per run: kept in RUN_DIR/group-head.npz (and
+    its description in group-head.json), so a resumed or exported run reuses it. None without one (0 groups)."""
+    if not args.group_groups:
+        return None
+    import torch
+
+    from training.group_head import GroupHeadArgs, train_head
+
+    npz, doc = run_dir / "group-head.npz", run_dir / "group-head.json"
+    hargs = GroupHeadArgs(groups=args.group_groups, epochs=args.group_epochs, seed=args.seed)
+    if npz.exists() and doc.exists():
+        head = json.loads(doc.read_text())
+        if head["training"]["args"] == dataclasses.asdict(hargs):
+            with np.load(npz) as z:
+                return {k: z[k] for k in z.files}, head
+    pool = list(dict.fromkeys(problem.pool))  # the jobs the actor's windows are drawn from, once each
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(1, os.cpu_count() or 1))  # the learner's one thread; the fit has the machine
+    try:
+        params, head = train_head(problem.node, pool, problem.provider, hargs, max(args.cmaxes),
+                                  say=(lambda m: print(m, flush=True)) if progress else None)
+    finally:
+        torch.set_num_threads(threads)
+    np.savez(npz, **params)
+    doc.write_text(json.dumps(head, indent=1))
+    return params, head
 
 
 # ----------------------------------------------------------------------------------------- evaluation
@@ -703,13 +744,14 @@ def trained_for(problem: Problem) -> Any:
 
 
 def export(path: Path, params: dict[str, np.ndarray], args: Args, problem: Problem, shape: SetNetShape,
-           figures: dict[str, Any]) -> Any:
+           figures: dict[str, Any], head: tuple[dict[str, np.ndarray], dict[str, Any]] | None = None) -> Any:
     from agent.modelfile import write_set_model
     from env.sim.synthetic import is_synthetic
     from profiler.features import FEATURE_SET_ID
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    return write_set_model(path, params, action_encoding=actions.ENCODING_VERSION, architecture=ARCHITECTURE,
+    return write_set_model(path, params, group=head[0] if head else None, group_head=head[1] if head else None,
+                           action_encoding=actions.ENCODING_VERSION, architecture=ARCHITECTURE,
                            net=shape.to_dict(), observation="set-v1", max_window=SET_MAX_WINDOW,
                            max_concurrency=max(args.cmaxes), trained_for=trained_for(problem),
                            feature_set=getattr(problem.setup.pipeline, "feature_set", FEATURE_SET_ID) or FEATURE_SET_ID,
@@ -756,7 +798,7 @@ def plot_curves(log_path: Path, png: Path) -> None:
 #: learns from the first few, updates often and validates and checkpoints every few steps; nothing to search.
 REAL_DEFAULTS: dict[str, Any] = {"total_steps": 60, "learning_starts": 20, "update_every": 1, "updates_per_step": 8,
                                  "batch_size": 32, "eval_every": 10, "checkpoint_every": 10, "search_every": 0,
-                                 "expert_max_window": 0, "synthetic_jobs": 0}
+                                 "expert_max_window": 0, "synthetic_jobs": 0, "group_groups": 0}
 
 _HELP = {
     "backend": "sim: the node model (fast); real: this node, every group run for real (slow)",
@@ -833,8 +875,9 @@ def export_only(args: Args, run: Path, out: Path) -> str:
     best = max(evals, key=lambda r: r["agent"])
     with np.load(run / "best-actor.npz") as z:
         params = {k: z[k] for k in z.files}
+    head = group_head_phase(args, problem, run, progress=True)
     export(out, params, args, problem, args.shape(problem.d_token),
-           {"simulated": args.backend == "sim", "selected": best, "stopped_early_at_step": evals[-1]["step"]})
+           {"simulated": args.backend == "sim", "selected": best, "stopped_early_at_step": evals[-1]["step"]}, head)
     return f"wrote {out} (the actor of step {best['step']}, validation {best['agent']:.3f})"
 
 

@@ -36,7 +36,8 @@ def test_trains_in_the_calibrated_model_and_names_it(home, capsys):
     shutil.copy(calibrated, local)
     out = home / "m.npz"
     assert main(["train", "--node", "local", "--steps", "30", "--windows", "2,2", "--cmaxes", "2", "--eval-per-cell", "1",
-                 "--eval-every", "30", "--learning-starts", "10", "--synthetic-jobs", "4", "--quiet", "--out", str(out)]) == 0
+                 "--eval-every", "30", "--learning-starts", "10", "--synthetic-jobs", "4", "--quiet", "--out", str(out),
+                 "--group-groups", "100", "--group-epochs", "2"]) == 0
     from agent.modelfile import load_set_model
 
     meta = load_set_model(out).meta

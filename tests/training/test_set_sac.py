@@ -22,7 +22,7 @@ def _args(steps: int) -> Args:
     return Args(seed=3, total_steps=steps, windows=(2, 2), cmaxes=(2,), synthetic_jobs=0, jobs=JOBS,
                 learning_starts=300, update_every=1, batch_size=64, buffer_size=5_000, eval_every=250, eval_per_cell=1,
                 checkpoint_every=1_000, eval_cells=((2, 2),), target_entropy_ratio=0.5, initial_alpha=0.2,
-                d_model=16, heads=2, layers=1, d_ff=32, d_head_hidden=32, factored=True)
+                d_model=16, heads=2, layers=1, d_ff=32, d_head_hidden=32, factored=True, group_groups=0)
 
 
 def test_a_short_seeded_run_finds_the_optimum_of_a_tiny_problem(tmp_path) -> None:

@@ -19,7 +19,8 @@ from env.nodes import load_node
 NODE = load_node("sim:reference")
 TINY = ["--jobs", "EP,MG", "--windows", "2,2", "--cmaxes", "2", "--synthetic-jobs", "0", "--d-model", "16",
         "--heads", "2", "--layers", "1", "--d-ff", "32", "--d-head-hidden", "32", "--learning-starts", "100",
-        "--batch-size", "32", "--eval-every", "150", "--eval-per-cell", "1", "--seed", "3", "--quiet"]
+        "--batch-size", "32", "--eval-every", "150", "--eval-per-cell", "1", "--seed", "3", "--quiet",
+        "--group-groups", "300", "--group-epochs", "5"]
 
 
 @pytest.fixture(scope="module")
