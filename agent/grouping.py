@@ -44,6 +44,7 @@ class GroupPlanner:
         self.core_cpus = list(head.core_cpus)
         self.schedule_actions = list(head.schedule_actions)
         self._combo_cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._encoded: dict[tuple[bytes, int], np.ndarray] = {}  # the members. features -> their embeddings
 
     # -- the network on groups of a window ---------------------------------------------------------------
     def _batch(self, x: np.ndarray, groups: list[tuple[int, ...]]) -> tuple[np.ndarray, np.ndarray]:
@@ -152,6 +153,40 @@ class GroupPlanner:
             m ^= int(cand[pick[m]])
         return sorted(out)
 
+    @staticmethod
+    def table(n: int, cost: dict[int, float], cmax: int) -> tuple[np.ndarray, np.ndarray]:
+        """The exact partitions of every subset of the window's n jobs at once (a dynamic programme over the 2^n
+        subsets, each one's lowest job's group chosen): ``f[m]`` the least predicted total of the jobs in m, ``pick[m]``
+        the group (bitmask) of m's lowest job in it."""
+        groups = np.array(sorted(g for g in cost if g < 1 << n and g.bit_count() <= cmax), np.int64)
+        times = np.array([cost[int(g)] for g in groups])
+        low = np.array([(int(g) & -int(g)).bit_length() - 1 for g in groups])
+        by_low = [(groups[low == i], times[low == i]) for i in range(n)]
+        f = np.full(1 << n, np.inf)
+        f[0] = 0.0
+        pick = np.zeros(1 << n, np.int64)
+        for m in range(1, 1 << n):
+            cand, c = by_low[(m & -m).bit_length() - 1]
+            ok = (cand & ~m) == 0
+            tot = np.where(ok, c + f[m ^ np.where(ok, cand, 0)], np.inf)
+            k = int(np.argmin(tot))
+            f[m], pick[m] = tot[k], cand[k]
+        return f, pick
+
+    @staticmethod
+    def from_table(f: np.ndarray, pick: np.ndarray, cost: dict[int, float], avail: int, forced: int = 0) -> list[int]:
+        """``table``'s partition of the jobs in ``avail``, ``forced`` in one group (its best group, the rest exact)."""
+        out = []
+        if forced:
+            g = min((g for g in cost if g & forced == forced and g & ~avail == 0), key=lambda g: (cost[g] + f[avail ^ g], g))
+            out.append(g)
+            avail ^= g
+        while avail:
+            g = int(pick[avail])
+            out.append(g)
+            avail ^= g
+        return sorted(out)
+
     @classmethod
     def improve(cls, parts: list[int], cost: dict[int, float], cmax: int, forced: int = 0, max_passes: int = 50,
                 memo: dict[tuple[int, int], list[int]] | None = None) -> list[int]:
@@ -184,10 +219,10 @@ class GroupPlanner:
             hit = self._combo_cache[k] = (c, np.asarray(self.core_cpus, np.int64)[c].sum(1))
         return hit
 
-    def option_values(self, x: np.ndarray, members: list[int], fixed: dict[int, int],
-                      free_cpus: int) -> tuple[np.ndarray, np.ndarray]:
-        """(Q (schedules, C), core options (C, len(members))) of every combination of core options of the members
-        not in ``fixed`` that fits ``free_cpus`` together (C may be 0)."""
+    def option_values(self, x: np.ndarray, members: list[int], fixed: dict[int, int], free_cpus: int,
+                      schedules: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(Q (len(schedules), C), core options (C, len(members))) of every combination of core options of the
+        members not in ``fixed`` that fits ``free_cpus`` together (C may be 0), under ``schedules`` (default all)."""
         loose = [i for i, j in enumerate(members) if j not in fixed]
         combos, cpus = self._combos(len(loose))
         combos = combos[cpus <= free_cpus]
@@ -196,14 +231,21 @@ class GroupPlanner:
             if j in fixed:
                 rows[:, i] = fixed[j]
         rows[:, loose] = combos
-        S, K = len(self.schedule_actions), self.shape.max_group
+        sch = list(range(len(self.schedule_actions))) if schedules is None else schedules
+        S, K = len(sch), self.shape.max_group
         if not len(rows):
             return np.zeros((S, 0), np.float32), rows
         cores = np.zeros((1, S * len(rows), K), np.int64)
         cores[0, :, :len(members)] = np.tile(rows, (S, 1))
-        sched = np.repeat(np.arange(S, dtype=np.int64), len(rows))[None]
+        sched = np.repeat(np.asarray(sch, np.int64), len(rows))[None]
         xs, ms = self._batch(x, [tuple(members)])
-        q = option_values(self.shape, self.p, encode(self.shape, self.p, xs, ms), ms, cores, sched)[0]
+        key = (x[members].tobytes(), len(members))
+        h = self._encoded.get(key)
+        if h is None:
+            if len(self._encoded) > 4096:
+                self._encoded.clear()
+            h = self._encoded[key] = encode(self.shape, self.p, xs, ms)
+        q = option_values(self.shape, self.p, h, ms, cores, sched)[0]
         return q.reshape(S, len(rows)), rows
 
 
@@ -226,6 +268,8 @@ class GroupChooser:
         self._key: tuple = ()
         self._groupings: dict[tuple[int, int], list[int]] = {}  # (avail, forced) -> grouping, for the window
         self._exact: dict[tuple[int, int], list[int]] = {}  # improve's exact partitions of two groups, for the window
+        self._table: tuple[np.ndarray, np.ndarray] | None = None  # the window's exact partitions (small windows)
+        self._options: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # option_values, for the window
         self._plan: list[int] = []
 
     def _window(self, ep: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, float]]:
@@ -238,6 +282,7 @@ class GroupChooser:
                 solo = np.array([i.solo_s for i in ep.infos], np.float64)
                 masks, cost = self.planner.ranked(x, solo, ep.max_concurrency)
                 self._key, self._state, self._groupings, self._exact = key, (x, solo, masks, cost), {}, {}
+                self._table, self._options = None, {}
             self._episode, self._plan = ep, []
         return self._state
 
@@ -248,8 +293,10 @@ class GroupChooser:
         hit = self._groupings.get((avail, forced))
         if hit is None:
             pl = self.planner
-            if avail.bit_count() <= EXACT_JOBS:
-                hit = pl.exact(_members(avail), cost, ep.max_concurrency, forced)
+            if len(ep.infos) <= EXACT_JOBS:  # one table answers every state of the window
+                if self._table is None:
+                    self._table = pl.table(len(ep.infos), cost, ep.max_concurrency)
+                hit = pl.from_table(*self._table, cost, avail, forced)
             else:
                 hit = pl.improve(pl.partition(masks, avail, forced), cost, ep.max_concurrency, forced, memo=self._exact)
             self._groupings[(avail, forced)] = hit
@@ -300,10 +347,14 @@ class GroupChooser:
             return skip if mask[skip] else self.fallback(obs, mask, ep)
         fixed = {s: self._option_of(len(ep.alloc[s].cpus)) for s in ep.open_slots}
         members = _members(target)
-        q, rows = pl.option_values(x, members, fixed, ep.free_cpus())
+        si = pl.schedule_actions.index(ep.schedule_index)
+        okey = (target, tuple(sorted(fixed.items())), ep.free_cpus(), si)
+        if okey not in self._options:
+            self._options[okey] = pl.option_values(x, members, fixed, ep.free_cpus(), [si])
+        q, rows = self._options[okey]
         if not q.size:
             return self.fallback(obs, mask, ep)
-        best = rows[int(np.argmax(q[pl.schedule_actions.index(ep.schedule_index)]))]
+        best = rows[int(np.argmax(q[0]))]
         a = pl.core_actions[int(best[members.index(cur)])]
         return a if mask[a] else self.fallback(obs, mask, ep)
 

@@ -55,9 +55,10 @@ if [ "$OWN" != yes ]; then
   echo
   # Cmax up to this node's CPUs (each co-running job gets CPUs of its own), at most 4
   CMAXES=$(.venv/bin/python -c "import os; print(','.join(str(c) for c in range(1, min(4, os.cpu_count() or 1) + 1)))")
-  echo "== training the agent in this node's calibrated model (simulated episodes, a short recipe: 6000 steps, windows of 2-8 jobs, Cmax $CMAXES; a few minutes) =="
+  echo "== training the agent in this node's calibrated model (simulated episodes, a short recipe: 6000 steps, windows of 2-8 jobs, Cmax $CMAXES, a group-cost head on 4000 groups; a few minutes) =="
   mkdir -p "$(dirname "$MODEL")"
-  $C train --node local --steps 6000 --windows 2,8 --cmaxes "$CMAXES" --learning-starts 1000 --eval-every 2000 --seed 1 --out "$MODEL"
+  $C train --node local --steps 6000 --windows 2,8 --cmaxes "$CMAXES" --learning-starts 1000 --eval-every 2000 --seed 1 \
+    --group-groups 4000 --group-epochs 20 --out "$MODEL"
   echo "calibrate + train: $(( $(date +%s) - T0 )) s"
 fi
 echo
