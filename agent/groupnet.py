@@ -17,34 +17,25 @@ schedule's embedding. Permuting the members permutes nothing in the output.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import numpy as np
+
+from agent.setnet import NetShape, _linear, check_arrays
 
 GROUP_ARCHITECTURE = "group-cost-v1"
 NEG = np.float32(-1e4)  # a padding member's value under the max-pool
 
 
 @dataclass(frozen=True)
-class GroupNetShape:
+class GroupNetShape(NetShape):
     d_feature: int
     d_model: int = 64
     heads: int = 4
     n_cores: int = 5  # core options a member can take
     n_schedules: int = 2  # schedule options of a group
     max_group: int = 4
-
-    def __post_init__(self) -> None:
-        if self.d_model % self.heads:
-            raise ValueError(f"d_model {self.d_model} is not a multiple of heads {self.heads}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "GroupNetShape":
-        return cls(**{k: int(v) for k, v in d.items()})
 
     def param_shapes(self) -> dict[str, tuple[int, ...]]:
         d = self.d_model
@@ -59,10 +50,6 @@ class GroupNetShape:
         out["core.weight"] = (self.n_cores, d)
         out["schedule.weight"] = (self.n_schedules, d)
         return out
-
-
-def _linear(x: np.ndarray, p: Mapping[str, np.ndarray], name: str) -> np.ndarray:
-    return x @ p[name + ".weight"].T + p[name + ".bias"]
 
 
 def _pool(h: np.ndarray, m: np.ndarray) -> np.ndarray:
@@ -104,17 +91,7 @@ def option_values(shape: GroupNetShape, p: Mapping[str, np.ndarray], h: np.ndarr
 
 def check_group_params(shape: GroupNetShape, params: Mapping[str, np.ndarray]) -> str | None:
     """None when ``params`` are exactly this shape's parameters (float32, finite); else what is wrong."""
-    want = shape.param_shapes()
-    if set(params) != set(want):
-        missing, extra = sorted(set(want) - set(params)), sorted(set(params) - set(want))
-        return f"group-cost parameters missing {missing[:3]} / unexpected {extra[:3]}"
-    for name, s in want.items():
-        a = params[name]
-        if a.dtype != np.float32 or a.shape != s:
-            return f"group-cost parameter {name} is {a.dtype} {a.shape}, expected float32 {s}"
-        if not np.isfinite(a).all():
-            return f"group-cost parameter {name} holds NaN or infinite values"
-    return None
+    return check_arrays(shape.param_shapes(), params, "group-cost ")
 
 
 __all__ = ["GROUP_ARCHITECTURE", "GroupNetShape", "encode", "group_values", "option_values", "check_group_params"]

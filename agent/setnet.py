@@ -25,17 +25,37 @@ here" once for the 50 actions that share it.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, TypeVar
 
 import numpy as np
 
 ARCHITECTURE = "set-attention-v1"
 LN_EPS = 1e-5
 PAD_SCORE = -1e9  # the attention score of a padding token (finite: a row of padding only stays a number)
+_S = TypeVar("_S", bound="NetShape")
+
+
+class NetShape:
+    """What the networks' shapes share: whole-number fields, a JSON form (the model file's metadata), heads that
+    divide the width."""
+
+    d_model: int
+    heads: int
+
+    def __post_init__(self) -> None:
+        if self.d_model % self.heads:
+            raise ValueError(f"d_model {self.d_model} is not a multiple of heads {self.heads}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls: type[_S], d: Mapping[str, Any]) -> _S:
+        return cls(**{k: int(v) for k, v in d.items()})
 
 
 @dataclass(frozen=True)
-class SetNetShape:
+class SetNetShape(NetShape):
     """Everything that fixes the parameter shapes (stored in the model file's metadata)."""
 
     d_token: int
@@ -47,17 +67,6 @@ class SetNetShape:
     d_head_hidden: int = 128
     n_actions: int = 257
     n_factors: int = 0  # > 0: the head also scores the actions' options (see module doc)
-
-    def __post_init__(self) -> None:
-        if self.d_model % self.heads:
-            raise ValueError(f"d_model {self.d_model} is not a multiple of heads {self.heads}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "SetNetShape":
-        return cls(**{k: int(v) for k, v in d.items()})
 
     def param_shapes(self) -> dict[str, tuple[int, ...]]:
         """name -> shape of every parameter (torch's Linear layout: weight (out, in))."""
@@ -132,17 +141,22 @@ def set_logits(shape: SetNetShape, params: Mapping[str, np.ndarray], tokens: np.
 
 def check_params(shape: SetNetShape, params: Mapping[str, np.ndarray]) -> str | None:
     """None when ``params`` are exactly this shape's parameters (float32, finite); else what is wrong."""
-    want = shape.param_shapes()
+    return check_arrays(shape.param_shapes(), params)
+
+
+def check_arrays(want: Mapping[str, tuple[int, ...]], params: Mapping[str, np.ndarray], what: str = "") -> str | None:
+    """None when ``params`` are exactly the arrays ``want`` names (float32, those shapes, finite); else what is
+    wrong (``what`` names whose parameters they are)."""
     if set(params) != set(want):
         missing, extra = sorted(set(want) - set(params)), sorted(set(params) - set(want))
-        return f"parameters missing {missing[:3]} / unexpected {extra[:3]}"
+        return f"{what}parameters missing {missing[:3]} / unexpected {extra[:3]}"
     for name, s in want.items():
         a = params[name]
         if a.dtype != np.float32 or a.shape != s:
-            return f"parameter {name} is {a.dtype} {a.shape}, expected float32 {s}"
+            return f"{what}parameter {name} is {a.dtype} {a.shape}, expected float32 {s}"
         if not np.isfinite(a).all():
-            return f"parameter {name} holds NaN or infinite values"
+            return f"{what}parameter {name} holds NaN or infinite values"
     return None
 
 
-__all__ = ["ARCHITECTURE", "SetNetShape", "set_logits", "check_params"]
+__all__ = ["ARCHITECTURE", "SetNetShape", "set_logits", "check_params", "check_arrays"]
