@@ -4,19 +4,20 @@ core option and the window's schedule, as an episode chooser.
 The rule (no search on any node model; every value comes from the head):
 
 * **grouping**: every group of at most Cmax of the window's jobs (above ``PRUNE_ABOVE`` jobs, groups of 3 or more
-  only of jobs among each other's best pair partners) is scored once, its *saving* being the predicted
-  time of its members run one by one (each alone, at its best option) minus the predicted time of the group
-  (time = sum of solo times / exp V); groups are taken greedily, largest saving first, among those disjoint from
-  the groups already taken. In a state with an open group only groups holding all of it or none of it count, so
-  the plan a state gives is the rest of the plan the state before gave.
+  only of jobs among each other's best pair partners) gets a predicted time, sum of solo times / exp V. The plan is
+  the partition with the least predicted total: exact (a dynamic programme over the subsets, one table a window)
+  up to ``EXACT_JOBS`` jobs; beyond, greedy (largest saving first, the saving being the members' predicted times
+  alone minus the group's) and then improved two groups at a time, each pair's jobs re-partitioned exactly. In a
+  state with an open group, the open group is kept whole.
 * **options**: the open group's members' core options maximise Q (with the options already placed fixed and the
   CPUs left), under the schedule taken at the first step, which is the schedule option with the least predicted
   total time of the grouping.
 * **as a chooser**: at the first step the schedule; then the current job joins (with its option) when it belongs to
-  the open group's planned group, else it is skipped.
+  the open group's planned group, else it is skipped; the plan is made again only where the state leaves it.
 
-Why greedy and not the best partition: one pass over the sorted groups serves any W up to 32 (the exact partition
-is exponential in W), and on the development windows it scored as the exact one did (docs/training.md).
+Why both partitions: greedy alone missed the optimum of a five-job test window (it takes the best-saving group
+first); the exact one is exponential in W, so windows of up to 32 jobs take the greedy one with the pairwise repair
+(docs/training.md, session 11).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ PRUNE_ABOVE, PARTNERS = 16, 6
 
 
 class GroupPlanner:
+    """The head's values on a window's groups and the partitions and options made from them."""
+
     def __init__(self, head: Any, params: dict[str, np.ndarray]) -> None:
         self.shape = GroupNetShape.from_dict(head.net)
         self.p = params
