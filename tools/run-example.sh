@@ -33,11 +33,12 @@ PY
 # A model of this node's own (trained for its id), or the node model's pipeline: calibrate -> train.
 read -r NODE_ID MODEL OWN < <(.venv/bin/python - <<'PY'
 from env.discover import local_node_id
-from training.policies import load_any, local_model_path, user_models_dir
+from agent.modelfile import load_set_model
+from training.policies import local_model_path, user_models_dir
 
 nid = local_node_id()
 path = local_model_path()
-own = path.exists() and load_any(path).meta.trained_for.node_id == nid
+own = path.exists() and load_set_model(path).meta.trained_for.node_id == nid
 print(nid, path if own else user_models_dir() / f"{nid}.npz", "yes" if own else "no")
 PY
 )

@@ -197,3 +197,18 @@ def test_eval_takes_a_model_file(tmp_path: Path, tiny_model: Path, capsys) -> No
         assert main(["eval", "--windows", str(windows), "--model", str(bad)]) == 2
         err = capsys.readouterr().err
         assert words in err and len(err.strip().splitlines()) == 1
+
+
+def test_make_run_scripts_python_imports_resolve() -> None:
+    """The Python that ``make run`` (tools/run-example.sh) runs inline imports only names that exist (an import
+    of a removed alias once broke ``make run`` while every other test passed)."""
+    import re
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    script = (root / "tools" / "run-example.sh").read_text()
+    imports = sorted({ln for ln in script.splitlines() if re.match(r"^(from \S+ import |import )\S", ln)})
+    assert imports and any("local_model_path" in ln for ln in imports)
+    done = subprocess.run([sys.executable, "-c", "\n".join(imports)], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
