@@ -121,40 +121,21 @@ class GroupPlanner:
                 forced = 0
         return out
 
-    @staticmethod
-    def exact(jobs: list[int], cost: dict[int, float], cmax: int, forced: int = 0) -> list[int]:
-        """The partition of ``jobs`` (slots) with the least predicted total time (a dynamic programme over their
-        subsets, the group of each subset's lowest job chosen; 2^len(jobs) states: small sets only). ``forced``:
-        jobs that stay in one group."""
+    @classmethod
+    def exact(cls, jobs: list[int], cost: dict[int, float], cmax: int, forced: int = 0) -> list[int]:
+        """The partition of ``jobs`` (slots) with the least predicted total time (``table`` over their subsets;
+        2^len(jobs) states: small sets only). ``forced``: jobs that stay in one group."""
         n = len(jobs)
-        local, glob = [], []
+        glob = {}  # local bitmask (bit i: jobs[i]) -> the group's bitmask of slots
         for k in range(1, min(cmax, n) + 1):
             for g in itertools.combinations(range(n), k):
                 gm = sum(1 << jobs[i] for i in g)
-                if gm in cost and (gm & forced in (0, forced)):
-                    local.append(sum(1 << i for i in g))
-                    glob.append(gm)
-        lm, gm_arr = np.array(local, np.int64), np.array(glob, np.int64)
-        cst = np.array([cost[g] for g in glob])
-        low = np.array([(m & -m).bit_length() - 1 for m in local])
-        by_low = [(lm[low == i], cst[low == i], gm_arr[low == i]) for i in range(n)]
-        f = np.full(1 << n, np.inf)
-        f[0] = 0.0
-        pick = np.zeros(1 << n, np.int64)
-        for m in range(1, 1 << n):
-            cand, c, _ = by_low[(m & -m).bit_length() - 1]
-            ok = (cand & ~m) == 0
-            if not ok.any():
-                continue
-            tot = np.where(ok, c + f[m ^ np.where(ok, cand, 0)], np.inf)
-            k = int(np.argmin(tot))
-            f[m], pick[m] = tot[k], k
-        out, m = [], (1 << n) - 1
-        while m and np.isfinite(f[m]):
-            cand, _, g = by_low[(m & -m).bit_length() - 1]
-            out.append(int(g[pick[m]]))
-            m ^= int(cand[pick[m]])
-        return sorted(out)
+                if gm in cost:
+                    glob[sum(1 << i for i in g)] = gm
+        local_cost = {lm: cost[gm] for lm, gm in glob.items()}
+        local_forced = sum(1 << i for i, j in enumerate(jobs) if forced >> j & 1)
+        parts = cls.from_table(*cls.table(n, local_cost, cmax), local_cost, (1 << n) - 1, local_forced)
+        return sorted(glob[g] for g in parts)
 
     @staticmethod
     def table(n: int, cost: dict[int, float], cmax: int) -> tuple[np.ndarray, np.ndarray]:

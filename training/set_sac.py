@@ -808,6 +808,9 @@ _HELP = {
     "cmaxes": "the training windows' Cmax, comma-separated, uniform",
     "jobs": "training programs, comma-separated (default: the node's training programs)",
     "window_file": "real: the window document whose jobs are trained on (default examples/window.json)",
+    "group_groups": "the group-cost head's last phase: random groups of the training jobs run on the node model under "
+                    "every core split and schedule, to regress on; 0: no head (the agent plans with the actor)",
+    "group_epochs": "the group-cost head's epochs over those groups",
 }
 
 
