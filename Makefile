@@ -14,11 +14,11 @@ apt:
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip==26.3 setuptools==84.2.1 wheel==0.48.0
+	$(PY) -m pip install -q --no-cache-dir --upgrade pip==26.3 setuptools==84.2.1 wheel==0.48.0
 
 # Re-install only when the dependency pins change.
 $(STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install -q --no-build-isolation -e '.[test]'
+	$(PY) -m pip install -q --no-cache-dir --no-build-isolation -e '.[test]'
 	@touch $@
 
 native:

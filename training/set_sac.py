@@ -18,7 +18,10 @@ replay buffer, and the loop: play an episode with the actor's masked softmax, st
   searched with the actor (larger windows) join a demonstration buffer the actor's loss imitates
   (``imitation_loss``); ``Teacher`` makes them, in worker processes beside the learner when asked.
 * Validation every ``eval_every`` steps: the greedy actor on seeded windows of the training pool (never the
-  held-out programs) at W ∈ {4, 6, 8, 12} × Cmax ∈ {2, 3, 4}; the best actor is kept.
+  held-out programs) at W ∈ {4, 6, 8, 12} × Cmax ∈ {2, 3, 4}; the best actor is kept (and each validated actor in
+  ``RUN/actors/step-N.npz``).
+* The group-cost head (``training.group_head``) does not depend on the actor: it is fitted in a process beside
+  the one-threaded learner, on the other core, and costs wall time only where it outlasts the learner.
 * Progress: a line every 1,000 steps (training episodes' throughput, α, time spent and to go) and one a validation.
 * Checkpoints (``RUN/checkpoint.pt``: networks, optimizers, α, buffer, counters, RNG states) every
   ``checkpoint_every`` steps; ``--resume`` continues from it. ``RUN/log.jsonl`` has one record per episode and
@@ -547,6 +550,7 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
         expert = Expert(problem.node, expert_grid(args.expert_grid))
     teacher = Teacher(problem, shape, args, expert)
     teacher.resume(st.pop("unanswered", []))
+    head_proc = start_group_head(args, run_dir, progress)  # beside the learner, on the core it leaves free
 
     def batch_tensors(b: dict[str, np.ndarray], pre: str) -> tuple[Any, ...]:
         tok, n, ctx, cur = b[pre + "tok"], b["n" if not pre else "nn"], b[pre + "ctx"], b[pre + "cur"]
@@ -638,6 +642,8 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
                    "baseline_greedy": base["greedy"]}
             log.write(json.dumps(rec) + "\n")
             st["evals"].append(rec)
+            (run_dir / "actors").mkdir(exist_ok=True)  # every validated actor: what a shorter run would have chosen from
+            np.savez(run_dir / "actors" / f"step-{st['step']}.npz", **params)
             if st["best"] is None or res["agent"] > st["best"]["agent"]:
                 st["best"] = rec
                 np.savez(run_dir / "best-actor.npz", **params)
@@ -657,9 +663,12 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
         best = {k: z[k] for k in z.files}
     figures = {"simulated": args.backend == "sim", "steps": st["step"], "episodes": st["episode"], "updates": st["updates"],
                "wall_s": round(st["wall_s"], 1), "selected": st["best"], "validation_baselines": base}
-    head = group_head_phase(args, problem, run_dir, progress)
+    waited = time.monotonic()
+    head = group_head_phase(args, problem, run_dir, progress, head_proc)
     if head is not None:
         figures["group_head"] = head[1]["training"]["figures"]
+        figures["head_wait_s"] = round(time.monotonic() - waited, 1)  # where the head outlasted the learner
+    figures["total_wall_s"] = round(st["wall_s"] + figures.get("head_wait_s", 0.0), 1)
     (run_dir / "figures.json").write_text(json.dumps(figures, indent=1))
     plot_curves(run_dir / "log.jsonl", run_dir / "curves.png")
     if out is not None:
@@ -667,32 +676,76 @@ def main(args: Args, run_dir: Path, *, out: Path | None = None, resume: bool = F
     return figures
 
 
-def group_head_phase(args: Args, problem: Problem, run_dir: Path, progress: bool) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
-    """The group-cost head (``training.group_head``), fitted once per run: kept in RUN_DIR/group-head.npz (and
-    its description in group-head.json), so a resumed or exported run reuses it. None without one (0 groups)."""
-    if not args.group_groups:
-        return None
-    import torch
+def _head_args(args: Args, workers: int = 2) -> Any:
+    from training.group_head import GroupHeadArgs
 
-    from training.group_head import GroupHeadArgs, train_head
+    return GroupHeadArgs(groups=args.group_groups, epochs=args.group_epochs, seed=args.seed, workers=workers)
 
+
+def _cached_head(args: Args, run_dir: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
     npz, doc = run_dir / "group-head.npz", run_dir / "group-head.json"
-    hargs = GroupHeadArgs(groups=args.group_groups, epochs=args.group_epochs, seed=args.seed)
     if npz.exists() and doc.exists():
         head = json.loads(doc.read_text())
-        if head["training"]["args"] == dataclasses.asdict(hargs):
+        done = {k: v for k, v in head["training"]["args"].items() if k != "workers"}  # the same labels whatever it is
+        if done == {k: v for k, v in dataclasses.asdict(_head_args(args)).items() if k != "workers"}:
             with np.load(npz) as z:
                 return {k: z[k] for k in z.files}, head
+    return None
+
+
+def _head_process(args: Args, run_dir: Path, progress: bool) -> None:
+    """The head phase in its own process (spawned: nothing of the learner's state is inherited), on one CPU."""
+    group_head_phase(args, Problem(args), run_dir, progress, cpus=1)
+
+
+def start_group_head(args: Args, run_dir: Path, progress: bool) -> Any:
+    """The group-cost head fitted in another process beside the learner, which it does not depend on: the learner
+    is one-threaded, so on a 2-CPU node the head costs no wall time until it outlasts the actor's training. None
+    without a head, or when the run already has it; ``group_head_phase`` waits for it."""
+    if not args.group_groups or _cached_head(args, run_dir) is not None:
+        return None
+    import multiprocessing
+
+    proc = multiprocessing.get_context("spawn").Process(target=_head_process, args=(args, run_dir, progress),
+                                                        daemon=True,
+                                                        name="cosched-group-head")
+    proc.start()
+    return proc
+
+
+def group_head_phase(args: Args, problem: Problem, run_dir: Path, progress: bool,
+                     proc: Any = None, cpus: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
+    """The group-cost head (``training.group_head``), fitted once per run: kept in RUN_DIR/group-head.npz (and
+    its description in group-head.json), so a resumed or exported run reuses it. None without one (0 groups).
+    ``proc``: the process ``start_group_head`` started, waited for (and, if it failed, the head is fitted here).
+    ``cpus``: the labelling processes and the fit's threads (default: every CPU)."""
+    if not args.group_groups:
+        return None
+    if proc is not None:
+        if proc.is_alive() and progress:
+            print("waiting for the group-cost head (fitted beside the learner)", flush=True)
+        proc.join()
+        if proc.exitcode and progress:
+            print(f"the group-cost head's process failed (exit code {proc.exitcode}): fitting it here", flush=True)
+    cached = _cached_head(args, run_dir)
+    if cached is not None:
+        return cached
+    import torch
+
+    from training.group_head import train_head
+
     pool = list(dict.fromkeys(problem.pool))  # the jobs the actor's windows are drawn from, once each
-    threads = torch.get_num_threads()
-    torch.set_num_threads(max(1, os.cpu_count() or 1))  # the learner's one thread; the fit has the machine
+    threads, cpus = torch.get_num_threads(), cpus or max(1, os.cpu_count() or 1)
+    torch.set_num_threads(cpus)  # the learner's one thread; the fit has the machine
     try:
-        params, head = train_head(problem.node, pool, problem.provider, hargs, max(args.cmaxes),
+        params, head = train_head(problem.node, pool, problem.provider, _head_args(args, cpus), max(args.cmaxes),
                                   say=(lambda m: print(m, flush=True)) if progress else None)
     finally:
         torch.set_num_threads(threads)
-    np.savez(npz, **params)
-    doc.write_text(json.dumps(head, indent=1))
+    np.savez(run_dir / "group-head.tmp.npz", **params)  # each file appears whole (a resumed run may find them)
+    (run_dir / "group-head.tmp.json").write_text(json.dumps(head, indent=1))
+    os.replace(run_dir / "group-head.tmp.npz", run_dir / "group-head.npz")
+    os.replace(run_dir / "group-head.tmp.json", run_dir / "group-head.json")
     return params, head
 
 

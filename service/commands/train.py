@@ -76,7 +76,9 @@ def run(args: argparse.Namespace) -> int:
     sel = f.get("selected") or {}
     label = "simulated" if a.backend == "sim" else "measured"
     print(f"model: {out}, trained for {'local' if a.backend == 'real' or tag == 'sim-local' else a.node} in {f['steps']} "
-          f"steps / {f['episodes']} episodes / {f['updates']} updates, {f['wall_s']:.0f} s wall; the actor of step "
+          f"steps / {f['episodes']} episodes / {f['updates']} updates, {f['total_wall_s']:.0f} s wall"
+          + (f" (the group-cost head beside the learner, {f['head_wait_s']:.0f} s waited for)" if "head_wait_s" in f else "")
+          + f"; the actor of step "
           f"{sel.get('step')} (validation {sel.get('agent', float('nan')):.3f} vs time sharing, greedy "
           f"{f['validation_baselines']['greedy']:.3f}, {label})")
     print(f"run directory: {run_dir} (log.jsonl, curves.png, checkpoint.pt, figures.json)")

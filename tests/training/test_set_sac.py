@@ -3,6 +3,7 @@ model the planner loads; the same seed gives the same actor."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -201,3 +202,35 @@ def test_teacher_workers_change_nothing_but_where_the_lessons_are_made(tmp_path)
     assert first_taught("lag") >= first_taught("here") + 2
     # the lag is real: the lagged run's buffers differ from the immediate one's
     assert not all(torch.equal(ck["here"]["actor"][k], ck["lag"]["actor"][k]) for k in ck["here"]["actor"])
+
+
+def test_the_head_fitted_beside_the_learner_is_the_one_fitted_after_it(tmp_path) -> None:
+    """The group-cost head runs in its own process during the actor's training (it does not depend on the actor);
+    the model is the same as where it is fitted in the driver's process afterwards: same labels, same fit."""
+    from training.set_sac import Problem, group_head_phase, start_group_head
+
+    args = dataclasses.replace(_args(300), group_groups=120, group_epochs=3)
+    beside = start_group_head(args, tmp_path / "beside", progress=False)
+    assert beside is not None and beside.name == "cosched-group-head"
+    (tmp_path / "beside").mkdir(exist_ok=True)
+    a = group_head_phase(args, Problem(args), tmp_path / "beside", False, beside)
+    assert beside.exitcode == 0
+    (tmp_path / "after").mkdir()
+    b = group_head_phase(args, Problem(args), tmp_path / "after", False, cpus=1)
+    assert a is not None and b is not None
+    assert sorted(a[0]) == sorted(b[0]) and all(np.array_equal(a[0][k], b[0][k]) for k in a[0])
+    assert a[1]["training"]["args"] == b[1]["training"]["args"]
+    # a run that has its head does not start another
+    assert start_group_head(args, tmp_path / "beside", progress=False) is None
+
+
+def test_a_run_exports_its_head_and_says_how_long_it_waited_for_it(tmp_path) -> None:
+    args = dataclasses.replace(_args(300), group_groups=120, group_epochs=3)
+    figs = main(args, tmp_path / "run", out=tmp_path / "model.npz", progress=False)
+    assert figs["group_head"]["groups"] == 120 and figs["head_wait_s"] >= 0
+    assert figs["total_wall_s"] >= figs["wall_s"]
+    from agent.modelfile import load_set_model
+
+    assert load_set_model(tmp_path / "model.npz").group_params is not None
+    evals = [json.loads(ln)["step"] for ln in (tmp_path / "run" / "log.jsonl").read_text().splitlines() if '"eval"' in ln]
+    assert len(evals) == 2 and {p.name for p in (tmp_path / "run" / "actors").iterdir()} == {f"step-{s}.npz" for s in evals}
