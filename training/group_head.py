@@ -14,7 +14,7 @@ wrong partners; one group's cost is about a hundredth of a second to label on th
 of groups cost minutes, where the expert's labels per episode state are the training's bottleneck.
 
 ``--model`` names the model file whose actor the head joins; ``--out`` gets the same actor with the head (a new
-model id). ``cosched train`` runs the same function as its last phase.
+model id). ``cosched train`` runs the same function in a process beside its learner.
 """
 
 from __future__ import annotations

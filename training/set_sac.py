@@ -102,7 +102,7 @@ class Args:
     # timing); 0 workers: in the learner's process, at once (lag 0)
     teacher_workers: int = 0
     teacher_lag: int = 4
-    # the group-cost head (training.group_head), the last phase: fitted on ``group_groups`` exactly-costed random
+    # the group-cost head (training.group_head), fitted beside the learner on ``group_groups`` exactly-costed random
     # groups of the training pool for ``group_epochs``; the agent plans with it (agent.grouping). 0 groups: no head
     group_groups: int = 80_000
     group_epochs: int = 40
@@ -686,8 +686,8 @@ def _cached_head(args: Args, run_dir: Path) -> tuple[dict[str, np.ndarray], dict
     npz, doc = run_dir / "group-head.npz", run_dir / "group-head.json"
     if npz.exists() and doc.exists():
         head = json.loads(doc.read_text())
-        done = {k: v for k, v in head["training"]["args"].items() if k != "workers"}  # the same labels whatever it is
-        if done == {k: v for k, v in dataclasses.asdict(_head_args(args)).items() if k != "workers"}:
+        # the worker count changes nothing in the head (the labels are the same whatever it is)
+        if {**head["training"]["args"], "workers": 0} == {**dataclasses.asdict(_head_args(args)), "workers": 0}:
             with np.load(npz) as z:
                 return {k: z[k] for k in z.files}, head
     return None
@@ -861,8 +861,9 @@ _HELP = {
     "cmaxes": "the training windows' Cmax, comma-separated, uniform",
     "jobs": "training programs, comma-separated (default: the node's training programs)",
     "window_file": "real: the window document whose jobs are trained on (default examples/window.json)",
-    "group_groups": "the group-cost head's last phase: random groups of the training jobs run on the node model under "
-                    "every core split and schedule, to regress on; 0: no head (the agent plans with the actor)",
+    "group_groups": "the group-cost head (fitted beside the learner, in its own process): random groups of the training "
+                    "jobs run on the node model under every core split and schedule, to regress on; 0: no head (the "
+                    "agent plans with the actor)",
     "group_epochs": "the group-cost head's epochs over those groups",
 }
 

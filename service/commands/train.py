@@ -81,5 +81,5 @@ def run(args: argparse.Namespace) -> int:
           + f"; the actor of step "
           f"{sel.get('step')} (validation {sel.get('agent', float('nan')):.3f} vs time sharing, greedy "
           f"{f['validation_baselines']['greedy']:.3f}, {label})")
-    print(f"run directory: {run_dir} (log.jsonl, curves.png, checkpoint.pt, figures.json)")
+    print(f"run directory: {run_dir} (log.jsonl, curves.png, checkpoint.pt, figures.json, actors/)")
     return 0
