@@ -4,9 +4,12 @@ The search (a best-first *rollout* search, after Bertsekas' rollout algorithms a
 
 * the agent's own greedy episode is the first rollout, so the search never returns a plan predicted worse than
   the agent alone;
-* every state a rollout passed through offers the agent's other valid actions as *branches*; a branch's cost is
-  its discrepancy from the agent, ``score(chosen) - score(branch)`` summed along its prefix (scores are logits
-  or log-probabilities: both give the same differences), so the branches the agent nearly took come first;
+* every state the agent's rollout passed through offers the agent's other valid actions as *branches*; a
+  branch's cost is its discrepancy from the agent, ``score(chosen) - score(branch)`` (scores are logits or
+  log-probabilities: both give the same differences), so the branches the agent nearly took come first. Branches
+  are expanded in order of their discrepancies (one, then two...: limited discrepancy search) and cost; a rollout
+  offers branches of its own only when the ones pending cannot fill the budget (at the default budget, only the
+  agent's rollout does: the later ones need no scores of every action, only the agent's choices);
 * expanding a branch = replaying its prefix, taking the branch's action, and completing the episode with the
   agent's greedy choices (one rollout); the completed plan is scored on the node model (``Scorer``: the sum of
   its groups' makespans; ``env.baselines.GroupEvaluator`` on a simulated node or a node-model file, whose memo
@@ -22,10 +25,11 @@ The search (a best-first *rollout* search, after Bertsekas' rollout algorithms a
   same plan on any machine. (More budget is not guaranteed to find a better plan: the local search starts from
   different rollouts. It never returns one worse than the agent's.)
 
-The search takes the agent as two functions (``env`` does not import ``agent/`` or ``training/``): ``scores(obs,
+The search takes the agent as a function (``env`` does not import ``agent/`` or ``training/``): ``scores(obs,
 mask, episode)`` (the actor's logits, or log-probabilities; ``obs`` is None when the function has ``reads_obs =
 False``, as a set encoder's reads the episode) and the greedy rule it implies (the first maximal valid index, as
-the agent's chooser picks). The set-encoder model plans any window of up to 32 jobs (SET_MAX_WINDOW) as one chunk
+the agent's chooser picks); ``scores.choose(mask, episode)``, when the function has it, is that greedy action
+computed more cheaply (the set policy's own chooser). The set-encoder model plans any window of up to 32 jobs (SET_MAX_WINDOW) as one chunk
 (``env.episode.plan_window``), so the search sees every partition the agent can reach. Bounded work for a
 long chunk: up to RECOMBINE_MAX_JOBS (10) jobs the recombination is the subset DP (3^W steps, 59,049 at 10); above,
 a depth-first search over the groups seen, which gives up after RECOMBINE_MAX_STEPS (3^10) groups tried (the best
@@ -66,6 +70,7 @@ BRANCHES_PER_STATE = 4
 
 Scores = Callable[[np.ndarray, np.ndarray, Episode], np.ndarray]  # (obs, mask, episode) -> a score per action
 Scorer = Callable[[int, Sequence[tuple[str, int]]], float]  # (schedule action, [(job, action)...]) -> makespan (s)
+Seen = dict[int, dict[int, tuple[float, list[tuple[int, int]]]]]  # schedule -> slot bitmask -> (makespan, members)
 
 
 def check_budget(budget: int) -> int:
@@ -99,6 +104,7 @@ class SearchResult:
 
 @dataclass(order=True)
 class _Branch:
+    depth: int  # discrepancies from the agent's own plan: every branch of the agent's rollout comes first
     cost: float
     seq: int  # ties: first pushed first (deterministic)
     prefix: tuple[int, ...] = field(compare=False)
@@ -113,51 +119,7 @@ def search_chunk(new_episode: Callable[[], Episode], scores: Scores, scorer: Sco
                  branches: int = BRANCHES_PER_STATE, pairs: bool = True, local: bool = True) -> SearchResult:
     """Best-first rollout search over one chunk's episodes (``new_episode`` makes a fresh one each call), then
     (``pairs``) every pair of its jobs under the agent's schedule action, then the recombination."""
-    reads_obs = getattr(scores, "reads_obs", True)  # a set-encoder's scores read the episode, not the vector
-    heap: list[_Branch] = []
-    seen: dict[int, dict[int, tuple[float, list[tuple[int, int]]]]] = {}  # see seen_groups
-    counter = itertools.count()
-    best: tuple[float, list[int], list[float]] | None = None
-    agent_total, agent_schedule = math.inf, 0
-    rollouts = 0
-    plans: list[tuple[float, int, list[list[tuple[int, int]]]]] = []  # every rollout's (total, index, groups)
-    prefix: tuple[int, ...] = ()
-    base_cost = 0.0
-    while True:
-        ep = new_episode()
-        for a in prefix:
-            ep._apply(a)  # the prefix was valid when it was recorded, in this very sequence of states
-        first_free = len(prefix)
-        while not ep.done:
-            mask = ep.action_mask()
-            valid = mask.nonzero()[0]
-            if valid.size == 1:
-                ep._apply(int(valid[0]))
-                continue
-            s = np.asarray(scores(ep.observation() if reads_obs else None, mask, ep), dtype=np.float64)
-            a = _greedy(s, valid)
-            if len(ep.history) >= first_free:
-                others = valid[valid != a]
-                top = others[np.argsort(-s[others], kind="stable")[:branches]]
-                here = tuple(ep.history)
-                for alt in top:
-                    gap = float(s[a] - s[alt])
-                    if math.isfinite(gap):
-                        heapq.heappush(heap, _Branch(base_cost + gap, next(counter), here + (int(alt),)))
-            ep._apply(a)
-        rollouts += 1
-        makespans = episode_makespans(ep, scorer)
-        total = sum(makespans)
-        if rollouts == 1:
-            agent_total, agent_schedule = total, ep.history[0]
-        if best is None or total < best[0] - 1e-9:
-            best = (total, list(ep.history), makespans)
-        seen_groups(ep, makespans, seen)
-        plans.append((total, rollouts, placed_groups(ep)))
-        if rollouts >= budget or not heap:
-            break
-        nxt = heapq.heappop(heap)
-        prefix, base_cost = nxt.prefix, nxt.cost
+    ep, best, agent_total, agent_schedule, rollouts, plans, seen = _rollouts(new_episode, scores, scorer, budget, branches)
     result = SearchResult(actions=best[1], makespans=best[2], agent_total_s=agent_total, rollouts=rollouts)
     if pairs and len(ep.jobs) <= PAIR_MAX_JOBS:
         pair_groups(ep, agent_schedule, scorer, seen)  # the agent's schedule: the same for any budget
@@ -188,6 +150,66 @@ def search_chunk(new_episode: Callable[[], Episode], scores: Scores, scorer: Sco
     return result
 
 
+def _rollouts(new_episode: Callable[[], Episode], scores: Scores, scorer: Scorer, budget: int,
+              branches: int) -> tuple[Episode, tuple[float, list[int], list[float]], float, int, int,
+                                      list[tuple[float, int, list[list[tuple[int, int]]]]], Seen]:
+    """The budget's rollouts (see the module's docstring): (the last episode, the best (total, actions, makespans),
+    the agent's total, its schedule action, rollouts made, every rollout's (total, index, groups), the groups seen).
+    A rollout offers branches only while the heap holds fewer than the budget still needs: then every state's
+    scores are computed; otherwise it is completed by the agent's chooser (``scores.choose``, when given: the
+    same greedy action, without the scores of every action)."""
+    reads_obs = getattr(scores, "reads_obs", True)  # a set-encoder's scores read the episode, not the vector
+    choose = getattr(scores, "choose", None)
+    heap: list[_Branch] = []
+    seen: Seen = {}  # see seen_groups
+    counter = itertools.count()
+    best: tuple[float, list[int], list[float]] | None = None
+    agent_total, agent_schedule = math.inf, 0
+    rollouts = 0
+    plans: list[tuple[float, int, list[list[tuple[int, int]]]]] = []  # every rollout's (total, index, groups)
+    prefix: tuple[int, ...] = ()
+    depth, base_cost = 0, 0.0
+    while True:
+        ep = new_episode()
+        for a in prefix:
+            ep._apply(a)  # the prefix was valid when it was recorded, in this very sequence of states
+        grow = choose is None or len(heap) < budget - rollouts - 1  # its branches may be expanded within the budget
+        while not ep.done:
+            mask = ep.action_mask()
+            valid = mask.nonzero()[0]
+            if valid.size == 1:
+                ep._apply(int(valid[0]))
+                continue
+            if not grow:
+                ep._apply(int(choose(mask, ep)))  # type: ignore[misc]
+                continue
+            s = np.asarray(scores(ep.observation() if reads_obs else None, mask, ep), dtype=np.float64)
+            a = _greedy(s, valid)
+            if len(ep.history) >= len(prefix):
+                others = valid[valid != a]
+                top = others[np.argsort(-s[others], kind="stable")[:branches]]
+                here = tuple(ep.history)
+                for alt in top:
+                    gap = float(s[a] - s[alt])
+                    if math.isfinite(gap):
+                        heapq.heappush(heap, _Branch(depth + 1, base_cost + gap, next(counter), here + (int(alt),)))
+            ep._apply(a)
+        rollouts += 1
+        makespans = episode_makespans(ep, scorer)
+        total = sum(makespans)
+        if rollouts == 1:
+            agent_total, agent_schedule = total, ep.history[0]
+        if best is None or total < best[0] - 1e-9:
+            best = (total, list(ep.history), makespans)
+        seen_groups(ep, makespans, seen)
+        plans.append((total, rollouts, placed_groups(ep)))
+        if rollouts >= budget or not heap:
+            break
+        nxt = heapq.heappop(heap)
+        prefix, depth, base_cost = nxt.prefix, nxt.depth, nxt.cost
+    return ep, best, agent_total, agent_schedule, rollouts, plans, seen
+
+
 def other_affinity(schedule: int) -> int:
     """The schedule action with the other core affinity and the same memory policy."""
     from env.actions import AFFINITIES, ScheduleAction, decode, encode
@@ -196,7 +218,7 @@ def other_affinity(schedule: int) -> int:
     return encode(ScheduleAction(next(a for a in AFFINITIES if a != s.affinity), s.memory))  # type: ignore[union-attr]
 
 
-def seen_groups(ep: Episode, makespans: list[float], seen: dict[int, dict[int, tuple[float, list[tuple[int, int]]]]]) -> None:
+def seen_groups(ep: Episode, makespans: list[float], seen: Seen) -> None:
     """Record a finished rollout's groups: schedule action -> slot bitmask -> (best makespan, [(slot, action)...] in
     placement order). A group's makespan depends only on the schedule and its members in order, so groups seen in
     different rollouts combine freely into other partitions of the window."""
@@ -213,7 +235,7 @@ PAIR_SPLITS = ((Fraction(1, 8), Fraction(7, 8)), (Fraction(1, 4), Fraction(3, 4)
 
 
 def pair_groups(ep: Episode, schedule: int, scorer: Scorer,
-                seen: dict[int, dict[int, tuple[float, list[tuple[int, int]]]]]) -> None:
+                seen: Seen) -> None:
     """Add every pair of the chunk's jobs as a candidate group (like ``pairs``, the paper's OCRP-ML, on a small
     grid: the five complementary core splits, all ways, no cap) under ``schedule``: a fixed amount of work a chunk
     (at most 15 pairs x 5 splits for 6 jobs; the evaluator's memo makes repeats free), not counted in the budget.
@@ -290,7 +312,7 @@ class _GiveUp(Exception):
     pass
 
 
-def recombine(result: SearchResult, seen: dict[int, dict[int, tuple[float, list[tuple[int, int]]]]],
+def recombine(result: SearchResult, seen: Seen,
               new_episode: Callable[[], Episode], scorer: Scorer) -> SearchResult:
     """The best partition of the chunk into groups the rollouts have scored (any mix of rollouts, per schedule
     action: dynamic programming over subsets, ``env.baselines._best_partition``, up to RECOMBINE_MAX_JOBS jobs;

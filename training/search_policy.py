@@ -79,6 +79,7 @@ class SearchingChooser:
             return inner.search_scores(mask, ep)
 
         set_logits.reads_obs = False  # type: ignore[attr-defined]
+        set_logits.choose = lambda mask, ep: inner(None, mask, ep)  # type: ignore[attr-defined] # the greedy action
         self.scores = set_logits
         self.scorer: Any = None
         self.results: list[SearchResult] = []
