@@ -63,16 +63,29 @@ def decode(index: int) -> Action:
     raise ValueError(f"action index {index} is outside 0..{N_ACTIONS - 1}")
 
 
+def job_index(c: int, w: int, b: int, s: int) -> int:
+    """The job action whose options are CORE_FRACTIONS[c], WAY_FRACTIONS[w], BW_PERCENTS[b] and SPLITS[s] (the
+    searches step through options by index: no Fraction compared)."""
+    return FIRST_JOB + ((c * len(WAY_FRACTIONS) + w) * len(BW_PERCENTS) + b) * len(SPLITS) + s
+
+
+def job_options(index: int) -> tuple[int, int, int, int]:
+    """The option indices (c, w, b, s) of a job action: the inverse of ``job_index``."""
+    if not FIRST_JOB <= index < SKIP:
+        raise ValueError(f"action {index} is not a job action ({FIRST_JOB}..{SKIP - 1})")
+    rest, s = divmod(index - FIRST_JOB, len(SPLITS))
+    rest, b = divmod(rest, len(BW_PERCENTS))
+    c, w = divmod(rest, len(WAY_FRACTIONS))
+    return c, w, b, s
+
+
 def _decode(index: int) -> Action:
     if index < N_SCHEDULE:
         a, m = divmod(index, len(MEMORY_POLICIES))
         return ScheduleAction(AFFINITIES[a], MEMORY_POLICIES[m])
     if index == SKIP:
         return SkipAction()
-    rest = index - FIRST_JOB
-    rest, s = divmod(rest, len(SPLITS))
-    rest, b = divmod(rest, len(BW_PERCENTS))
-    c, w = divmod(rest, len(WAY_FRACTIONS))
+    c, w, b, s = job_options(index)
     return JobAction(CORE_FRACTIONS[c], WAY_FRACTIONS[w], BW_PERCENTS[b], SPLITS[s])
 
 
@@ -92,7 +105,9 @@ def encode(action: Action) -> int:
         s = SPLITS.index(action.split)
     except ValueError as exc:
         raise ValueError(f"{action} is not in the action encoding {ENCODING_VERSION}: {exc}") from None
-    return FIRST_JOB + ((c * len(WAY_FRACTIONS) + w) * len(BW_PERCENTS) + b) * len(SPLITS) + s
+    return job_index(c, w, b, s)
+
+
 
 
 def is_schedule(index: int) -> bool:

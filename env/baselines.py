@@ -40,6 +40,7 @@ import numpy as np
 
 from env import actions
 from env.actions import SKIP, JobAction, ScheduleAction, encode
+from env.nodespec import NodeSpec
 from env.allocate import GroupState, allocate, core_count
 from env.episode import DEFAULT_WINDOW, Episode, plan_window
 from env.errors import InputError
@@ -95,6 +96,20 @@ class ScriptChooser:
 # -- the fast evaluator the searches use (the sim model directly, same allocation code) ------------
 
 
+_ALLOCATIONS: dict[int, tuple[NodeSpec, dict[tuple, tuple]]] = {}
+
+
+def _allocation_table(node: NodeSpec) -> dict[tuple, tuple]:
+    """The node's allocations by (schedule, action, CPUs taken, way cursor), shared by every evaluator of the node
+    object: an allocation depends on the node and the group's state only, never on the jobs (bounded in size)."""
+    hit = _ALLOCATIONS.get(id(node))
+    if hit is None or hit[0] is not node or len(hit[1]) > 500_000:
+        if len(_ALLOCATIONS) > 16:
+            _ALLOCATIONS.clear()
+        hit = _ALLOCATIONS[id(node)] = (node, {})
+    return hit[1]
+
+
 class GroupEvaluator:
     """Makespan of one group on the simulated node, memoised by (schedule, ((job, action), ...))."""
 
@@ -109,7 +124,7 @@ class GroupEvaluator:
         self.l3_index = {d: i for i, d in enumerate(self.g.l3_ids)}
         self.numa_index = {d: i for i, d in enumerate(self.g.numa_ids)}
         self.memo: dict[tuple, float] = {}
-        self.alloc_memo: dict[tuple, tuple] = {}
+        self.alloc_memo = _allocation_table(node)
         self.job_memo: dict[tuple, object] = {}
         self.canon_memo: dict[tuple, object] = {}  # SimJobs by what the model sees (equal inputs, one object)
         self.group_memo: dict[tuple, float] = {}

@@ -123,7 +123,15 @@ class LocalSearch:
     def bound(self, slots: list[int], acts: list[int]) -> float:
         """A lower estimate of a group's makespan: its slowest member alone on the same cores (running beside
         others only slows a job down, except where placement differs)."""
-        return max(self.alone(s, a) for s, a in zip(slots, acts))
+        memo = self.alone_memo  # the hottest loop of the local search: the memo read inline
+        worst = -math.inf
+        for s, a in zip(slots, acts):
+            t = memo.get((s, a))
+            if t is None:
+                t = self.alone(s, a)
+            if t > worst:
+                worst = t
+        return worst
 
     def group_bound(self, mask: int) -> float:
         hit = self.bound_memo.get(mask)
@@ -255,40 +263,38 @@ class LocalSearch:
             return None
 
     def tune(self, t0: float, members: Members) -> tuple[float, Members]:
-        """Coordinate descent over each member's options (cores, ways, bandwidth cap, split), from ``members``
+        """Coordinate descent over each member's options (ways, bandwidth cap, split, cores), from ``members``
         (makespan ``t0``); the best found, as far as the budget goes."""
-        cur = [[s, *_fields(a)] for s, a in members]
+        cur = [[s, *actions.job_options(a)] for s, a in members]  # [slot, cores, ways, bw, split] option indices
         cur_t = t0
         try:
             improved = True
             while improved:
                 improved = False
                 for i in range(len(cur)):
-                    for dim, options in ((2, actions.WAY_FRACTIONS), (3, actions.BW_PERCENTS), (4, actions.SPLITS),
-                                         (1, actions.CORE_FRACTIONS)):
-                        for opt in options:
+                    for dim in _TUNE_DIMS:
+                        for opt in range(_N_OPTIONS[dim]):
                             if opt == cur[i][dim]:
                                 continue
                             trial = [list(x) for x in cur]
                             trial[i][dim] = opt
-                            t = self._score_fields(trial)
+                            t = self._score([(x[0], actions.job_index(*x[1:])) for x in trial])
                             if t < cur_t - 1e-9:
                                 cur, cur_t, improved = trial, t, True
         except BudgetSpent:
             pass
-        return cur_t, [(x[0], _encode(*x[1:])) for x in cur]
+        return cur_t, [(x[0], actions.job_index(*x[1:])) for x in cur]
 
-    def _score_fields(self, cur: list[list]) -> float:  # type: ignore[type-arg]
-        return self._score([(x[0], _encode(*x[1:])) for x in cur])
+
+#: The options ``tune`` steps through, in its order (index into [slot, cores, ways, bw, split]): ways, bandwidth cap,
+#: split, then cores.
+_TUNE_DIMS = (2, 3, 4, 1)
+_N_OPTIONS = {1: len(actions.CORE_FRACTIONS), 2: len(actions.WAY_FRACTIONS), 3: len(actions.BW_PERCENTS),
+              4: len(actions.SPLITS)}
 
 
 def _bits(mask: int) -> list[int]:
     return [i for i in range(mask.bit_length()) if mask >> i & 1]
-
-
-def _fields(a: int) -> tuple:  # type: ignore[type-arg]
-    j = actions.decode(a)
-    return (j.cores, j.ways, j.bw_percent, j.split)  # type: ignore[union-attr]
 
 
 def regroup(node: NodeSpec, names: Sequence[str], cmax: int, schedule: int, starts: Sequence[Sequence[Members]],
@@ -311,7 +317,7 @@ def regroup(node: NodeSpec, names: Sequence[str], cmax: int, schedule: int, star
         tried.add(frozenset(ls.climb(masks)))
         if ls.budget.calls >= ls.budget.limit:
             break
-    if len(names) <= EXACT_MAX_JOBS and not __import__("os").environ.get("LS_NOEXACT"):
+    if len(names) <= EXACT_MAX_JOBS:
         ls.exact()
     return ls.budget.calls
 

@@ -1,5 +1,8 @@
-"""The contention model of the simulated node (coscheduler.md §9). Pure Python on purpose: a group has at
-most a handful of jobs and domains, where list arithmetic beats numpy's per-call overhead.
+"""The contention model of the simulated node (coscheduler.md §9). Python is its definition: a group has at most a
+handful of jobs and domains, where list arithmetic beats numpy's per-call overhead. A group's run (``run_group``:
+``solve``, ``_cache_mb``, ``traffic_gb``) also exists in C (``env.sim.kernel``, ``native/src/simgroup.c``), the
+same arithmetic in the same order, giving the same doubles about 20x faster; ``run_group`` uses it where it is
+built, and tests compare both bit for bit.
 
 One job's time for its whole work, given what it holds and whom it runs with::
 
@@ -37,6 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from env.nodespec import NodeSpec
+from env.sim import kernel
 from env.sim.params import DEFAULT_PARAMS, SimParams
 
 
@@ -128,12 +132,13 @@ class SimJob:
     """One job placed in a group: what does not change while the group runs is computed once."""
 
     __slots__ = ("params", "n", "n_l3", "masks", "tc", "routes", "bmax", "comm_link", "l3_share", "core_cap",
-                 "ins_stream", "ins_reuse")
+                 "ins_stream", "ins_reuse", "record")
 
     def __init__(self, g: Geometry, params: JobParams, cpus: list[int] | tuple[int, ...], memory: str,
                  masks: dict[int, int] | None = None, mba_percent: dict[int, int] | None = None) -> None:
         sp = g.sp
         self.params = params
+        self.record: bytes | None = None  # env.sim.kernel's packed copy, made on first use
         n_numa = [0] * g.n_numa
         n_l3 = [0] * g.n_l3
         for c in cpus:
@@ -385,7 +390,14 @@ def solve(g: Geometry, jobs: list[SimJob]) -> list[float]:
 
 
 def run_group(g: Geometry, jobs: list[SimJob], factors: list[float] | None = None) -> list[float]:
-    """Event-driven run of one group: each job's end time (seconds from the group's start)."""
+    """Event-driven run of one group: each job's end time (seconds from the group's start). By the C kernel
+    (``env.sim.kernel``: the same arithmetic, the same doubles) where it is built, else by ``run_group_py``."""
+    ends = kernel.run_group(g, jobs, factors)
+    return ends if ends is not None else run_group_py(g, jobs, factors)
+
+
+def run_group_py(g: Geometry, jobs: list[SimJob], factors: list[float] | None = None) -> list[float]:
+    """``run_group`` in Python: the model's definition."""
     left = [1.0] * len(jobs)
     ends = [0.0] * len(jobs)
     active = list(range(len(jobs)))

@@ -1,0 +1,98 @@
+"""The simulated node's group run in C (``native/build/libcosched_sim.so``, source ``native/src/simgroup.c``): the
+same arithmetic as ``env.sim.model.run_group``, in the same order, so the same doubles (tests compare them bit for
+bit); about 20x faster, which is what the planners' searches spend most of their time on.
+
+``env.sim.model.run_group`` calls ``run_group`` here and runs its Python code when this returns None: no library
+(``make -C native`` builds it), ``COSCHED_SIM_KERNEL=python`` in the environment, or a node or group over the
+kernel's limits (16 NUMA domains, 64 L3 domains, 8 jobs). ``status()`` says which path runs and why.
+
+A job (``SimJob``) and a node (``Geometry``) are packed once into flat records of doubles (layout in
+``native/src/simgroup.h``) and kept on the object.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from array import array
+from pathlib import Path
+from typing import Any, Sequence
+
+LIB = Path(__file__).resolve().parents[2] / "native" / "build" / "libcosched_sim.so"
+MAX_DOMAINS, MAX_L3, MAX_JOBS = 16, 64, 8  # native/src/simgroup.h
+
+_lib: Any = None
+_why = ""
+
+
+def _load() -> Any:
+    global _lib, _why
+    if _lib is not None or _why:
+        return _lib
+    if os.environ.get("COSCHED_SIM_KERNEL", "auto") == "python":
+        _why = "COSCHED_SIM_KERNEL=python"
+        return None
+    try:
+        lib = ctypes.CDLL(str(LIB))
+    except OSError as e:
+        _why = f"no {LIB.name} ({e}); build it with: make -C native"
+        return None
+    fn = lib.sg_run_group
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_char_p,
+                   ctypes.POINTER(ctypes.c_double)]
+    fn.restype = ctypes.c_int
+    _lib = fn
+    return fn
+
+
+def status() -> str:
+    """Which implementation runs the node model's groups, and why."""
+    return f"C kernel ({LIB})" if _load() is not None else f"Python ({_why})"
+
+
+def node_record(g: Any) -> bytes | None:
+    """The geometry's record (kept on it), or None when the kernel cannot take this node."""
+    rec = getattr(g, "_kernel_record", False)
+    if rec is not False:
+        return rec  # type: ignore[no-any-return]
+    rec = None
+    if g.n_numa <= MAX_DOMAINS and g.n_l3 <= MAX_L3 and all(m < 2**53 for m in g.full_mask):
+        rec = array("d", [g.n_numa, g.n_l3, g.link_gbs, g.sp.overlap, g.sp.iterations, *g.bw, *g.way_mb]).tobytes()
+    g._kernel_record = rec
+    return rec
+
+
+def job_record(j: Any) -> bytes:
+    """The job's record (kept on it; a SimJob does not change once made)."""
+    rec: bytes | None = j.record
+    if rec is None:
+        p = j.params
+        flat = [0.0, j.tc, j.bmax, j.core_cap, j.ins_stream, j.ins_reuse, p.stream_gb, p.reuse_gb, p.ws_mb, p.ws2_mb,
+                p.ws2_share, j.n, len(j.routes), len(j.comm_link), *j.n_l3, *j.masks]
+        for route in j.routes:
+            flat.extend(route)
+        for link in j.comm_link:
+            flat.extend(link)
+        flat[0] = len(flat)
+        rec = j.record = array("d", flat).tobytes()
+    return rec
+
+
+def run_group(g: Any, jobs: Sequence[Any], factors: Sequence[float] | None = None) -> list[float] | None:
+    """Each job's end time, or None when the Python model must run it (see the module's docstring)."""
+    fn = _lib if _lib is not None else _load()
+    if fn is None or not 0 < len(jobs) <= MAX_JOBS:
+        return None
+    node = node_record(g)
+    if node is None:
+        return None
+    recs = b"".join([job_record(j) for j in jobs])
+    k = len(jobs)
+    out = (ctypes.c_double * k)()
+    fac = None if factors is None else array("d", factors).tobytes()
+    if fn(node, len(node) // 8, recs, len(recs) // 8, k, fac, out):
+        return None
+    return out[:]
+
+
+__all__ = ["run_group", "status", "LIB"]
