@@ -15,8 +15,8 @@ The search (a best-first *rollout* search, after Bertsekas' rollout algorithms a
   its groups' makespans; ``env.baselines.GroupEvaluator`` on a simulated node or a node-model file, whose memo
   makes repeated groups free);
 * finally the groups every rollout scored are recombined: the best partition of the chunk into already-scored
-  groups, plus every pair of the chunk's jobs on five core splits (``pair_groups``, like ``pairs``: a fixed
-  amount of work a chunk), per schedule action, by dynamic programming over subsets as ``best-found`` does, so a
+  groups, plus every pair of the chunk's jobs at its best core split (``pair_groups``, like ``pairs``: a
+  fixed amount of work a chunk), per schedule action, by dynamic programming over subsets as ``best-found`` does, so a
   good group found in one rollout and another found in a second make one plan;
 * then a local search (``env.localsearch``) from the best plan and each rollout's grouping moves jobs between
   groups (bounded by the members' times alone, so most moves cost no call), and tunes the final groups' options,
@@ -46,13 +46,12 @@ import heapq
 import itertools
 import math
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Callable, Sequence
 
 import numpy as np
 
 from env.episode import Episode, group_members, placed_groups
-from env.localsearch import CALLS_PER_ROLLOUT, regroup, tune
+from env.localsearch import CALLS_PER_ROLLOUT, LocalSearch, regroup, tune
 from env.nodespec import NodeSpec
 
 #: Rollouts a chunk gets by default (and 40 local-search calls each), for the W = 8 latency target (<= 50 ms a window,
@@ -63,7 +62,7 @@ from env.nodespec import NodeSpec
 #: machine then 3.2x slower than before); POST /schedule's p50 (bench/service_bench.py, W 6) was 52 ms at 8 and 62
 #: ms at 12 on that slow machine (the actor-only model 48 ms). On the development sweep (seed 3131) budget 8 kept
 #: every cell at >= 98.4 % of best-found (16: >= 98.9 %), so 8.
-DEFAULT_BUDGET = 8
+DEFAULT_BUDGET = 4
 MAX_BUDGET = 10_000
 #: Branches kept per visited state: the agent's next-best valid actions (more are rarely expanded within a budget).
 BRANCHES_PER_STATE = 4
@@ -229,32 +228,18 @@ def seen_groups(ep: Episode, makespans: list[float], seen: Seen) -> None:
             per[mask] = (t, members)
 
 
-#: The core splits a pair is scored with (all ways, no bandwidth cap): the complementary splits of the encoding.
-PAIR_SPLITS = ((Fraction(1, 8), Fraction(7, 8)), (Fraction(1, 4), Fraction(3, 4)), (Fraction(1, 2), Fraction(1, 2)),
-               (Fraction(3, 4), Fraction(1, 4)), (Fraction(7, 8), Fraction(1, 8)))
-
-
-def pair_groups(ep: Episode, schedule: int, scorer: Scorer,
-                seen: Seen) -> None:
-    """Add every pair of the chunk's jobs as a candidate group (like ``pairs``, the paper's OCRP-ML, on a small
-    grid: the five complementary core splits, all ways, no cap) under ``schedule``: a fixed amount of work a chunk
-    (at most 15 pairs x 5 splits for 6 jobs; the evaluator's memo makes repeats free), not counted in the budget.
-    Where the agent pairs poorly (Cmax 2) the recombination then finds the good pairing."""
+def pair_groups(ep: Episode, schedule: int, scorer: Scorer, seen: Seen) -> None:
+    """Add every pair of the chunk's jobs as a candidate group (like ``pairs``, the paper's OCRP-ML) under
+    ``schedule``, each at its best core split: ``env.localsearch.LocalSearch.cost`` (the maximal splits, all ways,
+    no cap; a split whose slower member alone is already no faster than the best found is not simulated). A fixed
+    amount of work a chunk (at most 15 pairs x 5 splits for 6 jobs; the evaluator's memo makes repeats free), not
+    counted in the budget. Where the agent pairs poorly (Cmax 2) the recombination then finds the good pairing."""
     if ep.max_concurrency < 2:
         return
-    from env.actions import BW_PERCENTS, SPLITS, WAY_FRACTIONS, JobAction, encode
-
-    acts = [(encode(JobAction(a, max(WAY_FRACTIONS), max(BW_PERCENTS), SPLITS[0])),  # type: ignore[arg-type]
-             encode(JobAction(b, max(WAY_FRACTIONS), max(BW_PERCENTS), SPLITS[0])))  # type: ignore[arg-type]
-            for a, b in PAIR_SPLITS]
-    per = seen.setdefault(schedule, {})
     names = [i.name for i in ep.infos]
+    ls = LocalSearch(ep.node, names, 2, schedule, scorer, seen.setdefault(schedule, {}), calls=UNCOUNTED)
     for i, j in itertools.combinations(range(len(names)), 2):
-        mask = (1 << i) | (1 << j)
-        for ai, aj in acts:
-            t = scorer(schedule, [(names[i], ai), (names[j], aj)])
-            if mask not in per or t < per[mask][0] - 1e-12:
-                per[mask] = (t, [(i, ai), (j, aj)])
+        ls.cost(1 << i | 1 << j)
 
 
 #: Recombination by the subset DP enumerates submasks (3^W steps): up to this many jobs a chunk (W = 10: 59,049).
@@ -262,8 +247,9 @@ def pair_groups(ep: Episode, schedule: int, scorer: Scorer,
 #: over the groups seen only, which gives up (the best rollout stands) past RECOMBINE_MAX_STEPS steps.
 RECOMBINE_MAX_JOBS = 10
 RECOMBINE_MAX_STEPS = 3 ** RECOMBINE_MAX_JOBS
-#: Pair candidates only for chunks of at most this many jobs (66 pairs x 5 splits): beyond, their simulations
-#: would cost more than the budget's rollouts (32 jobs: 2,480).
+#: Pair candidates only for chunks of at most this many jobs (66 pairs x at most 5 splits): beyond, their
+#: simulations would cost more than the budget's rollouts (32 jobs: 2,480).
+UNCOUNTED = 10**9  # the pairs' node-model calls: bounded by the pairs, not by the budget
 PAIR_MAX_JOBS = 12
 
 
