@@ -234,31 +234,31 @@ class LocalSearch:
         better: every bound is at most its group's cost)."""
         n = len(self.names)
         full = (1 << n) - 1
-        by_low: dict[int, list[int]] = {}
-        for m in range(1, full + 1):
-            if bin(m).count("1") <= self.cmax:
-                by_low.setdefault(m & -m, []).append(m)
+        groups, inside = _partition_table(n, self.cmax)
         try:
+            value = [0.0] * (full + 1)  # by group mask: its cost when known, else its bound
+            for g in groups:
+                hit = self.cost_memo.get(g)
+                value[g] = hit[0] if hit is not None else self.group_bound(g)
             while True:
-                value = {g: (self.cost_memo[g][0] if g in self.cost_memo else self.group_bound(g))
-                         for gs in by_low.values() for g in gs}
                 best = [0.0] + [math.inf] * full
                 choice = [0] * (full + 1)
                 for m in range(1, full + 1):
-                    for g in by_low[m & -m]:
-                        if g & m == g:
-                            t = value[g] + best[m ^ g]
-                            if t < best[m]:
-                                best[m], choice[m] = t, g
-                groups, m = [], full
+                    bm, cm = math.inf, 0
+                    for g in inside[m]:
+                        t = value[g] + best[m ^ g]
+                        if t < bm:
+                            bm, cm = t, g
+                    best[m], choice[m] = bm, cm
+                parts, m = [], full
                 while m:
-                    groups.append(choice[m])
+                    parts.append(choice[m])
                     m ^= choice[m]
-                unknown = [g for g in groups if g not in self.cost_memo]
+                unknown = [g for g in parts if g not in self.cost_memo]
                 if not unknown:
-                    return groups
+                    return parts
                 for g in unknown:
-                    self.cost(g)
+                    value[g] = self.cost(g)[0]
         except BudgetSpent:
             return None
 
@@ -291,6 +291,20 @@ class LocalSearch:
 _TUNE_DIMS = (2, 3, 4, 1)
 _N_OPTIONS = {1: len(actions.CORE_FRACTIONS), 2: len(actions.WAY_FRACTIONS), 3: len(actions.BW_PERCENTS),
               4: len(actions.SPLITS)}
+
+
+@functools.lru_cache(maxsize=16)
+def _partition_table(n: int, cmax: int) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
+    """For the exact partition of ``n`` jobs into groups of at most ``cmax``: every group (by its lowest job, then
+    its mask), and for each subset m of the jobs the groups that hold m's lowest job and lie inside m, in that
+    order (the same for every window of that shape: made once)."""
+    by_low: dict[int, list[int]] = {}
+    for m in range(1, 1 << n):
+        if m.bit_count() <= cmax:
+            by_low.setdefault(m & -m, []).append(m)
+    groups = tuple(g for gs in by_low.values() for g in gs)
+    inside = ((),) + tuple(tuple(g for g in by_low[m & -m] if g & m == g) for m in range(1, 1 << n))
+    return groups, inside
 
 
 def _bits(mask: int) -> list[int]:

@@ -111,6 +111,31 @@ class Geometry:
         self.numa_index = {d: i for i, d in enumerate(self.numa_ids)}
         self.link_gbs = sp.link_gbs
         self.sp = sp
+        self._layouts: dict[tuple[int, ...], tuple] = {}
+
+    def layout(self, cpus: list[int] | tuple[int, ...]) -> tuple[list[int], list[int], list[int], list[float], float, int]:
+        """What a job's CPUs make of it, whatever the job (memoised: the searches place jobs on the same CPU sets
+        again and again): its threads per NUMA domain and per L3, the domains it uses, its share of threads per
+        domain, how evenly they are split (x: 0 when all share a domain, 1 for an even split over all domains) and
+        its master thread's domain. Callers must not change the lists."""
+        key = tuple(cpus)
+        hit = self._layouts.get(key)
+        if hit is None:
+            n_numa = [0] * self.n_numa
+            n_l3 = [0] * self.n_l3
+            for c in cpus:
+                n_numa[self.cpu_numa[c]] += 1
+                n_l3[self.cpu_l3[c]] += 1
+            n = len(cpus)
+            doms = [s for s in range(self.n_numa) if n_numa[s]]
+            share = [x / n for x in n_numa]
+            x = 0.0
+            if self.n_numa > 1:
+                x = (1.0 - sum(s * s for s in share)) / (1.0 - 1.0 / self.n_numa)
+            if len(self._layouts) > 100_000:
+                self._layouts.clear()
+            hit = self._layouts[key] = (n_numa, n_l3, doms, share, x, self.cpu_numa[min(cpus)])
+        return hit
 
 
 _GEOMETRIES: dict[tuple[int, int], tuple[NodeSpec, Geometry]] = {}
@@ -139,11 +164,7 @@ class SimJob:
         sp = g.sp
         self.params = params
         self.record: bytes | None = None  # env.sim.kernel's packed copy, made on first use
-        n_numa = [0] * g.n_numa
-        n_l3 = [0] * g.n_l3
-        for c in cpus:
-            n_numa[g.cpu_numa[c]] += 1
-            n_l3[g.cpu_l3[c]] += 1
+        n_numa, n_l3, doms, share, x, master = g.layout(cpus)
         n = len(cpus)
         self.n = n
         self.n_l3 = n_l3
@@ -152,16 +173,9 @@ class SimJob:
         for li in range(g.n_l3):
             if n_l3[li]:
                 self.masks[li] = g.full_mask[li] if masks is None or li not in masks else masks[li] & g.full_mask[li]
-        doms = [s for s in range(g.n_numa) if n_numa[s]]
-        share = [x / n for x in n_numa]
-        # x: 0 when all threads share a domain, 1 for an even split over all domains
-        x = 0.0
-        if g.n_numa > 1:
-            x = (1.0 - sum(s * s for s in share)) / (1.0 - 1.0 / g.n_numa)
         p = params.parallel
         self.tc = params.work_s * ((1.0 - p) + p / n) * (1.0 + params.comm * x)
         # where its data lives
-        master = g.cpu_numa[min(cpus)]
         bind = int(memory[5:]) if memory.startswith("bind:") else None
         if bind is not None:
             dist = [1.0 if m == bind else 0.0 for m in range(g.n_numa)]
