@@ -105,28 +105,28 @@ class LocalSearch:
         self.budget = Budget(scorer, calls)
         self.seen = seen
         self.cost_memo: dict[int, tuple[float, Members]] = {}
-        self.alone_memo: dict[tuple[int, int], float] = {}
+        self.alone_rows: list[dict[int, float]] = [{} for _ in self.names]  # slot -> action -> makespan alone
         self.bound_memo: dict[int, float] = {}
         self.splits = {k: _split_actions(len(node.cpus), k) for k in range(1, cmax + 1)}
 
     def _score(self, members: Members) -> float:
         return self.budget(self.schedule, [(self.names[s], a) for s, a in members])
 
-    def alone(self, slot: int, split: int) -> float:
-        """Job ``slot``'s makespan alone with the option ``split`` (its index in the maximal splits' options)."""
-        key = (slot, split)
-        t = self.alone_memo.get(key)
+    def alone(self, slot: int, action: int) -> float:
+        """Job ``slot``'s makespan alone with the job action ``action`` (memoised)."""
+        row = self.alone_rows[slot]
+        t = row.get(action)
         if t is None:
-            t = self.alone_memo[key] = self._score([(slot, split)])
+            t = row[action] = self._score([(slot, action)])
         return t
 
     def bound(self, slots: list[int], acts: list[int]) -> float:
         """A lower estimate of a group's makespan: its slowest member alone on the same cores (running beside
         others only slows a job down, except where placement differs)."""
-        memo = self.alone_memo  # the hottest loop of the local search: the memo read inline
+        rows = self.alone_rows  # the hottest loop of the local search: the memo read inline
         worst = -math.inf
         for s, a in zip(slots, acts):
-            t = memo.get((s, a))
+            t = rows[s].get(a)
             if t is None:
                 t = self.alone(s, a)
             if t > worst:
@@ -137,7 +137,8 @@ class LocalSearch:
         hit = self.bound_memo.get(mask)
         if hit is None:
             slots = _bits(mask)
-            hit = self.bound_memo[mask] = min(self.bound(slots, acts) for acts in self.splits[len(slots)])
+            bound = self.bound
+            hit = self.bound_memo[mask] = min([bound(slots, acts) for acts in self.splits[len(slots)]])
         return hit
 
     def cost(self, mask: int) -> tuple[float, Members]:
@@ -148,10 +149,11 @@ class LocalSearch:
         slots = _bits(mask)
         best: tuple[float, Members] = self.seen.get(mask, (math.inf, []))
         orders = [[slots[i] for i in order] for order in MEMBER_ORDERS.get(len(slots), [tuple(range(len(slots)))])]
-        ranked = sorted(((self.bound(o, acts), i, o, acts) for i, o in enumerate(orders) for acts in self.splits[len(slots)]),
-                        key=lambda x: (x[0], x[1]))
-        for bound, _, order, acts in ranked:
-            if len(slots) > 1 and bound >= best[0] - 1e-12:
+        bound = self.bound
+        ranked = [(bound(o, acts), i, o, acts) for i, o in enumerate(orders) for acts in self.splits[len(slots)]]
+        ranked.sort(key=_bound_then_order)
+        for b, _, order, acts in ranked:
+            if len(slots) > 1 and b >= best[0] - 1e-12:
                 break
             members = list(zip(order, acts))
             t = self._score(members)
@@ -305,6 +307,10 @@ def _partition_table(n: int, cmax: int) -> tuple[tuple[int, ...], tuple[tuple[in
     groups = tuple(g for gs in by_low.values() for g in gs)
     inside = ((),) + tuple(tuple(g for g in by_low[m & -m] if g & m == g) for m in range(1, 1 << n))
     return groups, inside
+
+
+def _bound_then_order(x: tuple) -> tuple[float, int]:  # type: ignore[type-arg]
+    return x[0], x[1]
 
 
 def _bits(mask: int) -> list[int]:
