@@ -279,23 +279,28 @@ def _exhaustive_subset(ev: GroupEvaluator, schedule: int, names: list[str], grid
 
 
 def _best_partition(sub: dict[int, tuple[float, list[int]]], full: int) -> tuple[float, dict[int, int]]:
-    """DP over subsets: the partition of ``full`` into groups in ``sub`` with the least total makespan."""
+    """DP over subsets: the partition of ``full`` into groups in ``sub`` with the least total makespan (ties: the
+    group of the larger bitmask). Walks ``env.partitions.partition_table``'s subset lists, so groups larger than
+    ``sub``'s largest are never visited."""
+    from env.partitions import partition_table
+
+    n = full.bit_length()
+    _, inside = partition_table(n, max((g.bit_count() for g in sub), default=1))
+    value = [float("inf")] * (full + 1)
+    for g, (t, _) in sub.items():
+        if g <= full:
+            value[g] = t
     dp = [float("inf")] * (full + 1)
     choice = [0] * (full + 1)
     dp[0] = 0.0
     for m in range(1, full + 1):
-        low = m & -m
-        rest = m ^ low
-        t = rest
-        while True:  # every subset t of rest; the group is t | low
-            grp = t | low
-            if grp in sub and dp[m ^ grp] + sub[grp][0] < dp[m]:
-                dp[m] = dp[m ^ grp] + sub[grp][0]
-                choice[m] = grp
-            if t == 0:
-                break
-            t = (t - 1) & rest
-    return dp[full], {m: choice[m] for m in range(full + 1)}
+        best, grp = dp[m], 0
+        for g in reversed(inside[m]):
+            t = dp[m ^ g] + value[g]
+            if t < best:
+                best, grp = t, g
+        dp[m], choice[m] = best, grp
+    return dp[full], dict(enumerate(choice))
 
 
 def _refine_order(ranked: Sequence[int], k: int) -> list[int]:

@@ -25,6 +25,7 @@ from typing import Callable, Iterator, Sequence
 
 from env import actions
 from env.allocate import _core_count
+from env.partitions import partition_table
 from env.nodespec import NodeSpec
 
 Scorer = Callable[[int, Sequence[tuple[str, int]]], float]
@@ -236,7 +237,7 @@ class LocalSearch:
         better: every bound is at most its group's cost)."""
         n = len(self.names)
         full = (1 << n) - 1
-        groups, inside = _partition_table(n, self.cmax)
+        groups, inside = partition_table(n, self.cmax)
         try:
             value = [0.0] * (full + 1)  # by group mask: its cost when known, else its bound
             for g in groups:
@@ -293,20 +294,6 @@ class LocalSearch:
 _TUNE_DIMS = (2, 3, 4, 1)
 _N_OPTIONS = {1: len(actions.CORE_FRACTIONS), 2: len(actions.WAY_FRACTIONS), 3: len(actions.BW_PERCENTS),
               4: len(actions.SPLITS)}
-
-
-@functools.lru_cache(maxsize=16)
-def _partition_table(n: int, cmax: int) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
-    """For the exact partition of ``n`` jobs into groups of at most ``cmax``: every group (by its lowest job, then
-    its mask), and for each subset m of the jobs the groups that hold m's lowest job and lie inside m, in that
-    order (the same for every window of that shape: made once)."""
-    by_low: dict[int, list[int]] = {}
-    for m in range(1, 1 << n):
-        if m.bit_count() <= cmax:
-            by_low.setdefault(m & -m, []).append(m)
-    groups = tuple(g for gs in by_low.values() for g in gs)
-    inside = ((),) + tuple(tuple(g for g in by_low[m & -m] if g & m == g) for m in range(1, 1 << n))
-    return groups, inside
 
 
 def _bound_then_order(x: tuple) -> tuple[float, int]:  # type: ignore[type-arg]
