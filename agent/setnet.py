@@ -25,7 +25,7 @@ here" once for the 50 actions that share it.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping, TypeVar
+from typing import Any, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -110,32 +110,55 @@ def _linear(x: np.ndarray, p: Mapping[str, np.ndarray], name: str) -> np.ndarray
 def set_logits(shape: SetNetShape, params: Mapping[str, np.ndarray], tokens: np.ndarray, context: np.ndarray,
                current: int) -> np.ndarray:
     """The 257 logits for one state (float32)."""
-    x = np.asarray(tokens, dtype=np.float32)
-    c = np.asarray(context, dtype=np.float32)
-    n, d, H = x.shape[0], shape.d_model, shape.heads
+    return set_logits_many(shape, params, [(tokens, context, current)])[0]
+
+
+def set_logits_many(shape: SetNetShape, params: Mapping[str, np.ndarray],
+                    states: Sequence[tuple[np.ndarray, np.ndarray, int]]) -> np.ndarray:
+    """The logits (len(states), 257) of several (tokens, context, current) states in one pass: the tokens padded to
+    the longest state's, padding masked out of the attention (``PAD_SCORE``) and of the mean, as the torch network
+    does. One state takes exactly the unpadded arithmetic."""
+    B = len(states)
+    N = max([t.shape[0] for t, _, _ in states] + [0])
+    d, H = shape.d_model, shape.heads
     dh = d // H
-    h = _linear(x, params, "embed_token") + _linear(c, params, "embed_context")  # (n, d)
+    x = np.zeros((B, N, shape.d_token), np.float32)
+    counts = np.array([t.shape[0] for t, _, _ in states])
+    for i, (t, _, _) in enumerate(states):
+        x[i, : t.shape[0]] = t
+    c = np.stack([np.asarray(ctx, dtype=np.float32) for _, ctx, _ in states])
+    padded = bool((counts < N).any())
+    valid = np.arange(N)[None, :] < counts[:, None]  # (B, N)
+    h = _linear(x, params, "embed_token") + _linear(c, params, "embed_context")[:, None, :]  # (B, N, d)
     for i in range(shape.layers):
         p = f"blocks.{i}."
-        if n:
+        if N:
             y = _layer_norm(h, params[p + "norm1.weight"], params[p + "norm1.bias"])
-            qkv = _linear(y, params, p + "qkv").reshape(n, 3, H, dh).transpose(1, 2, 0, 3)  # (3, H, n, dh)
+            qkv = _linear(y, params, p + "qkv").reshape(B, N, 3, H, dh).transpose(2, 0, 3, 1, 4)  # (3, B, H, N, dh)
             q, k, v = qkv[0], qkv[1], qkv[2]
-            s = q @ k.transpose(0, 2, 1) / np.float32(np.sqrt(dh))  # (H, n, n)
+            s = q @ k.transpose(0, 1, 3, 2) / np.float32(np.sqrt(dh))  # (B, H, N, N)
+            if padded:
+                s = np.where(valid[:, None, None, :], s, np.float32(PAD_SCORE))
             s = s - s.max(axis=-1, keepdims=True)
             a = np.exp(s)
             a /= a.sum(axis=-1, keepdims=True)
-            att = (a @ v).transpose(1, 0, 2).reshape(n, d)
+            att = (a @ v).transpose(0, 2, 1, 3).reshape(B, N, d)
             h = h + _linear(att, params, p + "out")
             y = _layer_norm(h, params[p + "norm2.weight"], params[p + "norm2.bias"])
             h = h + _linear(np.maximum(_linear(y, params, p + "ff1"), 0.0), params, p + "ff2")
     h = _layer_norm(h, params["norm.weight"], params["norm.bias"])
-    cur = h[current] if 0 <= current < n else np.zeros(d, np.float32)
-    pooled = np.add.reduce(h, axis=0) / n if n else np.zeros(d, np.float32)
-    z = np.maximum(_linear(np.concatenate([cur, pooled, c]), params, "head1"), 0.0)
+    cur = np.zeros((B, d), np.float32)
+    pooled = np.zeros((B, d), np.float32)
+    for i, (_, _, k) in enumerate(states):
+        n = int(counts[i])
+        if 0 <= k < n:
+            cur[i] = h[i, k]
+        if n:
+            pooled[i] = np.add.reduce(h[i, :n], axis=0) / n
+    z = np.maximum(_linear(np.concatenate([cur, pooled, c], axis=1), params, "head1"), 0.0)
     out = _linear(z, params, "head2")
     if shape.n_factors:
-        out = out + params["action_factors"] @ _linear(z, params, "head_factors")
+        out = out + _linear(z, params, "head_factors") @ params["action_factors"].T
     return out.astype(np.float32)
 
 
@@ -159,4 +182,4 @@ def check_arrays(want: Mapping[str, tuple[int, ...]], params: Mapping[str, np.nd
     return None
 
 
-__all__ = ["ARCHITECTURE", "SetNetShape", "set_logits", "check_params", "check_arrays"]
+__all__ = ["ARCHITECTURE", "SetNetShape", "set_logits", "set_logits_many", "check_params", "check_arrays"]

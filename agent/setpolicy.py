@@ -15,14 +15,14 @@ head's action raised just above the best, so a search guided by them rolls out t
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from agent.grouping import GroupChooser, GroupPlanner
 from agent.modelfile import LoadedSetModel, NodeShape, load_set_model
 from agent.policy import masked_probs, sample_valid
-from agent.setnet import SetNetShape, set_logits
+from agent.setnet import SetNetShape, set_logits, set_logits_many
 
 
 class SetPolicy:
@@ -65,9 +65,17 @@ class SetPolicy:
         """What a search ranks actions by: the logits, the agent's own action on top."""
         logits = self.logits(episode)
         if self.group is not None:
-            a = self(None, mask, episode)
-            logits = logits.copy()
-            logits[a] = np.max(np.where(np.asarray(mask).astype(np.bool_), logits, -np.inf)) + np.float32(0.01)
+            logits = _on_top(logits.copy(), mask, self(None, mask, episode))
+        return logits
+
+    def search_scores_many(self, observations: Sequence[Any], masks: Sequence[np.ndarray],
+                           chosen: Sequence[int]) -> np.ndarray:
+        """``search_scores`` of several states at once (rows), from their ``episode.set_observation()``s and the
+        actions the agent chose there (one batched pass of the network: a search records the agent's whole
+        rollout, then scores it)."""
+        logits = set_logits_many(self.shape, self.params, [(o.tokens, o.context, o.current) for o in observations])
+        for row, mask, a in zip(logits, masks, chosen):
+            _on_top(row, mask, a)
         return logits
 
     def _actor_choice(self, obs: Any, mask: np.ndarray, episode: Any) -> int:
@@ -84,6 +92,12 @@ class SetPolicy:
         if self.deterministic:
             return int(np.argmax(np.where(m, logits, -np.inf)))
         return sample_valid(masked_probs(logits, m), m, self.rng)
+
+
+def _on_top(logits: np.ndarray, mask: np.ndarray, a: int) -> np.ndarray:
+    """``logits`` (changed in place) with action ``a`` just above the best valid one."""
+    logits[a] = np.max(np.where(np.asarray(mask).astype(np.bool_), logits, -np.inf)) + np.float32(0.01)
+    return logits
 
 
 __all__ = ["SetPolicy"]

@@ -109,6 +109,17 @@ class _Branch:
     prefix: tuple[int, ...] = field(compare=False)
 
 
+def _offer(heap: list[_Branch], counter: "itertools.count[int]", s: np.ndarray, a: int, valid: np.ndarray,
+           here: tuple[int, ...], depth: int, base_cost: float, branches: int) -> None:
+    """Push the ``branches`` best other valid actions of the state after ``here`` (scores ``s``, the agent's choice
+    ``a``) as branches of ``depth`` discrepancies, each costing its score gap more than ``base_cost``."""
+    others = valid[valid != a]
+    for alt in others[np.argsort(-s[others], kind="stable")[:branches]]:
+        gap = float(s[a] - s[alt])
+        if math.isfinite(gap):
+            heapq.heappush(heap, _Branch(depth, base_cost + gap, next(counter), here + (int(alt),)))
+
+
 def _greedy(scores: np.ndarray, valid: np.ndarray) -> int:
     """The agent's greedy rule: the first maximal valid index."""
     return int(valid[scores[valid].argmax()])
@@ -159,6 +170,7 @@ def _rollouts(new_episode: Callable[[], Episode], scores: Scores, scorer: Scorer
     same greedy action, without the scores of every action)."""
     reads_obs = getattr(scores, "reads_obs", True)  # a set-encoder's scores read the episode, not the vector
     choose = getattr(scores, "choose", None)
+    many = getattr(scores, "many", None) if choose is not None else None
     heap: list[_Branch] = []
     seen: Seen = {}  # see seen_groups
     counter = itertools.count()
@@ -173,6 +185,7 @@ def _rollouts(new_episode: Callable[[], Episode], scores: Scores, scorer: Scorer
         for a in prefix:
             ep._apply(a)  # the prefix was valid when it was recorded, in this very sequence of states
         grow = choose is None or len(heap) < budget - rollouts - 1  # its branches may be expanded within the budget
+        pending: list[tuple[tuple[int, ...], np.ndarray, int, np.ndarray, object]] = []  # states to score in one pass
         while not ep.done:
             mask = ep.action_mask()
             valid = mask.nonzero()[0]
@@ -182,17 +195,21 @@ def _rollouts(new_episode: Callable[[], Episode], scores: Scores, scorer: Scorer
             if not grow:
                 ep._apply(int(choose(mask, ep)))  # type: ignore[misc]
                 continue
+            if many is not None:  # the agent's choice now, every action's scores after the rollout
+                a = int(choose(mask, ep))  # type: ignore[misc]
+                if len(ep.history) >= len(prefix):
+                    pending.append((tuple(ep.history), valid, a, mask, scores.observe(ep)))  # type: ignore[attr-defined]
+                ep._apply(a)
+                continue
             s = np.asarray(scores(ep.observation() if reads_obs else None, mask, ep), dtype=np.float64)
             a = _greedy(s, valid)
             if len(ep.history) >= len(prefix):
-                others = valid[valid != a]
-                top = others[np.argsort(-s[others], kind="stable")[:branches]]
-                here = tuple(ep.history)
-                for alt in top:
-                    gap = float(s[a] - s[alt])
-                    if math.isfinite(gap):
-                        heapq.heappush(heap, _Branch(depth + 1, base_cost + gap, next(counter), here + (int(alt),)))
+                _offer(heap, counter, s, a, valid, tuple(ep.history), depth + 1, base_cost, branches)
             ep._apply(a)
+        if pending:
+            rows = many([x[4] for x in pending], [x[3] for x in pending], [x[2] for x in pending])
+            for (here, valid, a, _, _), s in zip(pending, np.asarray(rows, dtype=np.float64)):
+                _offer(heap, counter, s, a, valid, here, depth + 1, base_cost, branches)
         rollouts += 1
         makespans = episode_makespans(ep, scorer)
         total = sum(makespans)

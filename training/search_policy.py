@@ -80,6 +80,9 @@ class SearchingChooser:
 
         set_logits.reads_obs = False  # type: ignore[attr-defined]
         set_logits.choose = lambda mask, ep: inner(None, mask, ep)  # type: ignore[attr-defined] # the greedy action
+        if inner.group is not None:  # the head chooses: its rollout's states can be scored afterwards, in one pass
+            set_logits.observe = lambda ep: ep.set_observation()  # type: ignore[attr-defined]
+            set_logits.many = inner.search_scores_many  # type: ignore[attr-defined]
         self.scores = set_logits
         self.scorer: Any = None
         self.results: list[SearchResult] = []

@@ -9,7 +9,7 @@ import torch
 
 from agent.errors import ModelFileError
 from agent.modelfile import NodeShape, TrainedFor, load_set_model, write_set_model
-from agent.setnet import ARCHITECTURE, SetNetShape, check_params, set_logits
+from agent.setnet import ARCHITECTURE, SetNetShape, check_params, set_logits, set_logits_many
 from agent.setnet_torch import SetNet, collate
 from agent.setpolicy import SetPolicy
 
@@ -42,8 +42,11 @@ def test_numpy_and_torch_give_the_same_logits_on_a_padded_batch(factors: int) ->
     states = _states(1)
     with torch.no_grad():
         batch = net(*collate(states, shape.d_token)).numpy()
+    many = set_logits_many(shape, params, states)  # numpy's padded batch: one pass, the same logits
     for i, (t, c, k) in enumerate(states):
         np.testing.assert_allclose(set_logits(shape, params, t, c, k), batch[i], atol=2e-5)
+        np.testing.assert_allclose(many[i], batch[i], atol=2e-5)
+        np.testing.assert_array_equal(set_logits_many(shape, params, [(t, c, k)])[0], set_logits(shape, params, t, c, k))
 
 
 def test_permuting_the_tokens_permutes_nothing_in_the_logits() -> None:

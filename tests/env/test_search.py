@@ -92,6 +92,27 @@ def test_every_budget_beats_the_agent_and_keeps_to_its_work(policies) -> None:
     assert plan.predicted_throughput_vs_timeshare > plan.search.agent_predicted_throughput_vs_timeshare + 0.05  # 1.17 -> 1.26
 
 
+@pytest.mark.parametrize("budget", [4, 40])
+def test_rollouts_scored_in_one_pass_plan_as_scored_state_by_state(policies, budget: int) -> None:
+    """With the head choosing, a rollout's states are scored after it in one batched pass of the actor; the plans
+    are those of scoring each state as it is visited (the batch's float32 sums differ by ulps only)."""
+    from env import search
+
+    _, searching, ctx = policies
+    pol = searching(budget)
+    scores = pol.chooser(pol.model_for(ctx.node)).scores
+    many = scores.many
+    for names, cmax in WINDOWS:
+        w = window(names, cmax)
+        batched = pol.plan(w, ctx).model_dump_json()
+        del scores.many
+        try:
+            search._SCORERS.clear()
+            assert pol.plan(w, ctx).model_dump_json() == batched
+        finally:
+            scores.many = many
+
+
 def test_the_same_window_gives_the_same_plan(policies) -> None:
     """The budget counts rollouts, not time: fresh policies and a cold evaluator give the identical plan."""
     from env import search
