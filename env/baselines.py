@@ -101,7 +101,8 @@ _ALLOCATIONS: dict[int, tuple[NodeSpec, dict[tuple, tuple]]] = {}
 
 def _allocation_table(node: NodeSpec) -> dict[tuple, tuple]:
     """The node's allocations by (schedule, action, CPUs taken, way cursor), shared by every evaluator of the node
-    object: an allocation depends on the node and the group's state only, never on the jobs (bounded in size)."""
+    object: an allocation (and what the model sees of it: CPUs, memory policy, way masks and caps by domain index)
+    depends on the node and the group's state only, never on the jobs (bounded in size)."""
     hit = _ALLOCATIONS.get(id(node))
     if hit is None or hit[0] is not node or len(hit[1]) > 500_000:
         if len(_ALLOCATIONS) > 16:
@@ -165,20 +166,23 @@ class GroupEvaluator:
             if r is None:
                 st = GroupState(set(taken), dict(cursor))
                 alloc = allocate(self.node, sched.affinity, sched.memory, actions.decode(a), st)  # type: ignore[union-attr,arg-type]
-                r = (alloc, frozenset(st.taken_cpus), tuple(sorted(st.mask_cursor.items())))
+                place: tuple = ()
+                if alloc is not None:  # what the model sees of the placement (equal ones give equal SimJobs)
+                    masks = {self.l3_index[d]: m for d, (_, m) in alloc.l3.items()}
+                    mba = {self.numa_index[d]: p for d, p in alloc.mem_bw_percent.items()}
+                    place = ((alloc.cpus, memory_key(self.g, alloc.cpus, alloc.memory), tuple(sorted(masks.items())),
+                              tuple(sorted(mba.items()))), masks, mba)
+                r = (alloc, frozenset(st.taken_cpus), tuple(sorted(st.mask_cursor.items())), place)
                 self.alloc_memo[k] = r
-            alloc, taken, cursor = r
+            alloc, taken, cursor, place = r
             if alloc is None:
                 return None
             job = self.job_memo.get((name, k))
             if job is None:
-                masks = {self.l3_index[d]: m for d, (_, m) in alloc.l3.items()}
-                mba = {self.numa_index[d]: p for d, p in alloc.mem_bw_percent.items()}
-                canon = (name, alloc.cpus, memory_key(self.g, alloc.cpus, alloc.memory),
-                         tuple(sorted(masks.items())), tuple(sorted(mba.items())))
+                canon = (name, place[0])
                 job = self.canon_memo.get(canon)
                 if job is None:
-                    job = SimJob(self.g, self.by_name[name].params, alloc.cpus, alloc.memory, masks, mba)
+                    job = SimJob(self.g, self.by_name[name].params, alloc.cpus, alloc.memory, place[1], place[2])
                     self.canon_memo[canon] = job
                 self.job_memo[(name, k)] = job
             jobs.append(job)

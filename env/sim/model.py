@@ -227,8 +227,7 @@ def memory_key(g: Geometry, cpus: list[int] | tuple[int, ...], memory: str) -> s
         return "first-touch"
     if memory.startswith("bind:"):
         return memory
-    first = g.cpu_numa[cpus[0]]
-    if all(g.cpu_numa[c] == first for c in cpus):
+    if len(g.layout(cpus)[2]) == 1:  # all its CPUs in one domain
         return "first-touch"
     return memory
 
