@@ -82,8 +82,13 @@ def group_values(shape: GroupNetShape, p: Mapping[str, np.ndarray], h: np.ndarra
 def option_values(shape: GroupNetShape, p: Mapping[str, np.ndarray], h: np.ndarray, m: np.ndarray,
                   cores: np.ndarray, schedule: np.ndarray) -> np.ndarray:
     """Q (G, R) of R options per group: ``cores`` (G, R, K) core-option index per member, ``schedule`` (G, R)."""
-    z = h[:, None] + p["core.weight"][cores]  # (G, R, K, d)
-    z = _linear(np.maximum(_linear(z, p, "q_tok1"), 0.0), p, "q_tok2")
+    # a member's option token depends on the member and its core option only: the G x n_cores x K distinct tokens
+    # pass the two layers (as K-row matrices, like an option's own: the same arithmetic, the same float32 values),
+    # and the R options gather them
+    G, _, K = cores.shape
+    tok = h[:, None] + p["core.weight"][None, :, None]  # (G, n_cores, K, d)
+    tok = _linear(np.maximum(_linear(tok, p, "q_tok1"), 0.0), p, "q_tok2")
+    z = tok[np.arange(G)[:, None, None], cores, np.arange(K)[None, None, :]]  # (G, R, K, d)
     pooled = _pool(z, np.broadcast_to(m[:, None], cores.shape).astype(np.float32))
     q = np.concatenate([pooled, p["schedule.weight"][schedule]], -1)
     return _linear(np.maximum(_linear(q, p, "q1"), 0.0), p, "q2")[..., 0]

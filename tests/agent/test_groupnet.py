@@ -33,6 +33,23 @@ def _groups(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     return x, m, rng.integers(0, 5, (7, 9, 4)), rng.integers(0, 2, (7, 9))
 
 
+def test_option_values_gathered_member_tokens_are_every_options_own() -> None:
+    """option_values passes each (member, core option) token through its layers once and gathers them: to the bit,
+    what passing every option's own tokens gives."""
+    from agent.setnet import _linear
+
+    p = _params(3)
+    x, m, cores, sched = _groups(5)
+    h = encode(SHAPE, p, x, m)
+    z = h[:, None] + p["core.weight"][cores]  # (G, R, K, d): every option's own tokens
+    z = _linear(np.maximum(_linear(z, p, "q_tok1"), 0.0), p, "q_tok2")
+    mm = np.broadcast_to(m[:, None], cores.shape).astype(np.float32)[..., None]
+    pooled = np.concatenate([(z * mm).sum(-2), np.where(mm > 0, z, np.float32(-1e4)).max(-2), mm[..., 0].sum(-1, keepdims=True)], -1)
+    q = np.concatenate([pooled, p["schedule.weight"][sched]], -1)
+    want = _linear(np.maximum(_linear(q, p, "q1"), 0.0), p, "q2")[..., 0]
+    np.testing.assert_array_equal(option_values(SHAPE, p, h, m, cores, sched), want)
+
+
 def test_numpy_and_torch_give_the_same_values() -> None:
     torch.manual_seed(0)
     net = GroupNet(SHAPE)
