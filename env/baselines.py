@@ -96,19 +96,55 @@ class ScriptChooser:
 # -- the fast evaluator the searches use (the sim model directly, same allocation code) ------------
 
 
-_ALLOCATIONS: dict[int, tuple[NodeSpec, dict[tuple, tuple]]] = {}
+class AllocationTable:
+    """The node's allocations, shared by every evaluator of the node object: an allocation (and what the model sees
+    of it: CPUs, memory policy, way masks and caps by domain index) depends on the node, the schedule, the action
+    and what the group already holds, never on the jobs. Group states and placements are numbered, so a lookup
+    hashes three small integers."""
+
+    def __init__(self, node: NodeSpec) -> None:
+        self.node = node
+        self.entries: dict[tuple[int, int, int], tuple] = {}  # (schedule, action, state) -> see allocate
+        self.states: list[tuple[frozenset[int], tuple[tuple[int, int], ...]]] = [(frozenset(), ())]  # (CPUs, cursor)
+        self.state_ids = {self.states[0]: 0}
+        self.place_ids: dict[tuple, int] = {}
+
+    def allocate(self, g, schedule: int, a: int, state: int) -> tuple:  # noqa: ANN001 - g: env.sim.model.Geometry
+        """(allocation or None, the group's next state, the placement's id, (its domain masks, its caps))."""
+        from env.sim.model import memory_key
+
+        sched = actions.decode(schedule)
+        taken, cursor = self.states[state]
+        st = GroupState(set(taken), dict(cursor))
+        alloc = allocate(self.node, sched.affinity, sched.memory, actions.decode(a), st)  # type: ignore[union-attr,arg-type]
+        nxt = (frozenset(st.taken_cpus), tuple(sorted(st.mask_cursor.items())))
+        sid = self.state_ids.get(nxt)
+        if sid is None:
+            sid = self.state_ids[nxt] = len(self.states)
+            self.states.append(nxt)
+        r: tuple = (None, sid, -1, None)
+        if alloc is not None:  # what the model sees of the placement: equal ones give equal SimJobs
+            masks = {g.l3_index[d]: m for d, (_, m) in alloc.l3.items()}
+            mba = {g.numa_index[d]: p for d, p in alloc.mem_bw_percent.items()}
+            place = (alloc.cpus, memory_key(g, alloc.cpus, alloc.memory), tuple(sorted(masks.items())),
+                     tuple(sorted(mba.items())))
+            pid = self.place_ids.setdefault(place, len(self.place_ids))
+            r = (alloc, sid, pid, (masks, mba))
+        self.entries[(schedule, a, state)] = r
+        return r
 
 
-def _allocation_table(node: NodeSpec) -> dict[tuple, tuple]:
-    """The node's allocations by (schedule, action, CPUs taken, way cursor), shared by every evaluator of the node
-    object: an allocation (and what the model sees of it: CPUs, memory policy, way masks and caps by domain index)
-    depends on the node and the group's state only, never on the jobs (bounded in size)."""
+_ALLOCATIONS: dict[int, AllocationTable] = {}
+
+
+def _allocation_table(node: NodeSpec) -> AllocationTable:
+    """The node object's allocation table (a new one past 500,000 allocations, to bound its memory)."""
     hit = _ALLOCATIONS.get(id(node))
-    if hit is None or hit[0] is not node or len(hit[1]) > 500_000:
+    if hit is None or hit.node is not node or len(hit.entries) > 500_000:
         if len(_ALLOCATIONS) > 16:
             _ALLOCATIONS.clear()
-        hit = _ALLOCATIONS[id(node)] = (node, {})
-    return hit[1]
+        hit = _ALLOCATIONS[id(node)] = AllocationTable(node)
+    return hit
 
 
 class GroupEvaluator:
@@ -122,12 +158,9 @@ class GroupEvaluator:
         self.node = node
         self.g = geometry(node, world.params)
         self.by_name = world.entries
-        self.l3_index = {d: i for i, d in enumerate(self.g.l3_ids)}
-        self.numa_index = {d: i for i, d in enumerate(self.g.numa_ids)}
         self.memo: dict[tuple, float] = {}
         self.alloc_memo = _allocation_table(node)
-        self.job_memo: dict[tuple, object] = {}
-        self.canon_memo: dict[tuple, object] = {}  # SimJobs by what the model sees (equal inputs, one object)
+        self.job_memo: dict[tuple[str, int], object] = {}  # (job, placement id) -> its SimJob
         self.group_memo: dict[tuple, float] = {}
         self.evals = 0
 
@@ -152,39 +185,25 @@ class GroupEvaluator:
         return ms
 
     def _jobs(self, schedule: int, members: tuple[tuple[str, int], ...]) -> list | None:
-        """The group's SimJobs. An allocation depends only on (schedule, action, what the group already holds),
-        so allocations and SimJobs are memoised by exactly that."""
-        from env.sim.model import SimJob, memory_key
+        """The group's SimJobs. An allocation depends only on (schedule, action, what the group already holds)
+        (``AllocationTable``), and a SimJob only on the job and its placement, so both are memoised by that."""
+        from env.sim.model import SimJob
 
-        sched = actions.decode(schedule)
-        taken: frozenset[int] = frozenset()
-        cursor: tuple[tuple[int, int], ...] = ()
+        table = self.alloc_memo
+        entries = table.entries
+        state = 0
         jobs = []
         for name, a in members:
-            k = (schedule, a, taken, cursor)
-            r = self.alloc_memo.get(k)
+            r = entries.get((schedule, a, state))
             if r is None:
-                st = GroupState(set(taken), dict(cursor))
-                alloc = allocate(self.node, sched.affinity, sched.memory, actions.decode(a), st)  # type: ignore[union-attr,arg-type]
-                place: tuple = ()
-                if alloc is not None:  # what the model sees of the placement (equal ones give equal SimJobs)
-                    masks = {self.l3_index[d]: m for d, (_, m) in alloc.l3.items()}
-                    mba = {self.numa_index[d]: p for d, p in alloc.mem_bw_percent.items()}
-                    place = ((alloc.cpus, memory_key(self.g, alloc.cpus, alloc.memory), tuple(sorted(masks.items())),
-                              tuple(sorted(mba.items()))), masks, mba)
-                r = (alloc, frozenset(st.taken_cpus), tuple(sorted(st.mask_cursor.items())), place)
-                self.alloc_memo[k] = r
-            alloc, taken, cursor, place = r
+                r = table.allocate(self.g, schedule, a, state)
+            alloc, state, pid, place = r
             if alloc is None:
                 return None
-            job = self.job_memo.get((name, k))
+            job = self.job_memo.get((name, pid))
             if job is None:
-                canon = (name, place[0])
-                job = self.canon_memo.get(canon)
-                if job is None:
-                    job = SimJob(self.g, self.by_name[name].params, alloc.cpus, alloc.memory, place[1], place[2])
-                    self.canon_memo[canon] = job
-                self.job_memo[(name, k)] = job
+                job = self.job_memo[(name, pid)] = SimJob(self.g, self.by_name[name].params, alloc.cpus, alloc.memory,
+                                                          place[0], place[1])
             jobs.append(job)
         return jobs
 
