@@ -32,8 +32,9 @@ Scorer = Callable[[int, Sequence[tuple[str, int]]], float]
 Members = list[tuple[int, int]]  # (slot, job action) in placement order
 Seen = dict[int, tuple[float, Members]]  # slot bitmask -> (makespan, members), one schedule action
 
-#: Node-model calls the local search may make per rollout of the search's budget (budget 16: 640 calls,
-#: about 26 ms of one core cold on the reference node, 0.04 ms a call; the memo makes most repeats free).
+#: Node-model calls the local search may make per rollout of the search's budget (the default budget 4: 320 calls; a
+#: call costs about 0.04 ms cold on the reference node with the C group run, most of it finding the group's jobs and
+#: placements; the memo makes repeats free). See env.search.DEFAULT_BUDGET for how 4 x 80 was chosen.
 CALLS_PER_ROLLOUT = 80
 
 

@@ -54,14 +54,11 @@ from env.episode import Episode, group_members, placed_groups
 from env.localsearch import CALLS_PER_ROLLOUT, LocalSearch, regroup, tune
 from env.nodespec import NodeSpec
 
-#: Rollouts a chunk gets by default (and 40 local-search calls each), for the W = 8 latency target (<= 50 ms a window,
-#: median, one core), measured with bench/search_bench.py (cold evaluator memo, the shared 2-CPU machine, so noisy).
-#: Session 11: the model with a group-cost head plans its first rollout with the head (agent.grouping), which costs
-#: time in every rollout; side by side with the actor-only model at budget 16 (44.4 ms when last measured alone),
-#: the head's model took 0.98x at budget 8, 1.09x at 12 and 1.24x at 16 (medians 156 / 173 / 197 vs 159 ms, on a
-#: machine then 3.2x slower than before); POST /schedule's p50 (bench/service_bench.py, W 6) was 52 ms at 8 and 62
-#: ms at 12 on that slow machine (the actor-only model 48 ms). On the development sweep (seed 3131) budget 8 kept
-#: every cell at >= 98.4 % of best-found (16: >= 98.9 %), so 8.
+#: Rollouts a chunk gets by default (and CALLS_PER_ROLLOUT = 80 local-search calls each: 320), for the W = 8 latency
+#: target (<= 50 ms a window, median, one core; bench/search_bench.py: cold evaluator memo, the shared 2-CPU machine,
+#: so noisy). Chosen on the development sweep (seed 3131; docs/training.md, session 13): with branches in order of
+#: discrepancies, 4 rollouts x 80 calls plan as well as 8 x 40 (worst cell 98.9 %, mean 99.71 vs 99.81 %), and the
+#: local search's calls, not the rollouts, are what the quality needs (1 x 320: worst cell 98.4 %; 4 x 64: 98.1 %).
 DEFAULT_BUDGET = 4
 MAX_BUDGET = 10_000
 #: Branches kept per visited state: the agent's next-best valid actions (more are rarely expanded within a budget).
