@@ -72,3 +72,26 @@ def test_what_the_kernel_cannot_take_runs_in_python(monkeypatch) -> None:
     monkeypatch.setenv("COSCHED_SIM_KERNEL", "python")
     assert kernel.status() == "Python (COSCHED_SIM_KERNEL=python)"
     assert kernel.run_group(g, _random_group(g, rng, 2)) is None
+
+
+def test_the_shared_allocation_table_gives_what_a_fresh_one_gives() -> None:
+    """Evaluators of a node share its allocation table (allocations depend on the node and the group's state, never
+    on the jobs): a second evaluator reading a warm table gives the makespans of one that built its own."""
+    from env import baselines
+    from env.localsearch import _split_actions
+
+    node = load_node("sim:reference")
+    rng = random.Random(7)
+    names = [e.params.name for e in ENTRIES][:8]
+    groups = []
+    for _ in range(150):
+        combo = rng.choice(_split_actions(len(node.cpus), rng.randint(1, 4)))
+        groups.append((rng.randrange(6), [(rng.choice(names), a) for a in combo]))
+    first = baselines.GroupEvaluator(node)
+    warm = [first.makespan(s, m) for s, m in groups]
+    assert baselines.GroupEvaluator(node).alloc_memo is first.alloc_memo
+    baselines._ALLOCATIONS.clear()
+    fresh = baselines.GroupEvaluator(node)
+    assert fresh.alloc_memo is not first.alloc_memo
+    assert [fresh.makespan(s, m) for s, m in groups] == warm
+    assert [baselines.GroupEvaluator(node).makespan(s, m) for s, m in reversed(groups)] == warm[::-1]
