@@ -6,8 +6,10 @@
 Per budget: the median CPU time (``time.process_time``: this process's CPU, so a shared machine's other work does
 not count; numpy/BLAS pinned to one thread) to plan a window of W jobs, over seeded windows of every Cmax 2-4
 (``bench/agent_sweep.py``'s cells), after one warm-up plan; and the mean predicted throughput vs time sharing of the
-agent alone and of agent-search (simulated). The default budget (``env.search.DEFAULT_BUDGET``) is chosen from this
-table: the largest whose median fits 50 ms at W = 8.
+agent alone and of agent-search (simulated). Each window starts with a cold evaluator memo (no window reuses another's
+simulated groups or jobs); the node's allocation table (``env.baselines.AllocationTable``: which CPUs, ways and caps
+an action takes given what its group holds, the same for every window) fills over the windows, as in a running
+service. The default budget (``env.search.DEFAULT_BUDGET``) must fit 50 ms at W = 8 here.
 """
 
 from __future__ import annotations
