@@ -29,7 +29,9 @@ The search takes the agent as a function (``env`` does not import ``agent/`` or 
 mask, episode)`` (the actor's logits, or log-probabilities; ``obs`` is None when the function has ``reads_obs =
 False``, as a set encoder's reads the episode) and the greedy rule it implies (the first maximal valid index, as
 the agent's chooser picks); ``scores.choose(mask, episode)``, when the function has it, is that greedy action
-computed more cheaply (the set policy's own chooser). The set-encoder model plans any window of up to 32 jobs (SET_MAX_WINDOW) as one chunk
+computed more cheaply (the set policy's own chooser); with ``scores.observe(episode)`` and ``scores.many(observed,
+masks, chosen)`` as well, a rollout that offers branches is played by ``choose`` and its states are scored after it,
+in one batch (the same scores as one at a time, up to float32 rounding). The set-encoder model plans any window of up to 32 jobs (SET_MAX_WINDOW) as one chunk
 (``env.episode.plan_window``), so the search sees every partition the agent can reach. Bounded work for a
 long chunk: up to RECOMBINE_MAX_JOBS (10) jobs the recombination is the subset DP (3^W steps, 59,049 at 10); above,
 a depth-first search over the groups seen, which gives up after RECOMBINE_MAX_STEPS (3^10) groups tried (the best
