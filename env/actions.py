@@ -108,8 +108,6 @@ def encode(action: Action) -> int:
     return job_index(c, w, b, s)
 
 
-
-
 def is_schedule(index: int) -> bool:
     return 0 <= index < N_SCHEDULE
 

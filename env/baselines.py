@@ -40,7 +40,6 @@ import numpy as np
 
 from env import actions
 from env.actions import SKIP, JobAction, ScheduleAction, encode
-from env.nodespec import NodeSpec
 from env.allocate import GroupState, allocate, core_count
 from env.episode import DEFAULT_WINDOW, Episode, plan_window
 from env.errors import InputError
@@ -159,7 +158,7 @@ class GroupEvaluator:
         self.g = geometry(node, world.params)
         self.by_name = world.entries
         self.memo: dict[tuple, float] = {}
-        self.alloc_memo = _allocation_table(node)
+        self.allocations = _allocation_table(node)
         self.job_memo: dict[tuple[str, int], object] = {}  # (job, placement id) -> its SimJob
         self.group_memo: dict[tuple, float] = {}
         self.evals = 0
@@ -189,7 +188,7 @@ class GroupEvaluator:
         (``AllocationTable``), and a SimJob only on the job and its placement, so both are memoised by that."""
         from env.sim.model import SimJob
 
-        table = self.alloc_memo
+        table = self.allocations
         entries = table.entries
         state = 0
         jobs = []

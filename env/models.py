@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 
 from env.actions import Affinity, MemoryPolicy
 from env.errors import InputError
+from env.localsearch import CALLS_PER_ROLLOUT
 
 NAME_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
 MAX_JOBS = 1024
@@ -150,8 +151,8 @@ class Enforcement(BaseModel):
 
 class SearchInfo(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    budget: int = Field(ge=1, description="rollouts allowed per chunk of the window, and 40 node-model calls of local "
-                        "search per rollout (counts work, not time)")
+    budget: int = Field(ge=1, description=f"rollouts allowed per chunk of the window, and {CALLS_PER_ROLLOUT} node-model "
+                        "calls of local search per rollout (counts work, not time)")
     rollouts: int = Field(ge=0, description="rollouts done, all chunks")
     local_calls: int = Field(0, ge=0, description="node-model calls the local search made, all chunks")
     chunks: int = Field(ge=0, description="episodes the window was planned in (an MLP model's W jobs each; a set model's up to 32)")

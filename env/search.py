@@ -31,8 +31,9 @@ False``, as a set encoder's reads the episode) and the greedy rule it implies (t
 the agent's chooser picks); ``scores.choose(mask, episode)``, when the function has it, is that greedy action
 computed more cheaply (the set policy's own chooser); with ``scores.observe(episode)`` and ``scores.many(observed,
 masks, chosen)`` as well, a rollout that offers branches is played by ``choose`` and its states are scored after it,
-in one batch (the same scores as one at a time, up to float32 rounding). The set-encoder model plans any window of up to 32 jobs (SET_MAX_WINDOW) as one chunk
-(``env.episode.plan_window``), so the search sees every partition the agent can reach. Bounded work for a
+in one batch (the same scores as one at a time, up to float32 rounding). The set-encoder model plans any window of
+up to 32 jobs (SET_MAX_WINDOW) as one chunk (``env.episode.plan_window``), so the search sees every partition the
+agent can reach. Bounded work for a
 long chunk: up to RECOMBINE_MAX_JOBS (10) jobs the recombination is the subset DP (3^W steps, 59,049 at 10); above,
 a depth-first search over the groups seen, which gives up after RECOMBINE_MAX_STEPS (3^10) groups tried (the best
 rollout then stands); pair candidates only up to PAIR_MAX_JOBS (12) jobs (66 pairs). A 32-job window costs the
@@ -63,6 +64,9 @@ from env.nodespec import NodeSpec
 #: local search's calls, not the rollouts, are what the quality needs (1 x 320: worst cell 98.4 %; 4 x 64: 98.1 %).
 DEFAULT_BUDGET = 4
 MAX_BUDGET = 10_000
+#: What --search-budget means, for every command that takes it.
+BUDGET_HELP = (f"agent-search: rollouts per window chunk, and {CALLS_PER_ROLLOUT} node-model calls of local search per "
+               f"rollout (counts work, not time: the same window gives the same plan; default {DEFAULT_BUDGET})")
 #: Branches kept per visited state: the agent's next-best valid actions (more are rarely expanded within a budget).
 BRANCHES_PER_STATE = 4
 

@@ -8,7 +8,7 @@ machine), and group runs are what the planners' searches spent most of their tim
 kernel's limits (16 NUMA domains, 64 L3 domains, 8 jobs). ``status()`` says which path runs and why.
 
 A job (``SimJob``) and a node (``Geometry``) are packed once into flat records of doubles (layout in
-``native/src/simgroup.h``) and kept on the object.
+``native/src/simgroup.h``) and kept on the object as ``record``.
 """
 
 from __future__ import annotations
@@ -52,15 +52,10 @@ def status() -> str:
 
 
 def node_record(g: Any) -> bytes | None:
-    """The geometry's record (kept on it), or None when the kernel cannot take this node."""
-    rec = getattr(g, "_kernel_record", False)
-    if rec is not False:
-        return rec  # type: ignore[no-any-return]
-    rec = None
+    """A node geometry's record (``Geometry`` keeps it as ``record``), or None when the kernel cannot take the node."""
     if g.n_numa <= MAX_DOMAINS and g.n_l3 <= MAX_L3 and all(m < 2**53 for m in g.full_mask):
-        rec = array("d", [g.n_numa, g.n_l3, g.link_gbs, g.sp.overlap, g.sp.iterations, *g.bw, *g.way_mb]).tobytes()
-    g._kernel_record = rec
-    return rec
+        return array("d", [g.n_numa, g.n_l3, g.link_gbs, g.sp.overlap, g.sp.iterations, *g.bw, *g.way_mb]).tobytes()
+    return None
 
 
 def job_record(j: Any) -> bytes:
@@ -84,7 +79,7 @@ def run_group(g: Any, jobs: Sequence[Any], factors: Sequence[float] | None = Non
     fn = _lib if _lib is not None else _load()
     if fn is None or not 0 < len(jobs) <= MAX_JOBS:
         return None
-    node = node_record(g)
+    node = g.record
     if node is None:
         return None
     recs = b"".join([job_record(j) for j in jobs])

@@ -112,6 +112,7 @@ class Geometry:
         self.link_gbs = sp.link_gbs
         self.sp = sp
         self._layouts: dict[tuple[int, ...], tuple] = {}
+        self.record = kernel.node_record(self)  # the C group run's copy (None: over its limits)
 
     def layout(self, cpus: list[int] | tuple[int, ...]) -> tuple[list[int], list[int], list[int], list[float], float, int]:
         """What a job's CPUs make of it, whatever the job (memoised: the searches place jobs on the same CPU sets

@@ -13,6 +13,7 @@ from rich.table import Table
 from env.errors import InputError
 from env.evaluate import DEFAULT_EVAL_POLICIES
 from env.nodes import DEFAULT_SIM_NODE
+from env.search import BUDGET_HELP, DEFAULT_BUDGET
 from service.commands.schedule import _budget
 from service.output import emit
 
@@ -28,8 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--window-size", type=int, default=6, metavar="W", help="jobs planned together (longer windows are planned W at a time; default 6)")
     p.add_argument("--max-concurrency", type=int, default=None, metavar="C", help="override every window's max_concurrency (Cmax)")
     p.add_argument("--search-budget", type=_budget, default=None, metavar="N",
-                   help="agent-search: rollouts per window chunk, and 40 node-model calls of local search per rollout "
-                        "(default: env.search.DEFAULT_BUDGET)")
+                   help=BUDGET_HELP)
     p.add_argument("--model", default=None, metavar="M",
                    help="the model file agent, fifo and agent-search plan with (either format; default: the node's shipped model)")
     p.add_argument("--no-guard", action="store_true",
@@ -137,7 +137,6 @@ def run(args: argparse.Namespace) -> int:
     if args.search_budget is not None and "agent-search" not in policies:
         raise InputError("--search-budget is for the agent-search policy: add it to --policies")
     from env.baselines import POLICIES, register_policy
-    from env.search import DEFAULT_BUDGET
     from training.policies import AgentPolicy, FifoPolicy, load_for_node
     from training.search_policy import AgentSearchPolicy  # imported: the lazy policies are registered before saving
 

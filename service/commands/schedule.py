@@ -13,7 +13,7 @@ from env.cpulist import format_cpulist
 from env.errors import InputError
 from env.models import Plan
 from env.nodes import DEFAULT_SIM_NODE
-from env.search import DEFAULT_BUDGET, check_budget
+from env.search import BUDGET_HELP, check_budget
 from service.documents import read_window
 from service.output import emit
 
@@ -30,8 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    f"ships for the node or is given and the node has a node model to score plans on, agent with a model only, else {DEFAULT_POLICY})")
     p.add_argument("--model", default=None, help="model file for the agent policies")
     p.add_argument("--search-budget", type=_budget, default=None, metavar="N",
-                   help=f"agent-search: rollouts per window chunk, and 40 node-model calls of local search per rollout (counts "
-                        f"work, not time: the same window gives the same plan; default {DEFAULT_BUDGET})")
+                   help=BUDGET_HELP)
     p.add_argument("--seed", type=int, default=0, help="seed of the random policy (default 0)")
     p.add_argument("--pin-runtime", action="store_true", help="launch commands load the C pinning runtime")
     p.add_argument("--json", action="store_true", help="print the plan as one JSON document")

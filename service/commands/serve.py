@@ -18,6 +18,7 @@ import sys
 import time
 
 from env.errors import InputError
+from env.search import BUDGET_HELP
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,8 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--node", default="local", help="'local' (default) or 'sim:NAME': the node plans are for")
     p.add_argument("--model", default=None, metavar="M", help="the agent's model file (default: none, plan with 'greedy')")
     p.add_argument("--search-budget", type=int, default=None, metavar="N",
-                   help="agent-search's rollouts a window, and 40 node-model calls of local search per rollout (default 16; the "
-                        "same window gives the same plan for one budget)")
+                   help=BUDGET_HELP)
     p.add_argument("--workers", type=int, default=1, metavar="N", help="worker processes (default 1)")
     p.add_argument("--grace", type=float, default=10.0, metavar="S", help="seconds requests in flight get on shutdown (default 10)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],

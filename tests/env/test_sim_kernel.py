@@ -89,9 +89,9 @@ def test_the_shared_allocation_table_gives_what_a_fresh_one_gives() -> None:
         groups.append((rng.randrange(6), [(rng.choice(names), a) for a in combo]))
     first = baselines.GroupEvaluator(node)
     warm = [first.makespan(s, m) for s, m in groups]
-    assert baselines.GroupEvaluator(node).alloc_memo is first.alloc_memo
+    assert baselines.GroupEvaluator(node).allocations is first.allocations
     baselines._ALLOCATIONS.clear()
     fresh = baselines.GroupEvaluator(node)
-    assert fresh.alloc_memo is not first.alloc_memo
+    assert fresh.allocations is not first.allocations
     assert [fresh.makespan(s, m) for s, m in groups] == warm
     assert [baselines.GroupEvaluator(node).makespan(s, m) for s, m in reversed(groups)] == warm[::-1]
