@@ -258,7 +258,7 @@ def _members(mask: int) -> list[int]:
 
 
 class GroupChooser:
-    """``GroupPlanner`` as an ``env.episode`` chooser (it reads the episode: its jobs' features and solo times,
+    """``GroupPlanner`` as an ``env.episode.window`` chooser (it reads the episode: its jobs' features and solo times,
     the open group, the queue). ``fallback``: the chooser asked in a state the plan does not cover (a schedule
     action the head has no option for, or a planned action the mask forbids)."""
 

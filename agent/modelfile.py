@@ -85,9 +85,9 @@ class GroupHeadMeta(BaseModel):
     model_config = ConfigDict(extra="forbid")
     architecture: str  # agent.groupnet.GROUP_ARCHITECTURE
     net: dict[str, int]  # agent.groupnet.GroupNetShape.to_dict()
-    core_actions: list[int]  # core option i -> the job action (env.actions index) that takes it
+    core_actions: list[int]  # core option i -> the job action (env.plan.actions index) that takes it
     core_cpus: list[int]  # core option i -> the CPUs it takes on the node
-    schedule_actions: list[int]  # schedule option s -> the schedule action (env.actions index)
+    schedule_actions: list[int]  # schedule option s -> the schedule action (env.plan.actions index)
     training: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -101,7 +101,7 @@ class SetModelMeta(BaseModel):
     action_encoding: str
     architecture: str  # agent.setnet.ARCHITECTURE
     net: dict[str, int]  # agent.setnet.SetNetShape.to_dict()
-    observation: str  # the episode's layout the network reads (env.episode: "set-v1")
+    observation: str  # the episode's layout the network reads (env.episode.window: "set-v1")
     max_window: int = Field(ge=1)
     max_concurrency: int = Field(ge=1)
     trained_for: TrainedFor

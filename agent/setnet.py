@@ -2,7 +2,7 @@
 forward pass for one state. No torch here: the service plans with this; ``agent.setnet_torch`` is the same
 network in torch for training, with the same parameter names, and a test checks both give the same logits.
 
-Input (any window, any Cmax; the episode builds it, ``env.episode.Episode.set_observation``):
+Input (any window, any Cmax; the episode builds it, ``env.episode.window.Episode.set_observation``):
 * ``tokens`` (n, d_token): one row a job still in play (its features and status values), in any order;
 * ``context`` (d_context,): the open group, Cmax, the schedule choice, counts;
 * ``current``: the index of the current job's token, or -1 at the schedule step.
@@ -11,12 +11,12 @@ Network (after Kool et al.'s attention model, without positions, so no job's pla
 every token is embedded and the embedded context added to it; ``layers`` pre-norm blocks of multi-head
 self-attention and a ReLU feed-forward follow, then a final layer norm. The head reads the current job's
 embedding (zeros at the schedule step), the mean of all embeddings and the context, and gives 257 logits
-(one per action of env.actions). Permuting the tokens permutes nothing in the output.
+(one per action of env.plan.actions). Permuting the tokens permutes nothing in the output.
 
 Factored actions (``n_factors`` > 0): besides one logit per action, the head scores each *option* (a core
 fraction, a way fraction, a bandwidth cap, a split, an affinity, a memory policy, skip), and an action's logit
 adds the scores of its options: ``head2(z) + head_factors(z) @ action_factors.T``. ``action_factors`` (n_actions,
-n_factors) is the 0/1 incidence of actions and options, made by the trainer from env.actions and stored with the
+n_factors) is the 0/1 incidence of actions and options, made by the trainer from env.plan.actions and stored with the
 weights (this module knows nothing of the encoding). Why: 250 job actions are 5 × 5 × 5 × 2 options; a critic with
 one free output each must see every action to learn it, one that scores options learns "half the cores is good
 here" once for the 50 actions that share it.

@@ -1,7 +1,7 @@
 """The set-encoder actor as an episode chooser, numpy only (the service's path; no torch).
 
 ``SetPolicy(model)(obs, mask, episode) -> action`` and ``probs(obs, mask, episode)``: the chooser interface of
-``env.episode`` (``obs`` is not used: the network reads ``episode.set_observation()``, a set of job tokens that
+``env.episode.window`` (``obs`` is not used: the network reads ``episode.set_observation()``, a set of job tokens that
 any window size gives). Greedy by default (argmax of the logits over the valid actions); ``deterministic=False``
 samples with ``agent.policy.sample_valid`` and the policy's own seeded generator. ``fifo``: skip is never chosen
 while another action is open (the paper's "RL - FIFO").
@@ -26,7 +26,7 @@ from agent.setnet import SetNetShape, set_logits, set_logits_many
 
 
 class SetPolicy:
-    reads_obs = False  # it reads the episode (env.episode.run_episode then skips the vector observation)
+    reads_obs = False  # it reads the episode (env.episode.window.run_episode then skips the vector observation)
 
     def __init__(self, model: LoadedSetModel, *, deterministic: bool = True, seed: int | None = 0,
                  fifo: bool = False, group: bool = True) -> None:
@@ -52,7 +52,7 @@ class SetPolicy:
 
     def _mask(self, mask: np.ndarray) -> np.ndarray:
         m = np.asarray(mask).astype(np.bool_)
-        if self.fifo and m[-1] and m[:-1].any():  # skip is the last action (env.actions.SKIP)
+        if self.fifo and m[-1] and m[:-1].any():  # skip is the last action (env.plan.actions.SKIP)
             m = m.copy()
             m[-1] = False
         return m

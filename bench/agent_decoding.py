@@ -36,10 +36,10 @@ from agent_heldout import best_found, windows  # noqa: E402
 from agent.policy import masked_probs  # noqa: E402
 from agent.setnet import set_logits  # noqa: E402
 from agent.setpolicy import SetPolicy  # noqa: E402
-from env.actions import SKIP  # noqa: E402
-from env.baselines import register_policy  # noqa: E402
-from env.episode import SET_TOKEN_NAMES  # noqa: E402
-from env.nodes import load_node  # noqa: E402
+from env.plan.actions import SKIP  # noqa: E402
+from env.planners.baselines import register_policy  # noqa: E402
+from env.episode.window import SET_TOKEN_NAMES  # noqa: E402
+from env.sim.nodes import load_node  # noqa: E402
 from training.evaluation import evaluate_model  # noqa: E402
 from agent.modelfile import load_set_model  # noqa: E402
 from training.policies import AgentPolicy  # noqa: E402

@@ -19,12 +19,12 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from env.backend import SimBackend  # noqa: E402
-from env.baselines import PlanContext  # noqa: E402
-from env.episode import plan_window  # noqa: E402
-from env.jobinfo import sim_provider  # noqa: E402
-from env.models import Window, WindowJob  # noqa: E402
-from env.nodes import load_node  # noqa: E402
+from env.sim.backend import SimBackend  # noqa: E402
+from env.planners.baselines import PlanContext  # noqa: E402
+from env.episode.window import plan_window  # noqa: E402
+from env.episode.jobinfo import sim_provider  # noqa: E402
+from env.plan.models import Window, WindowJob  # noqa: E402
+from env.sim.nodes import load_node  # noqa: E402
 from env.sim.catalogue import ALL_JOBS, HELD_OUT_JOBS, TRAIN_JOBS  # noqa: E402
 from training.expert import Expert, expert_grid  # noqa: E402
 from agent.modelfile import load_set_model  # noqa: E402

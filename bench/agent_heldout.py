@@ -10,7 +10,7 @@ few tenths are resolved. best-found is a search of about half a second per windo
 is cached in training/results/heldout_bestfound_<node>.json (per window set and model fingerprint) for the next run.
 
 ``--diagnose`` splits the agent's gap into its two decisions, on the node model: the agent's own plan; the agent's
-*groups* with each group's best core split (``env.localsearch``: the maximal splits, full ways, no bandwidth cap;
+*groups* with each group's best core split (``env.planners.localsearch``: the maximal splits, full ways, no bandwidth cap;
 so only the options change); and the best partition of the window by the same group costs under the agent's schedule
 action. The first two differ by what the options cost, the last two by what the grouping costs.
 """
@@ -35,9 +35,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent.modelfile import load_set_model  # noqa: E402
-from env.evaluate import evaluate  # noqa: E402
-from env.models import Window, WindowJob  # noqa: E402
-from env.nodes import load_node  # noqa: E402
+from env.planners.evaluate import evaluate  # noqa: E402
+from env.plan.models import Window, WindowJob  # noqa: E402
+from env.sim.nodes import load_node  # noqa: E402
 from env.sim.catalogue import ALL_JOBS, HELD_OUT_JOBS  # noqa: E402
 from training.evaluation import RESULTS_DIR, evaluate_model  # noqa: E402
 
@@ -85,10 +85,10 @@ def diagnose(model, node, ws: list[Window]) -> np.ndarray:  # noqa: ANN001
     """Per window: solo time over (the agent's plan, its groups with their best core splits, the best partition
     by those group costs), all predicted on the node model (see the module's docstring)."""
     from agent.setpolicy import SetPolicy
-    from env.episode import placed_groups, plan_window
-    from env.jobinfo import sim_provider
-    from env.localsearch import LocalSearch
-    from env.search import episode_makespans, node_scorer
+    from env.episode.window import placed_groups, plan_window
+    from env.episode.jobinfo import sim_provider
+    from env.planners.localsearch import LocalSearch
+    from env.planners.search import episode_makespans, node_scorer
 
     policy = SetPolicy(model)  # the loaded model (agent.modelfile.LoadedSetModel)
     provider, scorer = sim_provider(node), node_scorer(node)

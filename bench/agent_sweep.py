@@ -1,6 +1,6 @@
 """The W ∈ {4, 6, 8, 12} × Cmax ∈ {2, 3, 4} sweep (coscheduler.md §8), simulated: per cell, seeded windows of W jobs
 drawn from the whole catalogue (at least one held-out job), planned by the agent, by agent-search (its default
-budget, ``env.search.DEFAULT_BUDGET``, or --search-budget) and by best-found; the tables give each one's mean
+budget, ``env.planners.search.DEFAULT_BUDGET``, or --search-budget) and by best-found; the tables give each one's mean
 throughput vs time sharing and its fraction of best-found's; the picture is a heat map of the two fractions.
 
     nice -n 10 .venv/bin/python bench/agent_sweep.py [--model training/models/sim-reference.npz]
@@ -13,7 +13,7 @@ agent-search with it. The baselines
 subset DP over all of the window's groups (793 at W = 12, Cmax 4; measured 0.7-6.2 s of CPU a window at W = 12 and
 3.5 s at W = 8, Cmax 4), the denominator a planner that sees the whole window must be measured against (chunks of
 6 give a weaker one: at W = 8, Cmax 4, 1.597 vs 1.790 on one window). ``--baseline-window 6`` gives the chunked
-figures of earlier sweeps. The figures are each policy's own plans (``env.evaluate``'s ``guard=False``):
+figures of earlier sweeps. The figures are each policy's own plans (``env.planners.evaluate``'s ``guard=False``):
 ``cosched schedule`` and the service would replace a plan predicted below time sharing.
 """
 
@@ -34,8 +34,8 @@ from pathlib import Path  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from env.models import Window, WindowJob  # noqa: E402
-from env.nodes import load_node  # noqa: E402
+from env.plan.models import Window, WindowJob  # noqa: E402
+from env.sim.nodes import load_node  # noqa: E402
 from env.sim.catalogue import ALL_JOBS, HELD_OUT_JOBS  # noqa: E402
 from training.evaluation import evaluate_model  # noqa: E402
 from agent.modelfile import load_set_model  # noqa: E402
@@ -76,8 +76,8 @@ def main() -> int:
         return 0
     ws = tuple(int(x) for x in args.ws.split(","))
     node = load_node(load_set_model(args.model).meta.trained_for.name)
-    from env.baselines import register_policy
-    from env.search import DEFAULT_BUDGET
+    from env.planners.baselines import register_policy
+    from env.planners.search import DEFAULT_BUDGET
     from training.search_policy import AgentSearchPolicy
 
     budget = args.search_budget or DEFAULT_BUDGET

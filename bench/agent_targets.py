@@ -26,9 +26,9 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from env.evaluate import read_windows  # noqa: E402
-from env.jobinfo import sim_provider  # noqa: E402
-from env.nodes import load_node  # noqa: E402
+from env.planners.evaluate import read_windows  # noqa: E402
+from env.episode.jobinfo import sim_provider  # noqa: E402
+from env.sim.nodes import load_node  # noqa: E402
 from training.evaluation import STANDARD_WINDOWS, evaluate_model, render_table  # noqa: E402
 from agent.modelfile import load_set_model  # noqa: E402
 
@@ -58,7 +58,7 @@ def main() -> int:
           f"process, {fig.get('steps')} env steps, {fig.get('updates')} updates (target <= 1800 s)")
 
     # Planning time of one W = 6 window with the agent policy (episode + numpy actor), one thread.
-    from env.baselines import PlanContext
+    from env.planners.baselines import PlanContext
     from training.policies import AgentPolicy
 
     pol = AgentPolicy(args.model)

@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from env.nodes import load_node  # noqa: E402
+from env.sim.nodes import load_node  # noqa: E402
 from env.sim.catalogue import TRAIN_JOBS  # noqa: E402
 
 RECIPE = ["--quiet"]  # the defaults of training/set_sac.py's Args
@@ -42,7 +42,7 @@ def main() -> int:
     ap.add_argument("--work", default="/tmp/cosched-calibrate-agent")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    from env.evaluate import read_windows
+    from env.planners.evaluate import read_windows
     from training.evaluation import STANDARD_WINDOWS, evaluate_model
 
     work = Path(a.work)

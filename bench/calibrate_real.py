@@ -43,7 +43,7 @@ def uptime() -> str:
 
 def profile_missing(jobs: list[dict], say) -> float:
     """``cosched profile`` for every job without a profile (with curves) on this node; returns wall seconds."""
-    from env.discover import local_node_id
+    from env.node.discover import local_node_id
     from profiler.store import ProfileStore
 
     key = local_node_id()
@@ -76,9 +76,9 @@ def main() -> int:
 
     from env.calibration.calibrate import CalibrationConfig, calibrate, makespan, predict_times
     from env.calibration.design import random_group
-    from env.interference import Runner, to_placement
-    from env.realprobe import local_backend
-    from env.discover import local_node_id
+    from env.measure.interference import Runner, to_placement
+    from env.real.probes import local_backend
+    from env.node.discover import local_node_id
     from service.commands.calibrate import _stored
 
     def say(msg: str) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from env.calibration.calibrate import CalibrationConfig, calibrate  # noqa: E402
-from env.nodes import load_node  # noqa: E402
+from env.sim.nodes import load_node  # noqa: E402
 from env.sim.measuring import sim_measuring_backend  # noqa: E402
 from env.sim.variants import model_for_node  # noqa: E402
 

@@ -39,9 +39,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from agent_heldout import best_found, windows  # noqa: E402
-from env.baselines import GroupEvaluator, _best_partition, _optimise_subset  # noqa: E402
-from env.jobinfo import sim_provider  # noqa: E402
-from env.nodes import load_node  # noqa: E402
+from env.planners.baselines import GroupEvaluator, _best_partition, _optimise_subset  # noqa: E402
+from env.episode.jobinfo import sim_provider  # noqa: E402
+from env.sim.nodes import load_node  # noqa: E402
 from env.sim.synthetic import synthetic_names  # noqa: E402
 from env.sim.world import world_for  # noqa: E402
 from training.expert import expert_grid  # noqa: E402

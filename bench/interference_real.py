@@ -5,7 +5,7 @@ the noise (medians of repeats with their spread; every figure is measured).
     python3 bench/interference_real.py [--jobs examples/calibration-jobs.json] [--names a,b] [--repeats 3]
 
 For the reference probe: its time alone and next to the pressure generator at levels 0.25..1 (the probe's
-own sensitivity: the generator's reach on this node). For each named job: ``env.interference``'s curves
+own sensitivity: the generator's reach on this node). For each named job: ``env.measure.interference``'s curves
 (sensitivity by level, pressure on the probe) through the real MeasuringBackend, ``--repeats`` times.
 Needs ``make native`` and, for the example jobs, ``python3 examples/make-data.py .cosched-example/text.txt``.
 """
@@ -20,11 +20,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from env.discover import discover  # noqa: E402
-from env.interference import BUBBLE_LEVELS, curve_cpus, measure_interference  # noqa: E402
-from env.models import Window  # noqa: E402
-from env.probing import BUBBLE, PROBE, Placement  # noqa: E402
-from env.realprobe import RealMeasuringBackend  # noqa: E402
+from env.node.discover import discover  # noqa: E402
+from env.measure.interference import BUBBLE_LEVELS, curve_cpus, measure_interference  # noqa: E402
+from env.plan.models import Window  # noqa: E402
+from env.measure.probing import BUBBLE, PROBE, Placement  # noqa: E402
+from env.real.probes import RealMeasuringBackend  # noqa: E402
 
 
 def fig(values: list[float]) -> str:

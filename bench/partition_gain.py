@@ -2,7 +2,7 @@
 
 1. The paper's Fig. 2 pairs: the best co-run of each pair without partitioning (all ways shared, no MBA cap)
    and with it (every way option x MBA cap of the action grid, exhaustively per core split), compact and
-   distributed first-touch (``env.sim.partitioning``).
+   distributed first-touch (``env.planners.partitioning``).
 2. best-found over the standard evaluation windows (``training/eval_windows.json``) on the full action grid, on
    the same grid without way / bandwidth options (``NO_PARTITIONING``: all ways, 100 %, balanced) and on the
    training expert's core-only grid: the mean throughput vs time sharing of each, and what ways / bandwidth add.
@@ -21,10 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from env.baselines import NO_PARTITIONING, GroupEvaluator, Grid, search  # noqa: E402
-from env.nodes import load_node  # noqa: E402
+from env.planners.baselines import NO_PARTITIONING, GroupEvaluator, Grid, search  # noqa: E402
+from env.sim.nodes import load_node  # noqa: E402
 from env.sim.catalogue import catalogue  # noqa: E402
-from env.sim.partitioning import pair_gain  # noqa: E402
+from env.planners.partitioning import pair_gain  # noqa: E402
 
 PAIRS = (("ocean_cp", "water_spatial"), ("FT", "fmm"), ("MG", "EP"))
 

@@ -7,9 +7,9 @@ Per budget: the median CPU time (``time.process_time``: this process's CPU, so a
 not count; numpy/BLAS pinned to one thread) to plan a window of W jobs, over seeded windows of every Cmax 2-4
 (``bench/agent_sweep.py``'s cells), after one warm-up plan; and the mean predicted throughput vs time sharing of the
 agent alone and of agent-search (simulated). Each window starts with a cold evaluator memo (no window reuses another's
-simulated groups or jobs); the node's allocation table (``env.baselines.AllocationTable``: which CPUs, ways and caps
+simulated groups or jobs); the node's allocation table (``env.planners.baselines.AllocationTable``: which CPUs, ways and caps
 an action takes given what its group holds, the same for every window) fills over the windows, as in a running
-service. The default budget (``env.search.DEFAULT_BUDGET``) must fit 50 ms at W = 8 here.
+service. The default budget (``env.planners.search.DEFAULT_BUDGET``) must fit 50 ms at W = 8 here.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ def main() -> int:
     ap.add_argument("--budgets", default="4,8,16,24,32")
     ap.add_argument("--windows", type=int, default=6, help="windows per Cmax (default 6)")
     args = ap.parse_args()
-    from env.baselines import PlanContext
-    from env.nodes import load_node
+    from env.planners.baselines import PlanContext
+    from env.sim.nodes import load_node
     from service.planning import provider_for
     from training.policies import AgentPolicy
     from training.search_policy import AgentSearchPolicy
@@ -51,7 +51,7 @@ def main() -> int:
     windows = [w for c in (2, 3, 4) for w in cell_windows(args.w, c, args.windows)]
     ctx = PlanContext(node=node, provider=provider)
     base = [agent.plan(w, ctx) for w in windows]
-    from env.backend import SimBackend
+    from env.sim.backend import SimBackend
 
     sim = SimBackend(node)
 
@@ -67,7 +67,7 @@ def main() -> int:
         pol.plan(windows[0], ctx)  # warm-up: imports, the chooser
         times, thrs = [], []
         for w in windows:
-            from env import search
+            from env.planners import search
 
             search._SCORERS.clear()  # a cold evaluator memo each window: no window benefits from another's groups
             t = time.process_time()

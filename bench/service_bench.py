@@ -71,7 +71,7 @@ end
 def windows(node: str, n: int = 16, seed: int = 7) -> list[dict]:
     """n windows of W catalogue jobs each (ids unique within a window), seeded."""
     sys.path.insert(0, str(ROOT))
-    from env.nodes import load_node
+    from env.sim.nodes import load_node
     from env.sim.catalogue import catalogue
 
     names = sorted(catalogue(load_node(node))) if node.startswith("sim:") else [f"job{i}" for i in range(20)]
@@ -128,8 +128,8 @@ def cpu_s(pid: int) -> float:
 def planner_ms(node: str, bodies: list[dict], model: str | None) -> tuple[float, str]:
     """Median time of service.planning.plan_window alone, in this process (what the service adds is the rest)."""
     sys.path.insert(0, str(ROOT))
-    from env.models import Window
-    from env.nodes import load_node
+    from env.plan.models import Window
+    from env.sim.nodes import load_node
     from service.app import load_served_model
     from service.planning import plan_window
 

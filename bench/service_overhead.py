@@ -32,7 +32,7 @@ def main() -> int:
     import httpx
 
     import service.planning as planning
-    from env.models import Window
+    from env.plan.models import Window
 
     jobs = ["MG", "EP", "CG", "FT", "IS", "SP"]
     body = json.dumps({"jobs": [{"id": f"{p}-{k}", "profile": p, "command": [f"./{p}"]} for k, p in enumerate(jobs)],

@@ -24,10 +24,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from env.baselines import GroupEvaluator, Grid, PlanContext, get_policy, search  # noqa: E402
-from env.jobinfo import sim_provider  # noqa: E402
-from env.models import Window, WindowJob  # noqa: E402
-from env.nodes import load_node  # noqa: E402
+from env.planners.baselines import GroupEvaluator, Grid, PlanContext, get_policy, search  # noqa: E402
+from env.episode.jobinfo import sim_provider  # noqa: E402
+from env.plan.models import Window, WindowJob  # noqa: E402
+from env.sim.nodes import load_node  # noqa: E402
 from env.sim.catalogue import ALL_JOBS  # noqa: E402
 from env.sim.simulate import clear_caches, simulate_plan  # noqa: E402
 
@@ -59,7 +59,7 @@ def windows_per_second(node, n_plans: int, repeat: int) -> tuple[float, float]:
 def env_episodes_per_second(n: int) -> float:
     import numpy as np
 
-    from env.gym_env import CoScheduleEnv
+    from env.episode.gym_env import CoScheduleEnv
 
     env = CoScheduleEnv()
     rng = np.random.default_rng(0)

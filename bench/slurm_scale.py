@@ -28,8 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from env.models import Window, WindowJob  # noqa: E402
-from env.nodes import load_node  # noqa: E402
+from env.plan.models import Window, WindowJob  # noqa: E402
+from env.sim.nodes import load_node  # noqa: E402
 from env.sim.catalogue import TRAIN_JOBS  # noqa: E402
 from service.slurm.controller import Controller, ControllerConfig  # noqa: E402
 from service.slurm.journal import Journal  # noqa: E402
@@ -83,7 +83,7 @@ def steady(nodes: int, rate: float, duration_s: float, poll_s: float, policy: st
            gather_s: float, seed: int) -> dict[str, float]:
     rng = random.Random(seed)
     solo = {name: 0.0 for name in TRAIN_JOBS}
-    from env.jobinfo import sim_provider
+    from env.episode.jobinfo import sim_provider
 
     prov = sim_provider(load_node(NODE))
     for name in solo:

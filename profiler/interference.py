@@ -8,8 +8,8 @@ A job's interference profile (Bubble-Up, Mars et al. MICRO 2011) holds what need
 
 Every measurement behind the curves is kept as a ``RunRecord`` (the placements and the times read), so a
 calibration can refit from the raw runs later. The profiler imports nothing of ``env``: a placement is
-stored here as plain data (``PlacementRecord``), which ``env.interference`` converts to and from
-``env.probing.Placement``.
+stored here as plain data (``PlacementRecord``), which ``env.measure.interference`` converts to and from
+``env.measure.probing.Placement``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def _utcnow() -> datetime:
 
 
 class PlacementRecord(BaseModel):
-    """One program of a measured group and where it ran (``env.probing.Placement`` as data)."""
+    """One program of a measured group and where it ran (``env.measure.probing.Placement`` as data)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     job: str = Field(min_length=1, max_length=128)

@@ -3,7 +3,7 @@
 This is the one place that starts a profiled process: ``cosched profile`` uses it for a solo profile, and
 the batch runner uses it to run (and profile) a job that has no profile yet. Everything about the
 process is a parameter: argv, environment, working directory, where its stdout/stderr go, the launch prefix
-(``numactl --physcpubind=...``: made by the caller with ``env.launch.solo_prefix``, the one place that builds
+(``numactl --physcpubind=...``: made by the caller with ``env.plan.launch.solo_prefix``, the one place that builds
 launch argv; this package imports nothing of ours), a timeout.
 
 What perf does not tell us, and how we learn it anyway (perf 6.1, measured here):
@@ -171,7 +171,7 @@ def run_under_perf(
     """Run ``argv`` under perf stat and wait for it. Never raises because the command failed: look at ``ok``.
 
     ``env`` is the command's whole environment (None: ours). ``launch_prefix`` goes between perf and the
-    command (the binding, from ``env.launch.solo_prefix``); ``bound_cpus`` records the CPUs it binds to.
+    command (the binding, from ``env.plan.launch.solo_prefix``); ``bound_cpus`` records the CPUs it binds to.
     ``perf_output`` keeps perf's CSV at that path (default: a temporary file, removed).
     ``on_tick(elapsed_s)`` is called about every ``tick_s`` while it runs.
     Raises ProfilerInputError when the command does not exist, ProfilerRunError when perf itself fails.

@@ -1,7 +1,7 @@
 """A solo profile of one command: a run on the whole node under perf, then (unless told not to) a second
 run bound to one core for the scale factor. A failed run is refused: no profile comes out of it.
 
-Both runs start with the launch prefix the caller gives (``env.launch.solo_prefix``: the whole node, and one
+Both runs start with the launch prefix the caller gives (``env.plan.launch.solo_prefix``: the whole node, and one
 core for the scale factor), so they are launched like every other job.
 
 Scale factor = time on one core / time on the whole node, both times being perf's ``duration_time`` (the
@@ -27,7 +27,7 @@ def one_core() -> int:
     return min(os.sched_getaffinity(0))
 
 
-#: CPUs -> the launch prefix binding a run to them (``env.launch.solo_prefix`` for a node); None: every CPU.
+#: CPUs -> the launch prefix binding a run to them (``env.plan.launch.solo_prefix`` for a node); None: every CPU.
 Launcher = Callable[[Sequence[int] | None], Sequence[str]]
 
 
@@ -60,7 +60,7 @@ def profile_command(
     argv = [str(a) for a in argv]
     resolve_command(argv, env, cwd)
     if scale and launcher is None:
-        raise ProfilerInputError("the one-core run needs a launcher (env.launch.solo_prefix) to bind it to one core")
+        raise ProfilerInputError("the one-core run needs a launcher (env.plan.launch.solo_prefix) to bind it to one core")
     version = perf_version()
 
     if on_phase:

@@ -51,11 +51,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent.modelfile import SetModelMeta, TrainedFor
-from env.discover import node_id as node_id_of
+from env.node.discover import node_id as node_id_of
 from env.errors import CoschedError, InputError
-from env.models import NAME_PATTERN, Plan, Window, WindowJob
-from env.nodes import load_node
-from env.nodespec import NodeSpec
+from env.plan.models import NAME_PATTERN, Plan, Window, WindowJob
+from env.sim.nodes import load_node
+from env.node.spec import NodeSpec
 from profiler.errors import ProfileNotFoundError, ProfilerError
 from profiler.models import Profile
 
@@ -488,16 +488,16 @@ ProfileName = Annotated[str, Path(pattern=NAME_PATTERN, description="1-128 chara
 def create_app(node_name: str = "local", model_path: str | None = None, token: str | None = None,
                search_budget: int | None = None) -> FastAPI:
     """The service for NODE ('local' or 'sim:NAME'), planning with the model at MODEL_PATH (or 'greedy');
-    ``search_budget``: agent-search's rollouts a window (default ``env.search.DEFAULT_BUDGET``).
+    ``search_budget``: agent-search's rollouts a window (default ``env.planners.search.DEFAULT_BUDGET``).
 
     Loads the node spec and the model now, so a bad node, model or budget fails here (InputError), not on a request.
     """
-    from env.search import check_budget
+    from env.planners.search import check_budget
     from service.planning import plan_window
 
     node = load_node(node_name)
     served = load_served_model(model_path, node)
-    from env.baselines import get_policy
+    from env.planners.baselines import get_policy
 
     get_policy(served.policy)  # a policy that cannot plan yet is refused now, not on every request
     if search_budget is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from env.models import RunReport
+from env.plan.models import RunReport
 
 
 def schedule_chart(report: RunReport, path: Path, node_cpus: list[int]) -> Path:

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from env.errors import InputError
-from env.models import Plan, Window
+from env.plan.models import Plan, Window
 from service.output import describe_validation_error
 
 

@@ -1,6 +1,6 @@
 """Planning a window for the command line and the service: the same episode code, a chosen policy.
 
-Simulated nodes (``sim:NAME``) plan from the simulated catalogue (``env.jobinfo.sim_provider``). The local
+Simulated nodes (``sim:NAME``) plan from the simulated catalogue (``env.episode.jobinfo.sim_provider``). The local
 node plans from its profile store (profiles keyed by this node's id); the feature pipeline is the model's
 when a model is used, else one fitted on the node's stored profiles (the baselines use the raw figures).
 """
@@ -11,14 +11,14 @@ import os
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from env.baselines import DEFAULT_POLICY, PlanContext, get_policy
+from env.planners.baselines import DEFAULT_POLICY, PlanContext, get_policy
 from env.errors import InputError
-from env.jobinfo import JobInfoProvider, sim_provider
-from env.launch import PINRT_LIB
-from env.search import guard_plan
-from env.models import Plan, RunReport, Window
-from env.nodes import load_node
-from env.nodespec import NodeSpec
+from env.episode.jobinfo import JobInfoProvider, sim_provider
+from env.plan.launch import PINRT_LIB
+from env.planners.search import guard_plan
+from env.plan.models import Plan, RunReport, Window
+from env.sim.nodes import load_node
+from env.node.spec import NodeSpec
 
 if TYPE_CHECKING:
     from profiler.features import FeaturePipeline
@@ -38,7 +38,7 @@ def _sim_with_pipeline(node: NodeSpec, pipeline: "FeaturePipeline") -> JobInfoPr
     scikit-learn on the serving path). Cached per node object and pipeline object (load_node hands out one
     object a spec, and pipelines live as long as their model): both are kept alive with their provider, so
     their ids are not reused while the entry stands, and no node is serialised per plan for a key."""
-    from env.jobinfo import ProfileProvider
+    from env.episode.jobinfo import ProfileProvider
 
     key = (id(node), id(pipeline))
     hit = _SIM_WITH.get(key)
@@ -60,8 +60,8 @@ def _sim_profiles(node_json: str) -> dict:
 
 def local_provider(node: NodeSpec, pipeline: "FeaturePipeline | None" = None) -> JobInfoProvider:
     """This node's stored profiles as job information."""
-    from env.discover import node_id
-    from env.jobinfo import ProfileProvider
+    from env.node.discover import node_id
+    from env.episode.jobinfo import ProfileProvider
     from profiler.store import ProfileStore
 
     store, nid = ProfileStore(), node_id(node)
@@ -100,7 +100,7 @@ MODEL_POLICIES = ("agent", "fifo", "agent-search")
 def default_policy(node: NodeSpec, model: object | None = None) -> str:
     """``agent-search`` when a model is given or ships for ``node`` and the node has a node model to score plans on
     (a simulated node); ``agent`` with a model but no node model (the real node); else the baseline default."""
-    from env.search import node_scorer
+    from env.planners.search import node_scorer
 
     if model is None:
         from training.policies import shipped_model_for
@@ -114,7 +114,7 @@ def plan_window(window: Window, node_name: str, *, policy: str | None = None, mo
                 pin_runtime: bool = False, seed: int | None = None, search_budget: int | None = None,
                 guard: bool = True) -> Plan:
     """The plan of ``window`` for ``node_name``: the policy's, unless it is predicted below time sharing (then the
-    best baseline's, saying why: ``env.search.guard_plan``). ``guard=False``: the policy's own plan, always."""
+    best baseline's, saying why: ``env.planners.search.guard_plan``). ``guard=False``: the policy's own plan, always."""
     node = load_node(node_name)
     name = policy or default_policy(node, model)
     if model is not None and name not in MODEL_POLICIES:
@@ -127,7 +127,7 @@ def plan_window(window: Window, node_name: str, *, policy: str | None = None, mo
 
         chosen = model if model is not None else shipped_model_for(node)  # given, else shipped
         if name == "agent-search":
-            from env.search import DEFAULT_BUDGET, check_budget
+            from env.planners.search import DEFAULT_BUDGET, check_budget
             from training.search_policy import agent_search_policy
 
             pol = agent_search_policy(chosen, check_budget(search_budget if search_budget is not None else DEFAULT_BUDGET))

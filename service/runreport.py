@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from env.models import Plan, RunGroup, RunReport
+from env.plan.models import Plan, RunGroup, RunReport
 
 
 def build_report(

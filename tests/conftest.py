@@ -8,7 +8,7 @@ from typing import Callable
 
 import pytest
 
-from env.cpulist import format_cpulist
+from env.node.cpulist import format_cpulist
 
 from model_support import write_tiny_set_model
 

@@ -14,10 +14,10 @@ def write_tiny_set_model(path: Path, node_name: str = "sim:reference") -> Path:
     from agent.modelfile import TrainedFor, write_set_model
     from agent.setnet import ARCHITECTURE, SetNetShape
     from agent.setnet_torch import SetNet
-    from env.discover import node_id
-    from env.episode import SET_CONTEXT_NAMES, SET_TOKEN_NAMES
-    from env.jobinfo import sim_provider
-    from env.nodes import load_node
+    from env.node.discover import node_id
+    from env.episode.window import SET_CONTEXT_NAMES, SET_TOKEN_NAMES
+    from env.episode.jobinfo import sim_provider
+    from env.sim.nodes import load_node
     from env.sim.catalogue import TRAIN_JOBS
     from profiler.features import FEATURE_SET_ID
     from training.policies import node_shape
@@ -41,8 +41,8 @@ def write_old_mlp_model(path: Path, node_name: str = "sim:reference") -> Path:
 
     import numpy as np
 
-    from env.discover import node_id
-    from env.nodes import load_node
+    from env.node.discover import node_id
+    from env.sim.nodes import load_node
     from profiler.features import FEATURE_SET_ID
 
     node = load_node(node_name)

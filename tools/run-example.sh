@@ -32,7 +32,7 @@ PY
 
 # A model of this node's own (trained for its id), or the node model's pipeline: calibrate -> train.
 read -r NODE_ID MODEL OWN < <(.venv/bin/python - <<'PY'
-from env.discover import local_node_id
+from env.node.discover import local_node_id
 from agent.modelfile import load_set_model
 from training.policies import local_model_path, user_models_dir
 

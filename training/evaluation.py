@@ -1,4 +1,4 @@
-"""The final evaluation of a trained model (the table a training run ends with), through ``env.evaluate``.
+"""The final evaluation of a trained model (the table a training run ends with), through ``env.planners.evaluate``.
 
 * sim: the standard evaluation file (``training/eval_windows.json``, held-out jobs included) with ``agent``,
   ``fifo``, ``timeshare``, ``greedy`` and ``random`` evaluated now; ``pairs`` and ``best-found`` (searches of
@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from env.baselines import POLICIES, register_policy
+from env.planners.baselines import POLICIES, register_policy
 
 STANDARD_WINDOWS = Path(__file__).resolve().parent / "eval_windows.json"
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -71,9 +71,9 @@ def cached_search_results(node_name: str, windows: Sequence[Any], fingerprint: s
 def evaluate_model(model: Any, node: Any, windows: Sequence[Any], policies: Sequence[str], *, backend: Any = None,
                    provider: Any = None, seed: int = 0, search: bool = False, window_size: int = 6,
                    progress: Callable[[int, str, float], None] | None = None) -> dict[str, Any]:
-    """``env.evaluate.evaluate`` with ``agent``/``fifo`` bound to ``model``; the search baselines from the cache
+    """``env.planners.evaluate.evaluate`` with ``agent``/``fifo`` bound to ``model``; the search baselines from the cache
     when allowed and available (``doc["from_cache"]`` lists them)."""
-    from env.evaluate import evaluate
+    from env.planners.evaluate import evaluate
 
     pols = list(policies)
     cached = None
@@ -114,7 +114,7 @@ def summary(doc: dict[str, Any]) -> dict[str, Any]:
 
 def final_evaluation(model_path: Path, setup: Any, cfg: Any, run_dir: Path, *, windows_file: str | None = None,
                      say: Callable[[str], None] = print) -> dict[str, Any]:
-    from env.evaluate import read_windows
+    from env.planners.evaluate import read_windows
 
     if setup.backend.name == "sim":
         windows = read_windows(windows_file or STANDARD_WINDOWS)

@@ -5,7 +5,7 @@ the actor, one wrong step leads to states the demonstrations never show, and err
 problem of sequential imitation). DAgger fixes it: run the current policy, ask the expert which action it
 would take in *each visited state*, add those (state, action) pairs to the cloning data, repeat.
 
-The expert here is the simulated node's search (``env.baselines``: the ``GroupEvaluator`` and the per-subset
+The expert here is the simulated node's search (``env.planners.baselines``: the ``GroupEvaluator`` and the per-subset
 optimiser of ``best-found``, on the teacher's reduced grid) completed from the episode's state:
 
 * step 0 (the schedule-level action): the search's schedule for the window;
@@ -28,9 +28,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from env import actions
-from env.actions import SKIP
-from env.episode import placed_actions
+from env.plan import actions
+from env.plan.actions import SKIP
+from env.episode.window import placed_actions
 
 _INF = float("inf")
 
@@ -39,7 +39,7 @@ TEACHER_GRID = dict(schedules=(0, 3), ways=(Fraction(4, 22), Fraction(8, 22), Fr
 
 
 def teacher_grid() -> Any:
-    from env.baselines import Grid
+    from env.planners.baselines import Grid
 
     return Grid(**TEACHER_GRID)
 
@@ -53,7 +53,7 @@ def expert_grid(name: str) -> Any:
     """``cores``: core options only (all ways, no bandwidth cap, balanced; schedules compact and distributed
     first-touch): on the standard evaluation windows the expert plans 1.512 vs best-found's 1.520 (99.5 %) at a
     tenth of the cost, and its labels are far easier to imitate. ``teacher``: ``TEACHER_GRID``."""
-    from env.baselines import Grid
+    from env.planners.baselines import Grid
 
     if name == "cores":
         return Grid(schedules=(0, 3), ways=(Fraction(22, 22),), bw=(100,), splits=("balanced",))
@@ -68,7 +68,7 @@ class Expert:
     """The search's best action from an episode state (one instance per node; memoises per window)."""
 
     def __init__(self, node: Any, grid: Any | None = None, *, rounds: int = 2, join_tolerance: float = 0.0) -> None:
-        from env.baselines import GroupEvaluator
+        from env.planners.baselines import GroupEvaluator
         self.node = node
         self.grid = grid if grid is not None else teacher_grid()
         self.rounds = rounds
@@ -96,14 +96,14 @@ class Expert:
             if len(self._open) > 200_000:
                 self._open = {}
             if len(self.ev.memo) > 400_000:  # bound the memory of a long run
-                from env.baselines import GroupEvaluator
+                from env.planners.baselines import GroupEvaluator
 
                 self.ev = GroupEvaluator(self.node)
         mask = ep.action_mask()
         self.last_values = None
         if ep.schedule_index is None:
             if self._schedule is None:
-                from env.baselines import search
+                from env.planners.baselines import search
 
                 self._schedule = self._best_schedule(names, ep.max_concurrency)
                 self._schedules[key] = self._schedule
@@ -127,7 +127,7 @@ class Expert:
         key = (schedule, names, cmax)
         sub = self._sub.get(key)
         if sub is None:
-            from env.baselines import _optimise_subset
+            from env.planners.baselines import _optimise_subset
 
             w = len(names)
             sub = {}
@@ -147,7 +147,7 @@ class Expert:
 
     @staticmethod
     def _dp(sub: dict[int, tuple[float, list[int]]], full: int) -> tuple[float, dict[int, int]]:
-        from env.baselines import _best_partition
+        from env.planners.baselines import _best_partition
 
         if full == 0:
             return 0.0, {0: 0}
@@ -164,7 +164,7 @@ class Expert:
             res = (ev.makespan(schedule, fixed), [])
             self._open[key] = res
             return res
-        from env.baselines import _optimise_subset
+        from env.planners.baselines import _optimise_subset
 
         self._open[key] = _optimise_subset(ev, schedule, new, g, self.rounds, starts=2, fixed=fixed, free=free)
         return self._open[key]

@@ -39,10 +39,10 @@ from typing import Any, Callable, Sequence  # noqa: E402
 import numpy as np  # noqa: E402
 
 from agent.groupnet import GROUP_ARCHITECTURE, GroupNetShape  # noqa: E402
-from env import actions  # noqa: E402
+from env.plan import actions  # noqa: E402
 
-SCHEDULES = (0, 3)  # compact and distributed first-touch (env.actions' schedule indices), the expert's
-MAX_GROUP = 4  # env.episode.SET_MAX_CMAX
+SCHEDULES = (0, 3)  # compact and distributed first-touch (env.plan.actions' schedule indices), the expert's
+MAX_GROUP = 4  # env.episode.window.SET_MAX_CMAX
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def _grid() -> Any:
 
 @lru_cache(maxsize=None)
 def _options(n_cpus: int, k: int) -> tuple[tuple[int, tuple[int, ...]], ...]:
-    from env.allocate import _core_count
+    from env.plan.allocate import _core_count
 
     cpus = [_core_count(n_cpus, c.numerator, c.denominator) for c in actions.CORE_FRACTIONS]
     combos = [c for c in itertools.product(range(len(cpus)), repeat=k) if sum(cpus[i] for i in c) <= n_cpus]
@@ -94,8 +94,8 @@ _POOL: list[Any] = []  # (node, pool of names) for the forked labelling workers
 
 
 def _label(task: tuple[int, int]) -> list[tuple[tuple[str, ...], list[float]]]:
-    from env.baselines import GroupEvaluator
-    from env.jobinfo import sim_provider
+    from env.planners.baselines import GroupEvaluator
+    from env.episode.jobinfo import sim_provider
 
     seed, n = task
     node, pool, cmax = _POOL
@@ -217,7 +217,7 @@ def fit(node: Any, records: Sequence[tuple[tuple[str, ...], list[float]]], provi
 
 def head_meta(node: Any, shape: dict[str, int], args: GroupHeadArgs, figures: dict[str, Any]) -> dict[str, Any]:
     """The model file's ``group_head`` document (``agent.modelfile.GroupHeadMeta``)."""
-    from env.allocate import core_count
+    from env.plan.allocate import core_count
 
     return {"architecture": GROUP_ARCHITECTURE, "net": shape,
             "core_actions": [core_action(i) for i in range(len(actions.CORE_FRACTIONS))],
@@ -254,8 +254,8 @@ def cli(argv: list[str] | None = None) -> int:
     ns = ap.parse_args(argv)
     from agent.errors import ModelFileError
     from agent.modelfile import load_set_model, write_set_model
-    from env.jobinfo import sim_provider
-    from env.nodes import load_node
+    from env.episode.jobinfo import sim_provider
+    from env.sim.nodes import load_node
 
     try:
         args = GroupHeadArgs(**{k: getattr(ns, k) for k in asdict(GroupHeadArgs())})

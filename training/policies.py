@@ -1,7 +1,7 @@
 """The ``agent`` and ``fifo`` policies: plans from a trained model file, numpy only (no torch on this path).
 
 * ``agent``: the actor chooses every action of the episode (schedule action, allocations, skips), greedily
-  (argmax over the valid actions), through ``env.episode.plan_window`` like every other policy.
+  (argmax over the valid actions), through ``env.episode.window.plan_window`` like every other policy.
 * ``fifo``: the paper's "RL - FIFO": the window's jobs in queue order, never skipped or reordered; the
   schedule action and every allocation still come from the actor (skip is taken away from its choices).
 
@@ -10,7 +10,7 @@ Which model: the one given (a path or a loaded model), else the model that ships
 simulated node, ``local`` with the same shape, preferring the same node id, for this machine). A model trained
 for another node shape or feature set is refused with one line (``agent.errors.ModelFileError``, exit 2).
 
-``env.baselines`` imports this module lazily the first time ``agent`` or ``fifo`` is asked for; importing it
+``env.planners.baselines`` imports this module lazily the first time ``agent`` or ``fifo`` is asked for; importing it
 registers both names.
 """
 
@@ -23,10 +23,10 @@ from typing import Any
 
 from agent.modelfile import LoadedSetModel, NodeShape, load_set_model
 from agent.setpolicy import SetPolicy
-from env.episode import SET_MAX_WINDOW, plan_window
+from env.episode.window import SET_MAX_WINDOW, plan_window
 from env.errors import InputError
-from env.models import ModelRef, Plan, Window
-from env.nodespec import NodeSpec
+from env.plan.models import ModelRef, Plan, Window
+from env.node.spec import NodeSpec
 
 MODELS_DIR = Path(__file__).resolve().parent / "models"
 ENV_MODELS_DIR = "COSCHED_MODELS_DIR"  # another folder of shipped models (tests; a site's own models)
@@ -51,8 +51,8 @@ def user_models_dir() -> Path:
 def local_model_path() -> Path:
     """The model ``make run`` plans this node with: the shipped (or the user's) model for its shape, else the
     file it trains one into first (``$COSCHED_HOME/models/<node id>.npz``)."""
-    from env.discover import node_id
-    from env.nodes import load_node
+    from env.node.discover import node_id
+    from env.sim.nodes import load_node
 
     node = load_node("local")
     return shipped_model_for(node) or user_models_dir() / f"{node_id(node)}.npz"
@@ -69,7 +69,7 @@ def shipped_model_for(node: NodeSpec) -> Path | None:
 
 @lru_cache(maxsize=16)
 def _model_for(node_json: str, stamp: tuple[tuple[str, int], ...]) -> Path | None:
-    from env.discover import node_id
+    from env.node.discover import node_id
     from profiler.features import FEATURE_SET_ID
 
     node = NodeSpec.model_validate_json(node_json)
@@ -222,7 +222,7 @@ def _cached_policy(name: str, model: str, _stamp: int) -> AgentPolicy:
 
 
 def _register() -> None:
-    from env.baselines import register_policy
+    from env.planners.baselines import register_policy
 
     register_policy("agent", AgentPolicy)
     register_policy("fifo", FifoPolicy)

@@ -1,8 +1,8 @@
-"""The ``agent-search`` policy: the trained actor guiding ``env.search`` on the node model (numpy only, no torch).
+"""The ``agent-search`` policy: the trained actor guiding ``env.planners.search`` on the node model (numpy only, no torch).
 
 The actor is used through its existing interface (``training.policies``: the loaded model, its chooser's logits);
-the search itself lives in ``env.search``. Without a node model to score on (the real node), the agent's own
-plan is returned and says so (``Plan.no_prediction``). ``env.baselines`` imports this module lazily.
+the search itself lives in ``env.planners.search``. Without a node model to score on (the real node), the agent's own
+plan is returned and says so (``Plan.no_prediction``). ``env.planners.baselines`` imports this module lazily.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Any
 
 from agent.modelfile import LoadedSetModel
 from agent.setpolicy import SetPolicy
-from env.episode import Episode, set_episode
-from env.models import Plan, SearchInfo, Window
-from env.search import (DEFAULT_BUDGET, ReplayChooser, SearchResult, check_budget, no_prediction_reason, node_scorer,
+from env.episode.window import Episode, set_episode
+from env.plan.models import Plan, SearchInfo, Window
+from env.planners.search import (DEFAULT_BUDGET, ReplayChooser, SearchResult, check_budget, no_prediction_reason, node_scorer,
                         search_chunk)
 from training.policies import AgentPolicy
 
@@ -66,9 +66,9 @@ class AgentSearchPolicy(AgentPolicy):
 
 class SearchingChooser:
     """A chooser for ``plan_window``: on the first step of each chunk's episode it searches that chunk (on fresh
-    episodes of the same jobs, ``env.search.search_chunk``) guided by the agent's chooser ``inner``, then replays
+    episodes of the same jobs, ``env.planners.search.search_chunk``) guided by the agent's chooser ``inner``, then replays
     the best plan found. ``inner``: the set-encoder's ``SetPolicy`` (its ``logits(episode)`` are the scores; the
-    fresh episodes come from ``env.episode.set_episode``, as ``plan_window`` makes the set model's)."""
+    fresh episodes come from ``env.episode.window.set_episode``, as ``plan_window`` makes the set model's)."""
 
     def __init__(self, inner: SetPolicy, budget: int) -> None:
         self.inner = inner
@@ -130,7 +130,7 @@ def _mtime(path: Any) -> int:
 
 
 def _register() -> None:
-    from env.baselines import register_policy
+    from env.planners.baselines import register_policy
 
     register_policy("agent-search", AgentSearchPolicy)
 

@@ -7,10 +7,10 @@ networks (``agent.setnet_torch.SetNet``: one actor, two critics, two target crit
 replay buffer, and the loop: play an episode with the actor's masked softmax, store its transitions, update.
 
 * Episodes: a training window of W jobs (W uniform in ``windows``), Cmax uniform in ``cmaxes``, drawn from the
-  training programs and generated jobs (``training.setup``), played on ``env.episode.set_episode`` (the one
+  training programs and generated jobs (``training.setup``), played on ``env.episode.window.set_episode`` (the one
   episode factory the planner uses too: the jobs as a set, in canonical order).
 * Reward: the step that closes group g gets ``reward_scale · (solo_g − makespan_g) / solo_total``, makespans
-  from the simulated node (``env.baselines.GroupEvaluator``, the model ``best-found`` searches). The return is
+  from the simulated node (``env.planners.baselines.GroupEvaluator``, the model ``best-found`` searches). The return is
   ``reward_scale · (1 − CoRunTime / SoloRunTime)``: the paper's final reward, redistributed to the groups.
 * Learner: discrete SAC with masks (``agent.sac.masked_policy``: masked logits, guarded p·Q and p·log p), the
   next state's mask in the buffer, twin critics, automatic α toward ``target_entropy_ratio · log n_valid``.
@@ -46,8 +46,8 @@ import numpy as np
 
 from agent.policy import masked_probs, sample_valid
 from agent.setnet import ARCHITECTURE, SetNetShape, set_logits
-from env import actions
-from env.episode import SET_CONTEXT_NAMES, SET_MAX_CMAX, SET_MAX_WINDOW, SET_TOKEN_NAMES, set_episode
+from env.plan import actions
+from env.episode.window import SET_CONTEXT_NAMES, SET_MAX_CMAX, SET_MAX_WINDOW, SET_TOKEN_NAMES, set_episode
 
 
 @dataclass
@@ -82,7 +82,7 @@ class Args:
     d_head_hidden: int = 64
     factored: bool = False  # the head also scores the actions' options (agent.setnet); measured not better yet (docs/training.md)
     # search distillation (expert iteration): one training episode in ``search_every`` is also searched by
-    # env.search guided by the current actor (``search_budget`` rollouts, scored on the node model); the best plan
+    # env.planners.search guided by the current actor (``search_budget`` rollouts, scored on the node model); the best plan
     # found joins the replay buffer and a demonstration buffer, and the actor's loss adds
     # ``distill_coef`` x the cross-entropy to its actions. 0 / 0.0 turn it off (SAC alone).
     search_every: int = 1
@@ -149,7 +149,7 @@ class Args:
 
 def action_factors() -> np.ndarray:
     """(257, options) 0/1: which options (affinity, memory policy, core fraction, way fraction, bandwidth cap,
-    split, skip) each action of env.actions is made of; the network's factored head sums their scores."""
+    split, skip) each action of env.plan.actions is made of; the network's factored head sums their scores."""
     options = [("affinity", x) for x in actions.AFFINITIES] + [("memory", x) for x in actions.MEMORY_POLICIES] + \
         [("cores", x) for x in actions.CORE_FRACTIONS] + [("ways", x) for x in actions.WAY_FRACTIONS] + \
         [("bw", x) for x in actions.BW_PERCENTS] + [("split", x) for x in actions.SPLITS] + [("skip", None)]
@@ -176,9 +176,9 @@ class Problem:
     """What the run trains on (sim): node, job information, the training job pool, the group evaluator."""
 
     def __init__(self, args: Args) -> None:
-        from env.baselines import GroupEvaluator
-        from env.episode import RewardConfig
-        from env.nodes import load_node
+        from env.planners.baselines import GroupEvaluator
+        from env.episode.window import RewardConfig
+        from env.sim.nodes import load_node
         from training.setup import sim_setup
 
         self.node = load_node(args.node)
@@ -190,23 +190,23 @@ class Problem:
         self.d_token = self.provider.n_features + len(SET_TOKEN_NAMES)
 
     def episode(self, names: list[str], cmax: int) -> Any:
-        from env.gym_env import _window_jobs
+        from env.episode.gym_env import _window_jobs
 
         return set_episode(self.node, _window_jobs(names), [self.provider.get(n) for n in names], cmax,
                            n_features=self.provider.n_features)
 
     def group_makespans(self, ep: Any) -> list[float]:
-        from env.episode import group_members
+        from env.episode.window import group_members
 
         return [self.ev.makespan(ep.schedule_index, members) for members in group_members(ep)]
 
 
 class RealProblem(Problem):
     """This node, measured: the window file's jobs (profiled first where missing), every episode's groups run for
-    real by ``env.realbackend.RealBackend`` (identical group configurations are measured once and reused)."""
+    real by ``env.real.backend.RealBackend`` (identical group configurations are measured once and reused)."""
 
     def __init__(self, args: Args, run_dir: Path) -> None:
-        from env.episode import RewardConfig
+        from env.episode.window import RewardConfig
         from training.setup import real_setup
 
         self.setup = real_setup(args.window_file, run_dir, window_size=args.windows[1], cmaxes=args.cmaxes,
@@ -219,7 +219,7 @@ class RealProblem(Problem):
         self.d_token = self.provider.n_features + len(SET_TOKEN_NAMES)
 
     def episode(self, names: list[str], cmax: int) -> Any:
-        from env.gym_env import _window_jobs
+        from env.episode.gym_env import _window_jobs
 
         jobs = [j.model_copy(update={"command": self.commands[j.profile_name].command,
                                      "env": self.commands[j.profile_name].env}) for j in _window_jobs(names)]
@@ -309,9 +309,9 @@ def play(problem: Problem, shape: SetNetShape, params: dict[str, np.ndarray] | N
 
 def searched_plan(problem: Problem, shape: SetNetShape, params: dict[str, np.ndarray], names: list[str], cmax: int,
                   budget: int) -> list[int]:
-    """The best plan ``env.search`` finds for this window within ``budget`` rollouts guided by the actor's logits
+    """The best plan ``env.planners.search`` finds for this window within ``budget`` rollouts guided by the actor's logits
     (the planner's agent-search, with the actor being trained), as the episode's action sequence."""
-    from env.search import search_chunk
+    from env.planners.search import search_chunk
 
     def scores(obs: Any, mask: Any, ep: Any) -> np.ndarray:
         return set_logits(shape, params, *state_of(ep))
@@ -764,8 +764,8 @@ def validate(problem: Problem, shape: SetNetShape, params: dict[str, np.ndarray]
 
 def _baselines(problem: Problem, windows: list[tuple[list[str], int]]) -> dict[str, Any]:
     """greedy on the validation windows: its mean and its mean per cell."""
-    from env.evaluate import evaluate
-    from env.models import Window, WindowJob
+    from env.planners.evaluate import evaluate
+    from env.plan.models import Window, WindowJob
 
     real = isinstance(problem, RealProblem)
     docs = [Window(jobs=[problem.commands[n].model_copy(update={"id": f"v{i}-{k}", "profile": n}) if real
@@ -782,7 +782,7 @@ def trained_for(problem: Problem) -> Any:
     """The node the model is for: the simulated node; this node (``local``) when trained on it for real or in its
     calibrated model (``cosched train --node local``)."""
     from agent.modelfile import TrainedFor
-    from env.discover import node_id
+    from env.node.discover import node_id
     from env.sim.world import world_for
     from training.policies import node_shape
 

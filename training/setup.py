@@ -1,11 +1,11 @@
 """What a training run trains on: the node, the backend, the job information and the windows.
 
 * ``--backend sim``: the simulated node, its catalogue, the training jobs (default: the paper's 12;
-  ``TRAIN_JOBS``; ``--synthetic-jobs N`` adds N generated ones), the feature pipeline fitted on them (``env.jobinfo.sim_provider``). Validation windows are
+  ``TRAIN_JOBS``; ``--synthetic-jobs N`` adds N generated ones), the feature pipeline fitted on them (``env.episode.jobinfo.sim_provider``). Validation windows are
   drawn, seeded, from the whole catalogue (held-out jobs included) and differ from ``training/eval_windows.json``.
 * ``--backend real``: this node (``local``), the jobs of a window document (default ``examples/window.json``),
   their profiles on this node (profiled first when missing), a pipeline fitted on those profiles, and
-  ``env.realbackend.RealBackend`` (groups executed for real; measured identical configurations reused and
+  ``env.real.backend.RealBackend`` (groups executed for real; measured identical configurations reused and
   counted as reused). The gym env is the same one; ``CommandEnv`` only gives its window jobs their commands.
 """
 
@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from env.backend import Backend, SimBackend
+from env.sim.backend import Backend, SimBackend
 from env.errors import InputError
-from env.gym_env import CoScheduleEnv
-from env.jobinfo import JobInfoProvider, ProfileProvider, sim_provider
-from env.models import Window, WindowJob
-from env.nodespec import NodeSpec
+from env.episode.gym_env import CoScheduleEnv
+from env.episode.jobinfo import JobInfoProvider, ProfileProvider, sim_provider
+from env.plan.models import Window, WindowJob
+from env.node.spec import NodeSpec
 
 DEFAULT_REAL_WINDOW = Path(__file__).resolve().parent.parent / "examples" / "window.json"
 VALIDATION_SEED = 7_070_707  # not the standard evaluation file's seed: validation never sees those windows
@@ -116,9 +116,9 @@ def read_window_file(path: str | Path) -> Window:
 def real_setup(window_file: str | Path | None, run_dir: Path, *, window_size: int, cmaxes: Sequence[int],
                reward: Any, profile_missing: bool = True, say: Callable[[str], None] = print,
                timeout_s: float | None = None, obs_layout: str = "slots-v1") -> Setup:
-    from env.discover import node_id
-    from env.nodes import load_node
-    from env.realbackend import RealBackend
+    from env.node.discover import node_id
+    from env.sim.nodes import load_node
+    from env.real.backend import RealBackend
     from profiler.features import FeaturePipeline
     from profiler.store import ProfileStore
 
@@ -137,7 +137,7 @@ def real_setup(window_file: str | Path | None, run_dir: Path, *, window_size: in
                 raise InputError(f"no profile named {name!r} on this node ({nid}): run `cosched profile --name {name} -- ...` first")
             from functools import partial
 
-            from env.launch import solo_prefix
+            from env.plan.launch import solo_prefix
             from profiler.profiling import profile_command
 
             say(f"profiling {name} (solo on the whole node, then on one core): real training needs its profile")

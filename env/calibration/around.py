@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import random
 
-from env.probing import Placement
+from env.measure.probing import Placement
 from env.sim.nodemodel import JobParamsDoc, ModelJob, NodeModel
 from env.sim.probes import GroupModel
 

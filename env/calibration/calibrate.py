@@ -2,7 +2,7 @@
 
 Steps (each measurement's node time counted):
 
-1. microbenchmarks (``env.interference.measure_node``): per-domain bandwidth and latency, local and remote:
+1. microbenchmarks (``env.measure.interference.measure_node``): per-domain bandwidth and latency, local and remote:
    read directly as the model's node-level numbers (domain bandwidth, link bandwidth, remote latency ratio);
 2. each job's interference curves (``measure_interference``) and solo design (``design.solo_design``), the
    reference probe's too (it is fitted like a job);
@@ -28,11 +28,11 @@ import numpy as np
 from env.calibration.design import random_group, solo_design
 from env.calibration.fit import Fit, Obs, Predictor
 from env.calibration.space import Space
-from env.discover import node_id
+from env.node.discover import node_id
 from env.errors import InputError
-from env.interference import Runner, curve_cpus, measure_interference, measure_node, to_placement
-from env.nodespec import NodeSpec
-from env.probing import BUBBLE, PROBE, Measurement, MeasuringBackend, Placement
+from env.measure.interference import Runner, curve_cpus, measure_interference, measure_node, to_placement
+from env.node.spec import NodeSpec
+from env.measure.probing import BUBBLE, PROBE, Measurement, MeasuringBackend, Placement
 from env.sim.nodemodel import HeldOutError, JobParamsDoc, ModelJob, NodeModel, Provenance, SimParamsDoc
 from env.sim.params import SimParams
 from profiler.interference import InterferenceProfile, NodeBench, RunRecord
@@ -373,7 +373,7 @@ def refit(model: NodeModel, records: Sequence[RunRecord], cfg: CalibrationConfig
           progress: Progress | None = None) -> tuple[NodeModel, Fit, int]:
     """``model`` refitted from ``records`` (everything measured on its node so far), warm-started from its own
     parameters with the same prior as the first fit. Returns (the new model, the fit, the records used)."""
-    from env.probing import BUILTINS
+    from env.measure.probing import BUILTINS
 
     jobs = [j.name for j in model.jobs]
     known = set(jobs) | set(BUILTINS)
@@ -399,7 +399,7 @@ def refit(model: NodeModel, records: Sequence[RunRecord], cfg: CalibrationConfig
 
 def predict_times(model: NodeModel, records: Sequence[RunRecord]) -> list[list[float | None] | None]:
     """The model's predicted time of each program of each record's group (None where it holds a job the model lacks)."""
-    from env.probing import BUILTINS
+    from env.measure.probing import BUILTINS
     from env.sim.probes import GroupModel
 
     gm = GroupModel(model.node, model.params.to_params(), model.job_params(), model.probe.to_params())

@@ -12,14 +12,14 @@ from __future__ import annotations
 import random
 from typing import Sequence
 
-from env.interference import curve_cpus
-from env.nodespec import NodeSpec
-from env.probing import BUBBLE, Placement
+from env.measure.interference import curve_cpus
+from env.node.spec import NodeSpec
+from env.measure.probing import BUBBLE, Placement
 
 
 def solo_design(node: NodeSpec, job: str, *, with_curves: bool = False) -> list[list[Placement]]:
     """Placements of ``job`` alone (and, with ``with_curves``, next to the generator: for the reference probe,
-    whose curves ``env.interference`` does not take)."""
+    whose curves ``env.measure.interference`` does not take)."""
     cpus, partner = curve_cpus(node)
     d0 = tuple(sorted(node.numa[0].cpus))
     out: list[list[Placement]] = [[Placement(job, d0)]] if d0 not in (cpus, tuple(node.cpus)) else []  # not a repeat

@@ -24,8 +24,8 @@ from scipy.optimize import least_squares
 from scipy.sparse import lil_matrix
 
 from env.calibration.space import Space
-from env.nodespec import NodeSpec
-from env.probing import BUBBLE, LATENCY, PROBE, STREAM, Placement
+from env.node.spec import NodeSpec
+from env.measure.probing import BUBBLE, LATENCY, PROBE, STREAM, Placement
 from env.sim.params import SimParams
 from env.sim.probes import DEFAULT_PROBE, GroupModel
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from env.calibration.calibrate import makespan, predict_times
 from env.calibration.store import CalibrationStore, model_path
-from env.models import PlanGroup, RunReport
-from env.probing import Placement
+from env.plan.models import PlanGroup, RunReport
+from env.measure.probing import Placement
 from profiler.interference import PlacementRecord, RunRecord
 
 
@@ -40,7 +40,7 @@ def group_record(group: PlanGroup, times: dict[str, float], simulated: bool, l3_
 def predict_and_record(report: RunReport, node_key: str, store: CalibrationStore | None = None) -> RunReport:
     """The report with each group's predicted makespan (where the node model can say) and where predictions came
     from; the groups stored in the calibration data. No node model: the report says so, nothing is stored."""
-    from env.nodes import load_node
+    from env.sim.nodes import load_node
     from env.sim.world import world_for
 
     path = model_path(node_key)

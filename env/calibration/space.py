@@ -3,7 +3,7 @@
 General on purpose: the fit (``env.calibration.fit``) knows only a vector, bounds, a prior and, per
 measurement, which entries it depends on. The per-job miss-ratio curve over L3 capacity (two working sets:
 ``ws_mb``, ``ws2_mb`` and the share ``ws2_share`` of the reuse traffic in the second) is three such fields; on
-an RDT node the profiler's L3-way and MBA curves (``env.interference``) are the runs that pin them down, elsewhere
+an RDT node the profiler's L3-way and MBA curves (``env.measure.interference``) are the runs that pin them down, elsewhere
 the generator's pressure curve and the co-run probes do, more loosely.
 
 Transforms: ``log`` fits log(v), ``log1p`` fits log(1 + v) (fields that may be 0), ``lin`` fits v,

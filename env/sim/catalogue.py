@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from env.nodespec import NodeSpec
+from env.node.spec import NodeSpec
 from env.sim.model import JobParams, solo_time
 from env.sim.params import DEFAULT_PARAMS, SimParams
 from env.sim.synthetic import WithGenerated, is_synthetic, synthetic_entry

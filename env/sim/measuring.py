@@ -1,7 +1,7 @@
 """The simulated node as black-box hardware: a ``MeasuringBackend`` whose parameters cannot be read through it.
 
 ``sim_measuring_backend(model, noise_sd, seed)`` returns an object with exactly the protocol of
-``env.probing.MeasuringBackend`` (``simulated``, ``shape()``, ``jobs()``, ``measure()``): the node model it
+``env.measure.probing.MeasuringBackend`` (``simulated``, ``shape()``, ``jobs()``, ``measure()``): the node model it
 simulates is held in the closure of those methods, never in an attribute, and the shape it reports is what
 discovery on a real node would give (CPUs, domains, L3 size and ways, CAT / MBA), without the per-domain
 bandwidth a node spec may carry. So the calibrator, given this object, can only run programs and read their
@@ -18,8 +18,8 @@ import math
 import random
 from typing import Sequence
 
-from env.nodespec import NodeSpec
-from env.probing import BUBBLE, Measurement, MeasuringBackend, Placement
+from env.node.spec import NodeSpec
+from env.measure.probing import BUBBLE, Measurement, MeasuringBackend, Placement
 from env.sim.nodemodel import NodeModel
 from env.sim.probes import GroupModel, check_group
 

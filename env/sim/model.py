@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from env.nodespec import NodeSpec
+from env.node.spec import NodeSpec
 from env.sim import kernel
 from env.sim.params import DEFAULT_PARAMS, SimParams
 

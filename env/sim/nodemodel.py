@@ -8,9 +8,9 @@
 * ``provenance``: where the numbers came from (hand-written reference, a variant, or a calibration: probes
   used, node seconds, held-out error).
 
-``--node sim:FILE`` accepts it wherever a simulated node is accepted (``env.nodes.load_node`` registers the
+``--node sim:FILE`` accepts it wherever a simulated node is accepted (``env.sim.nodes.load_node`` registers the
 file's world under the node's name: ``env.sim.world``). ``sim:reference`` and its variants exist as such
-files too (``env/nodes/*.json`` holding ``"kind": "cosched-node-model"``; ``env.sim.variants`` writes them).
+files too (``env/sim/nodes/*.json`` holding ``"kind": "cosched-node-model"``; ``env.sim.variants`` writes them).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from env.nodespec import NodeSpec
+from env.node.spec import NodeSpec
 from env.sim.model import JobParams
 from env.sim.params import SimParams
 from profiler.interference import InterferenceProfile, NodeBench

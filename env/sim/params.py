@@ -1,7 +1,7 @@
 """Node-level parameters of the simulated node's contention model, and where each number comes from.
 
 The node's *shape* (CPUs, NUMA and L3 domains, ways, MBA granularity, bandwidth per domain) comes from its
-``NodeSpec`` (``env/nodes/*.json``). What a node spec does not say, the model takes from here:
+``NodeSpec`` (``env/sim/nodes/*.json``). What a node spec does not say, the model takes from here:
 
 =====================  ==========  ==============================================================================
 parameter              reference   source / reason

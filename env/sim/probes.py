@@ -1,4 +1,4 @@
-"""A group of ``env.probing.Placement``s on the contention model: the built-in programs as model jobs.
+"""A group of ``env.measure.probing.Placement``s on the contention model: the built-in programs as model jobs.
 
 Used by both sides of the twin test with different parameters: the simulated node's measuring backend
 (``env.sim.measuring``, the hidden true parameters) and the calibrator's predictions (the fitted ones).
@@ -20,8 +20,8 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from env.errors import InputError
-from env.nodespec import NodeSpec
-from env.probing import BUBBLE, BUILTINS, LATENCY, PROBE, STREAM, Placement
+from env.node.spec import NodeSpec
+from env.measure.probing import BUBBLE, BUILTINS, LATENCY, PROBE, STREAM, Placement
 from env.sim.model import Geometry, JobParams, SimJob, run_group
 from env.sim.params import SimParams
 

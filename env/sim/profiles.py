@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from env.discover import node_id
-from env.nodespec import NodeSpec
+from env.node.discover import node_id
+from env.node.spec import NodeSpec
 from env.sim.catalogue import CatalogueJob, catalogue
 from env.sim.params import DEFAULT_PARAMS, SimParams
 from env.sim.synthetic import WithGenerated

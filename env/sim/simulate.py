@@ -12,9 +12,9 @@ import random
 from dataclasses import dataclass
 
 from env.errors import InputError
-from env.models import Plan, RunGroup, RunJob, RunReport
-from env.nodespec import NodeSpec
-from env.plan import check_plan_for_node
+from env.plan.models import Plan, RunGroup, RunJob, RunReport
+from env.node.spec import NodeSpec
+from env.plan.builder import check_plan_for_node
 from env.sim.catalogue import ALL_JOBS, catalogue
 from env.sim.model import Geometry, SimJob, geometry, run_group
 from env.sim.params import SimParams
@@ -122,11 +122,11 @@ def plan_from_actions(node: NodeSpec, schedule_action: int, groups: list[list[tu
     """A plan from explicit choices: a schedule-level action and, per group, (catalogue job, job-level action).
 
     Job ids are the names (``name:k`` from the second use of a name on). For tests, benchmarks and anyone who
-    wants to check the model plan by plan; planners go through ``env.episode``.
+    wants to check the model plan by plan; planners go through ``env.episode.window``.
     """
-    from env import actions
-    from env.models import WindowJob
-    from env.plan import PlanBuilder
+    from env.plan import actions
+    from env.plan.models import WindowJob
+    from env.plan.builder import PlanBuilder
 
     sched = actions.decode(schedule_action)
     if not isinstance(sched, actions.ScheduleAction):

@@ -1,4 +1,4 @@
-"""``sim:reference`` as a node model, and its variants for the twin test (``env/nodes/variant-*.json``).
+"""``sim:reference`` as a node model, and its variants for the twin test (``env/sim/nodes/variant-*.json``).
 
 The variants are other machines running the same 19 programs, with hidden parameters the calibration must find:
 
@@ -15,13 +15,13 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from env.nodespec import CatInfo, L3Domain, NodeSpec, NumaDomain
+from env.node.spec import CatInfo, L3Domain, NodeSpec, NumaDomain
 from env.sim.catalogue import ENTRIES, HELD_OUT_JOBS, TRAIN_JOBS
 from env.sim.nodemodel import JobParamsDoc, ModelJob, NodeModel, ProfileColumns, Provenance, SimParamsDoc
 from env.sim.params import DEFAULT_PARAMS, SimParams
 from env.sim.probes import DEFAULT_PROBE
 
-NODES_DIR = Path(__file__).resolve().parent.parent / "nodes"
+NODES_DIR = Path(__file__).resolve().parent / "nodes"
 
 
 def _reference_spec() -> NodeSpec:

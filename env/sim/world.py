@@ -1,6 +1,6 @@
 """Which jobs and parameters a simulated node has: the paper's catalogue, or a node-model file's own.
 
-A simulated node named by a node-model file (``--node sim:FILE``; ``env.nodes.load_node`` reads it) has its
+A simulated node named by a node-model file (``--node sim:FILE``; ``env.sim.nodes.load_node`` reads it) has its
 own ``SimParams`` and jobs; every other simulated node (``sim:reference`` and bare node specs) has the paper's
 19 programs and ``DEFAULT_PARAMS``. The sim components (catalogue, profiles, simulation, the searches, the
 sim backend, training's setup) ask ``world_for(node)`` instead of reading the catalogue's constants, so a
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from env.nodespec import NodeSpec
+from env.node.spec import NodeSpec
 from env.sim.params import DEFAULT_PARAMS, SimParams
 
 

@@ -74,14 +74,14 @@ def _backend(args: argparse.Namespace):
         if args.noise:
             raise InputError("--noise is for the simulated node; a real node's noise is its own")
         try:
-            from env.realprobe import local_backend  # engineer B's real MeasuringBackend (branch nm-real)
+            from env.real.probes import local_backend  # engineer B's real MeasuringBackend (branch nm-real)
         except ImportError:
-            raise InputError("the real measuring backend is not in this build yet (env.realprobe): "
+            raise InputError("the real measuring backend is not in this build yet (env.real.probes): "
                              "use --backend sim --node sim:NAME for now") from None
-        from env.discover import local_node_id
+        from env.node.discover import local_node_id
 
         return local_backend(), local_node_id()
-    from env.nodes import load_node
+    from env.sim.nodes import load_node
     from env.sim.measuring import sim_measuring_backend
     from env.sim.variants import model_for_node
 
@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
 def _stored(key: str):
     """What this node already measured: each profiled job's curves ('cosched profile') and the median repeat of
     'cosched node --bench' (by local bandwidth), so a calibration costs only its co-run probes."""
-    from env.nodebench import load_bench
+    from env.measure.nodebench import load_bench
     from profiler.store import ProfileStore, cosched_home
 
     profiles = ProfileStore().list_interference(key)
@@ -219,14 +219,14 @@ def scatter(points: list[tuple[float, float]], path: Path, model, simulated: boo
 
 
 def _load_model(args: argparse.Namespace):
-    from env.nodes import load_node
+    from env.sim.nodes import load_node
     from env.sim.world import world_for
 
     if args.out:
         path = Path(args.out)
     else:
         if args.backend == "real":
-            from env.discover import local_node_id
+            from env.node.discover import local_node_id
 
             path = default_model_path(local_node_id())
         else:

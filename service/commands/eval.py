@@ -11,9 +11,9 @@ from rich.console import Console
 from rich.table import Table
 
 from env.errors import InputError
-from env.evaluate import DEFAULT_EVAL_POLICIES
-from env.nodes import DEFAULT_SIM_NODE
-from env.search import BUDGET_HELP, DEFAULT_BUDGET
+from env.planners.evaluate import DEFAULT_EVAL_POLICIES
+from env.sim.nodes import DEFAULT_SIM_NODE
+from env.planners.search import BUDGET_HELP, DEFAULT_BUDGET
 from service.commands.schedule import _budget
 from service.output import emit
 
@@ -103,9 +103,9 @@ def plot(doc: dict[str, Any], path: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from env.baselines import parse_policies
-    from env.evaluate import evaluate, read_windows
-    from env.nodes import load_node
+    from env.planners.baselines import parse_policies
+    from env.planners.evaluate import evaluate, read_windows
+    from env.sim.nodes import load_node
 
     if args.backend != "sim":
         raise InputError("evaluation on the real node runs every plan: use 'cosched run' window by window (eval is --backend sim)")
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0.0 <= args.noise <= 1.0:
         raise InputError("--noise must be between 0 and 1 (a log-normal standard deviation)")
-    from env.backend import SimBackend
+    from env.sim.backend import SimBackend
     from dataclasses import replace
 
     from env.sim.world import world_for
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     backend = SimBackend(node, replace(world_for(node).params, noise_sd=args.noise))
     if args.search_budget is not None and "agent-search" not in policies:
         raise InputError("--search-budget is for the agent-search policy: add it to --policies")
-    from env.baselines import POLICIES, register_policy
+    from env.planners.baselines import POLICIES, register_policy
     from training.policies import AgentPolicy, FifoPolicy, load_for_node
     from training.search_policy import AgentSearchPolicy  # imported: the lazy policies are registered before saving
 

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from env.errors import InputError
-from env.nodes import DEFAULT_SIM_NODE, load_node
+from env.sim.nodes import DEFAULT_SIM_NODE, load_node
 from service.output import emit
 
 
@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def catalogue_document(node_name: str) -> dict[str, Any]:
-    from env.jobinfo import sim_provider
+    from env.episode.jobinfo import sim_provider
     from env.sim.catalogue import catalogue
     from env.sim.world import world_for
     from profiler.features import FEATURE_NAMES

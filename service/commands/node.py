@@ -9,12 +9,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from env.cpulist import format_cpulist
-from env.discover import node_id
+from env.node.cpulist import format_cpulist
+from env.node.discover import node_id
 from env.errors import InputError
-from env.nodebench import Figure, NodeBenchReport
-from env.nodes import load_node
-from env.nodespec import NodeSpec
+from env.measure.nodebench import Figure, NodeBenchReport
+from env.sim.nodes import load_node
+from env.node.spec import NodeSpec
 from service.output import emit
 
 
@@ -82,9 +82,9 @@ def render_bench(bench: NodeBenchReport, path: Path) -> None:
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    from env.discover import discover
-    from env.nodebench import run_bench as bench, save_bench
-    from env.realprobe import ProbeSizes, RealMeasuringBackend
+    from env.node.discover import discover
+    from env.measure.nodebench import run_bench as bench, save_bench
+    from env.real.probes import ProbeSizes, RealMeasuringBackend
     from profiler.store import cosched_home
 
     if args.node != "local":

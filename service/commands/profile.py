@@ -14,10 +14,10 @@ from rich.table import Table
 
 from functools import partial
 
-from env.discover import local_node_id
+from env.node.discover import local_node_id
 from env.errors import CoschedError, RunError
-from env.launch import solo_prefix
-from env.nodes import load_node
+from env.plan.launch import solo_prefix
+from env.sim.nodes import load_node
 from profiler.errors import ProfilerError, ProfilerInputError, ProfilerRunError, StoreError
 from profiler.interference import InterferenceProfile
 from profiler.events import PERF_EVENTS
@@ -145,7 +145,7 @@ def run_profile(args: argparse.Namespace) -> int:
 
 def _why_no_curves() -> str | None:
     """Why this node cannot measure interference curves (checked before any run), or None."""
-    from env.realprobe import missing_programs
+    from env.real.probes import missing_programs
 
     missing = missing_programs()
     if missing:
@@ -157,10 +157,10 @@ def _why_no_curves() -> str | None:
 
 
 def _measure_curves(name: str, command: list[str], timeout_s: float | None, say: Callable[[str], None]) -> InterferenceProfile:
-    """The job's interference curves on this node (env.interference through the real MeasuringBackend).
+    """The job's interference curves on this node (env.measure.interference through the real MeasuringBackend).
     Its solo profile is already stored when this runs: a failure says so."""
-    from env.interference import measure_interference
-    from env.realprobe import RealMeasuringBackend
+    from env.measure.interference import measure_interference
+    from env.real.probes import RealMeasuringBackend
 
     backend = RealMeasuringBackend(load_node("local"), {name: command}, work_dir=cosched_home() / "measure",
                                    timeout_s=timeout_s if timeout_s is not None else 600.0)

@@ -8,12 +8,12 @@ import shlex
 from datetime import datetime, timezone
 from pathlib import Path
 
-from env.discover import local_node_id
+from env.node.discover import local_node_id
 from env.errors import InputError
-from env.execute import Executor, SoloResult, preflight, resume_state
-from env.models import Excluded, Plan, RunGroup, RunReport
-from env.nodes import load_node
-from env.nodespec import NodeSpec
+from env.real.executor import Executor, SoloResult, preflight, resume_state
+from env.plan.models import Excluded, Plan, RunGroup, RunReport
+from env.sim.nodes import load_node
+from env.node.spec import NodeSpec
 from service.chart import schedule_chart
 from service.documents import read_window_or_plan
 from service.output import emit
@@ -61,10 +61,10 @@ def _new_run_dir(base: Path) -> Path:
     raise InputError(f"too many runs named {stamp} in {base}")
 
 
-def _solo_runner(node: NodeSpec, node_id: str):  # noqa: ANN202 - returns env.execute.SoloRunner
+def _solo_runner(node: NodeSpec, node_id: str):  # noqa: ANN202 - returns env.real.executor.SoloRunner
     """Run a job without a profile alone on the whole node under perf (launched like every job: the whole
     node's launch prefix), and store its profile."""
-    from env.launch import solo_prefix
+    from env.plan.launch import solo_prefix
     from profiler.perfrun import perf_version, run_under_perf
     from profiler.profiling import build_profile
     from profiler.store import ProfileStore
@@ -107,9 +107,9 @@ def _timeshare_from_profiles(plan: Plan, groups: list[RunGroup], node_id: str) -
 def timeshare_plan(plan: Plan, node: NodeSpec) -> Plan:
     """Time sharing of a plan's jobs: each alone on the whole node, in plan order (``PlanBuilder.place_whole_node``,
     as the ``timeshare`` policy plans it), so its runs are launched like every other job."""
-    from env.actions import ScheduleAction
-    from env.models import WindowJob
-    from env.plan import PlanBuilder
+    from env.plan.actions import ScheduleAction
+    from env.plan.models import WindowJob
+    from env.plan.builder import PlanBuilder
 
     jobs = [j for g in plan.groups for j in g.jobs]
     b = PlanBuilder(node=node, schedule=ScheduleAction("compact", "first-touch"), max_concurrency=1, window_size=max(1, len(jobs)))
@@ -172,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     node = load_node("local")
     if args.dry_run:
-        from env.plan import check_plan_for_node
+        from env.plan.builder import check_plan_for_node
 
         check_plan_for_node(plan, node)
         emit(plan, args.json, lambda: _print_dry_run(plan))

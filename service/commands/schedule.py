@@ -8,12 +8,12 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from env.baselines import DEFAULT_POLICY, policy_names
-from env.cpulist import format_cpulist
+from env.planners.baselines import DEFAULT_POLICY, policy_names
+from env.node.cpulist import format_cpulist
 from env.errors import InputError
-from env.models import Plan
-from env.nodes import DEFAULT_SIM_NODE
-from env.search import BUDGET_HELP, check_budget
+from env.plan.models import Plan
+from env.sim.nodes import DEFAULT_SIM_NODE
+from env.planners.search import BUDGET_HELP, check_budget
 from service.documents import read_window
 from service.output import emit
 
@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _budget(text: str) -> int:
-    """--search-budget: a whole number; its range is checked (one line) by env.search.check_budget."""
+    """--search-budget: a whole number; its range is checked (one line) by env.planners.search.check_budget."""
     try:
         value = int(text)
     except ValueError:

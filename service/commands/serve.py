@@ -18,7 +18,7 @@ import sys
 import time
 
 from env.errors import InputError
-from env.search import BUDGET_HELP
+from env.planners.search import BUDGET_HELP
 
 
 def register(sub: argparse._SubParsersAction) -> None:

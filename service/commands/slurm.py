@@ -154,7 +154,7 @@ def _run(args: argparse.Namespace) -> int:
         plan = planners.over_http(args.service)
         plan_node = None
     else:
-        from env.nodes import load_node
+        from env.sim.nodes import load_node
 
         node = load_node(args.plan_node)  # bad names fail here, before any job is touched
         plan = planners.in_process(args.plan_node, args.policy, args.model)

@@ -29,8 +29,8 @@ def _calibrated_local(synthetic: int, seed: int) -> str:
     jobs drawn around its own (``--synthetic-jobs N``, default 2 per job), written beside it; its sim:FILE."""
     from env.calibration.around import around
     from env.calibration.store import model_path
-    from env.discover import local_node_id
-    from env.nodes import load_node
+    from env.node.discover import local_node_id
+    from env.sim.nodes import load_node
     from env.sim.world import world_for
 
     key = local_node_id()

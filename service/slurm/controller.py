@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Callable
 
 from env.errors import CoschedError, RunError
-from env.models import NAME_PATTERN, Plan, Window, WindowJob
-from env.nodespec import NodeSpec
-from env.resctrl import group_name
+from env.plan.models import NAME_PATTERN, Plan, Window, WindowJob
+from env.node.spec import NodeSpec
+from env.node.resctrl import group_name
 from service.slurm import placement
 from service.slurm.journal import GroupRow, Journal, NewJob
 from service.slurm.slurmcmd import JobGone, SlurmAPI, SlurmJob, SlurmNode, SlurmUnavailable

@@ -1,7 +1,7 @@
 """The placement file the SPANK plugin applies on the node: DIR/<SLURM_JOB_ID>.placement, ``key=value`` lines.
 
-It is written from the plan's job (``env.models.PlanJob``), whose CPUs, memory policy, cache masks and
-bandwidth are the allocation the plan's launch argv was made from (env/plan.py): nothing is computed twice.
+It is written from the plan's job (``env.plan.models.PlanJob``), whose CPUs, memory policy, cache masks and
+bandwidth are the allocation the plan's launch argv was made from (env/plan/builder.py): nothing is computed twice.
 Written atomically (temp file + rename in the same directory), so the plugin never reads half a file.
 """
 
@@ -10,14 +10,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from env.cpulist import format_cpulist
-from env.models import PlanJob
-from env.nodespec import NodeSpec
-from env.resctrl import schemata
+from env.node.cpulist import format_cpulist
+from env.plan.models import PlanJob
+from env.node.spec import NodeSpec
+from env.node.resctrl import schemata
 
 VERSION = 1
 
-# The plan's memory policy -> the plugin's (the same meanings as env.allocate.numactl_memory_options:
+# The plan's memory policy -> the plugin's (the same meanings as env.plan.allocate.numactl_memory_options:
 # local-alloc is strict binding to the job's domains, first-touch the kernel default).
 MEMPOLICY = {"first-touch": "default", "interleave": "interleave", "local-alloc": "bind"}
 

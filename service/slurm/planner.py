@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from env.errors import InputError
-from env.models import Plan, Window
+from env.plan.models import Plan, Window
 from service.slurm.controller import Planner, PlannerUnavailable
 
 

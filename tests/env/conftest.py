@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from env.nodes import load_node
+from env.sim.nodes import load_node
 
 
 @pytest.fixture(scope="session")

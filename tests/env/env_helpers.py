@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from env.actions import JobAction, ScheduleAction, encode
+from env.plan.actions import JobAction, ScheduleAction, encode
 def job_action(cores, ways=22, bw=100, split="balanced") -> int:
     """A job-level action index from readable values: cores as a fraction, ways out of 22, bandwidth %."""
     return encode(JobAction(Fraction(cores), Fraction(ways, 22), bw, split))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from env.calibration.calibrate import PROTOCOL, CalibrationConfig, ProtocolOnly, calibrate
-from env.probing import PROBE, Placement
+from env.measure.probing import PROBE, Placement
 from env.sim.measuring import sim_measuring_backend
 from env.sim.variants import reference_model
 

@@ -9,7 +9,7 @@ import pytest
 
 from env.calibration.calibrate import CalibrationConfig, calibrate
 from env.calibration.space import Space
-from env.probing import PROBE
+from env.measure.probing import PROBE
 from env.sim.measuring import sim_measuring_backend
 from env.sim.variants import reference_model, variant_models
 

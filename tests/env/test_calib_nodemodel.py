@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from env.errors import InputError
-from env.nodes import load_node
+from env.sim.nodes import load_node
 from env.sim.catalogue import catalogue
 from env.sim.nodemodel import JobParamsDoc, NodeModel
 from env.sim.simulate import plan_from_actions, simulate_plan
@@ -97,7 +97,7 @@ def test_schedule_and_eval_take_a_model_file(tmp_path, capsys):
 
 
 def test_training_setup_on_a_model_without_held_out_jobs(tmp_path):
-    from env.episode import RewardConfig
+    from env.episode.window import RewardConfig
     from training.setup import sim_setup
 
     node = load_node(f"sim:{_three_job_file(tmp_path)}")

@@ -12,8 +12,8 @@ from collections import Counter
 import pytest
 
 from env.calibration.calibrate import CalibrationConfig, calibrate
-from env.interference import measure_interference, measure_node
-from env.probing import BUBBLE, BUILTINS, PROBE
+from env.measure.interference import measure_interference, measure_node
+from env.measure.probing import BUBBLE, BUILTINS, PROBE
 from env.sim.measuring import sim_measuring_backend
 from env.sim.nodemodel import JobParamsDoc
 from env.sim.variants import variant_models

@@ -10,13 +10,13 @@ import random
 import numpy as np
 import pytest
 
-from env import actions
-from env.actions import SKIP
-from env.allocate import GroupState, allocate
-from env.episode import N_STATUS, NODE_VALUES, OBS_CLIP, Episode, obs_size, rw_intermediate, window_means
-from env.models import Plan, WindowJob
-from env.nodes import load_node
-from env.plan import PlanBuilder
+from env.plan import actions
+from env.plan.actions import SKIP
+from env.plan.allocate import GroupState, allocate
+from env.episode.window import N_STATUS, NODE_VALUES, OBS_CLIP, Episode, obs_size, rw_intermediate, window_means
+from env.plan.models import Plan, WindowJob
+from env.sim.nodes import load_node
+from env.plan.builder import PlanBuilder
 from service.planning import provider_for
 
 
@@ -178,7 +178,7 @@ def test_plans_validate_as_built() -> None:
     for i in range(30):
         jobs = [{"id": f"j{k}", "profile": rng.choice(names + ["unknown"]), "command": ["./x", str(k)],
                  "env": {"A": "1"}} for k in range(rng.randint(1, 9))]
-        from env.models import Window
+        from env.plan.models import Window
 
         window = Window.model_validate({"jobs": jobs, "max_concurrency": rng.choice([1, 2, 3, 4])})
         for policy in ("greedy", "agent", "timeshare"):

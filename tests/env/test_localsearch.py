@@ -1,14 +1,14 @@
-"""The local search that ends agent-search (env.localsearch), on the simulated reference node."""
+"""The local search that ends agent-search (env.planners.localsearch), on the simulated reference node."""
 
 from __future__ import annotations
 
 import random
 
-from env import actions
-from env.allocate import core_count
-from env.baselines import GroupEvaluator, _best_partition
-from env.localsearch import LocalSearch, maximal_core_splits, regroup, tune
-from env.nodes import load_node
+from env.plan import actions
+from env.plan.allocate import core_count
+from env.planners.baselines import GroupEvaluator, _best_partition
+from env.planners.localsearch import LocalSearch, maximal_core_splits, regroup, tune
+from env.sim.nodes import load_node
 from env.sim.catalogue import ALL_JOBS
 
 NODE = load_node("sim:reference")

@@ -1,4 +1,4 @@
-"""agent-guided search (env.search, the agent-search policy) and the time-sharing guard, on the simulated node.
+"""agent-guided search (env.planners.search, the agent-search policy) and the time-sharing guard, on the simulated node.
 
 The agent is the model that ships for sim:reference (numpy inference); every figure is simulated (predicted).
 """
@@ -13,15 +13,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from env.backend import SimBackend
-from env.baselines import GroupEvaluator, PlanContext, get_policy
-from env.episode import Episode
-from env.gym_env import _window_jobs
-from env.jobinfo import sim_provider
-from env.models import Window, WindowJob
-from env.nodes import load_node
-from env.localsearch import CALLS_PER_ROLLOUT
-from env.search import episode_makespans, guard_plan, node_scorer, predicted_throughput, search_chunk
+from env.sim.backend import SimBackend
+from env.planners.baselines import GroupEvaluator, PlanContext, get_policy
+from env.episode.window import Episode
+from env.episode.gym_env import _window_jobs
+from env.episode.jobinfo import sim_provider
+from env.plan.models import Window, WindowJob
+from env.sim.nodes import load_node
+from env.planners.localsearch import CALLS_PER_ROLLOUT
+from env.planners.search import episode_makespans, guard_plan, node_scorer, predicted_throughput, search_chunk
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / "training" / "models" / "sim-reference.npz"
@@ -96,7 +96,7 @@ def test_every_budget_beats_the_agent_and_keeps_to_its_work(policies) -> None:
 def test_rollouts_scored_in_one_pass_plan_as_scored_state_by_state(policies, budget: int) -> None:
     """With the head choosing, a rollout's states are scored after it in one batched pass of the actor; the plans
     are those of scoring each state as it is visited (the batch's float32 sums differ by ulps only)."""
-    from env import search
+    from env.planners import search
 
     _, searching, ctx = policies
     pol = searching(budget)
@@ -115,7 +115,7 @@ def test_rollouts_scored_in_one_pass_plan_as_scored_state_by_state(policies, bud
 
 def test_the_same_window_gives_the_same_plan(policies) -> None:
     """The budget counts rollouts, not time: fresh policies and a cold evaluator give the identical plan."""
-    from env import search
+    from env.planners import search
 
     _, searching, ctx = policies
     w = window(*WINDOWS[1])
@@ -233,8 +233,8 @@ def test_sparse_recombination_matches_the_subset_dp_and_gives_up_past_its_bound(
     3^W subset DP where both run, None (the best rollout stands) when the work cap is reached."""
     import random
 
-    from env.baselines import _best_partition
-    from env.search import sparse_partition
+    from env.planners.baselines import _best_partition
+    from env.planners.search import sparse_partition
 
     rng = random.Random(3)
     n = 9

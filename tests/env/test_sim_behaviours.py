@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from env.actions import CORE_FRACTIONS
+from env.plan.actions import CORE_FRACTIONS
 from env.sim.catalogue import BY_NAME, catalogue
 from env.sim.model import SimJob, geometry, run_group, solo_time
 from env.sim.params import SimParams

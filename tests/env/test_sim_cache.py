@@ -7,12 +7,12 @@ import json
 import pytest
 
 from env.errors import InputError
-from env.nodes import load_node
-from env.probing import Placement
+from env.sim.nodes import load_node
+from env.measure.probing import Placement
 from env.sim.catalogue import ALL_JOBS, BY_NAME, catalogue
 from env.sim.model import SimJob, _cache_mb, geometry, miss_ratio, traffic_gb
 from env.sim.nodemodel import NodeModel
-from env.sim.partitioning import pair_gain
+from env.planners.partitioning import pair_gain
 from env.sim.probes import GroupModel
 from env.sim.synthetic import synthetic_entry, synthetic_names
 from env.sim.variants import reference_model

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from env.jobinfo import sim_provider
+from env.episode.jobinfo import sim_provider
 from env.sim.catalogue import ALL_JOBS, BY_NAME, HELD_OUT_JOBS, TRAIN_JOBS, catalogue
 from env.sim.profiles import simulated_profiles
 from profiler.events import PERF_EVENTS

@@ -7,12 +7,12 @@ import random
 import numpy as np
 import pytest
 
-from env import actions
-from env.actions import SKIP
-from env.allocate import GroupState, allocate, core_count
-from env.episode import Episode, RewardConfig, obs_size, plan_window, run_episode, rw_final, rw_intermediate
-from env.jobinfo import sim_provider
-from env.models import Plan, Window, WindowJob
+from env.plan import actions
+from env.plan.actions import SKIP
+from env.plan.allocate import GroupState, allocate, core_count
+from env.episode.window import Episode, RewardConfig, obs_size, plan_window, run_episode, rw_final, rw_intermediate
+from env.episode.jobinfo import sim_provider
+from env.plan.models import Plan, Window, WindowJob
 from env.sim.catalogue import ALL_JOBS
 from env_helpers import job_action, sched_action
 

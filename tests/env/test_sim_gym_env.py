@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from env import actions
-from env.gym_env import ENV_ID, CoScheduleEnv
+from env.plan import actions
+from env.episode.gym_env import ENV_ID, CoScheduleEnv
 from env.sim.catalogue import HELD_OUT_JOBS, TRAIN_JOBS
 
 

@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from env.nodespec import NodeSpec
-from env.nodes import load_node
+from env.node.spec import NodeSpec
+from env.sim.nodes import load_node
 from env.sim import kernel, model
 from env.sim.catalogue import ENTRIES
 
@@ -77,8 +77,8 @@ def test_what_the_kernel_cannot_take_runs_in_python(monkeypatch) -> None:
 def test_the_shared_allocation_table_gives_what_a_fresh_one_gives() -> None:
     """Evaluators of a node share its allocation table (allocations depend on the node and the group's state, never
     on the jobs): a second evaluator reading a warm table gives the makespans of one that built its own."""
-    from env import baselines
-    from env.localsearch import _split_actions
+    from env.planners import baselines
+    from env.planners.localsearch import _split_actions
 
     node = load_node("sim:reference")
     rng = random.Random(7)

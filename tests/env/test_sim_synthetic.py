@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from env.baselines import GroupEvaluator, search
+from env.planners.baselines import GroupEvaluator, search
 from env.errors import InputError
-from env.jobinfo import sim_provider
-from env.nodes import load_node
+from env.episode.jobinfo import sim_provider
+from env.sim.nodes import load_node
 from env.sim.catalogue import ALL_JOBS, BY_NAME, HELD_OUT_JOBS, catalogue, is_known
 from env.sim.simulate import plan_from_actions, simulate_plan
 from env.sim.synthetic import is_synthetic, synthetic_entry, synthetic_names
@@ -73,7 +73,7 @@ def test_the_catalogue_listing_is_unchanged_by_use() -> None:
 
 
 def test_training_mixes_generated_jobs_in_on_the_sim_only(tmp_path) -> None:
-    from env.episode import RewardConfig
+    from env.episode.window import RewardConfig
     from training.setup import sim_setup
     from training.set_sac import Args
 
@@ -93,7 +93,7 @@ def test_training_mixes_generated_jobs_in_on_the_sim_only(tmp_path) -> None:
 
 def test_a_training_window_may_hold_a_job_twice() -> None:
     """Training pools list the paper's programs many times, so a window can hold one twice: the ids differ."""
-    from env.gym_env import CoScheduleEnv
+    from env.episode.gym_env import CoScheduleEnv
 
     env = CoScheduleEnv(NODE, ["FT", "EP"], window_size=4, max_concurrency=2)
     env.reset(seed=0, options={"jobs": ["FT", "FT", "EP", "FT"]})

@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from env import actions as A
+from env.plan import actions as A
 
 
 def test_round_trip_all_257() -> None:

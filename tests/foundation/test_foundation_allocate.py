@@ -7,10 +7,10 @@ from fractions import Fraction
 
 import pytest
 
-from env import actions as A
-from env.allocate import GroupState, allocate, assign_cpus, core_count, mba_hardware_value, place_mask, split_bandwidth, split_ways
-from env.discover import discover
-from env.nodes import load_node
+from env.plan import actions as A
+from env.plan.allocate import GroupState, allocate, assign_cpus, core_count, mba_hardware_value, place_mask, split_bandwidth, split_ways
+from env.node.discover import discover
+from env.sim.nodes import load_node
 
 REF = load_node("sim:reference")
 

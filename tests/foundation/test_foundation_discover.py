@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from env.discover import discover, node_id
+from env.node.discover import discover, node_id
 from env.errors import InputError
-from env.nodes import load_node
+from env.sim.nodes import load_node
 
 COSCHED = [sys.executable, "-m", "service.cli"]
 

@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from env import actions as A
-from env.allocate import GroupState, allocate
-from env.discover import discover
+from env.plan import actions as A
+from env.plan.allocate import GroupState, allocate
+from env.node.discover import discover
 from env.errors import InputError
-from env.execute import runs_command
-from env.launch import enforcement, launch_argv
-from env.models import Plan, Window, WindowJob
-from env.nodes import load_node
-from env.plan import PlanBuilder, check_plan_for_node
-from env.resctrl import create_group, remove_group, schemata
+from env.real.executor import runs_command
+from env.plan.launch import enforcement, launch_argv
+from env.plan.models import Plan, Window, WindowJob
+from env.sim.nodes import load_node
+from env.plan.builder import PlanBuilder, check_plan_for_node
+from env.node.resctrl import create_group, remove_group, schemata
 
 LOCAL = discover("/")
 

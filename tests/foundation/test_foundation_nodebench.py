@@ -1,4 +1,4 @@
-"""Node microbenchmarks (env/nodebench.py, `cosched node --bench`): on this machine for real at a small
+"""Node microbenchmarks (env/measure/nodebench.py, `cosched node --bench`): on this machine for real at a small
 budget, and on a fake two-domain node through a recording backend (which placements are asked for)."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from env.discover import discover
+from env.node.discover import discover
 from env.errors import InputError
-from env.nodebench import load_bench, run_bench, save_bench
-from env.probing import LATENCY, PROBE, STREAM, Measurement, Placement
-from env.realprobe import ProbeSizes, RealMeasuringBackend
+from env.measure.nodebench import load_bench, run_bench, save_bench
+from env.measure.probing import LATENCY, PROBE, STREAM, Measurement, Placement
+from env.real.probes import ProbeSizes, RealMeasuringBackend
 
 SMALL = ProbeSizes(probe_rounds=2, probe_ws_mb=4, stream_mb=4, stream_reps=1, latency_mb=4, latency_loads=50_000)
 

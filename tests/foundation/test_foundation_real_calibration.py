@@ -1,5 +1,5 @@
 """The calibrator on this machine for real, at a small budget: env.calibration through the real
-MeasuringBackend (native programs and real jobs, launched through env.launch and the executor). Checks that
+MeasuringBackend (native programs and real jobs, launched through env.plan.launch and the executor). Checks that
 every kind of measurement comes back and a node-model file is made; the fit's accuracy is a bench figure."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import math
 from pathlib import Path
 
 from env.calibration.calibrate import CalibrationConfig, calibrate
-from env.discover import discover
-from env.realprobe import ProbeSizes, RealMeasuringBackend
+from env.node.discover import discover
+from env.real.probes import ProbeSizes, RealMeasuringBackend
 
 SMALL = ProbeSizes(probe_rounds=2, probe_ws_mb=4, bubble_max_mb=8, stream_mb=4, stream_reps=1, latency_mb=4, latency_loads=50_000)
 JOBS = {

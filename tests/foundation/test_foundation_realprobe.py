@@ -1,4 +1,4 @@
-"""The real MeasuringBackend (env/realprobe.py): the exact argv of bubble/probe/stream/latency placements on
+"""The real MeasuringBackend (env/real/probes.py): the exact argv of bubble/probe/stream/latency placements on
 fake two-domain and RDT nodes (never run there), and real measurements on this machine at a small budget."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-import env.execute as execute
-from env.discover import discover
+import env.real.executor as execute
+from env.node.discover import discover
 from env.errors import InputError, RunError
-from env.execute import Executor
-from env.probing import BUBBLE, LATENCY, PROBE, STREAM, Placement
-from env.realprobe import NATIVE_BUILD, ProbeSizes, RealMeasuringBackend
-from env.resctrl import exec_helper
+from env.real.executor import Executor
+from env.measure.probing import BUBBLE, LATENCY, PROBE, STREAM, Placement
+from env.real.probes import NATIVE_BUILD, ProbeSizes, RealMeasuringBackend
+from env.node.resctrl import exec_helper
 
 SMALL = ProbeSizes(probe_rounds=3, probe_ws_mb=8, bubble_max_mb=16, stream_mb=8, stream_reps=2, latency_mb=8, latency_loads=100_000)
 B = str(NATIVE_BUILD)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from env.models import Window
+from env.plan.models import Window
 
 ROOT = Path(__file__).resolve().parents[2]
 

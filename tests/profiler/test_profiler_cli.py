@@ -11,7 +11,7 @@ from typing import Callable
 
 import pytest
 
-from env.discover import local_node_id
+from env.node.discover import local_node_id
 from profiler.events import HARDWARE_EVENTS, SOFTWARE_EVENTS
 from profiler.models import Profile
 from profiler.store import ProfileStore

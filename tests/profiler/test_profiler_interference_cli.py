@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from env.discover import local_node_id
+from env.node.discover import local_node_id
 from profiler.models import Profile
 from profiler.store import ProfileStore
 from profiler_helpers import needs_numactl, needs_perf, needs_sysbench
@@ -49,7 +49,7 @@ def test_profile_measures_stores_shows_and_plots_the_curves(home: Path, tmp_path
 
 
 def test_failing_curves_keep_the_solo_profile(home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    import env.realprobe as realprobe
+    import env.real.probes as realprobe
 
     def no_job_time(*_a, **_kw):  # noqa: ANN002, ANN003, ANN202
         raise realprobe.RunError("sysbench (p0-job) failed with exit status 1 during a measurement")
@@ -62,7 +62,7 @@ def test_failing_curves_keep_the_solo_profile(home: Path, capsys: pytest.Capture
 
 
 def test_without_the_native_programs_nothing_runs(home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    import env.realprobe as realprobe
+    import env.real.probes as realprobe
 
     real = realprobe.missing_programs
     monkeypatch.setattr(realprobe, "missing_programs", lambda build=home / "no-build": real(build))  # as before 'make native'

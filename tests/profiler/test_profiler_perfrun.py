@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from env.discover import discover
-from env.launch import solo_prefix
+from env.node.discover import discover
+from env.plan.launch import solo_prefix
 from profiler.errors import ProfilerInputError
 from profiler.events import HARDWARE_EVENTS
 from profiler.perfrun import perf_version, resolve_command, run_under_perf

@@ -5,10 +5,10 @@ from __future__ import annotations
 from fractions import Fraction
 from pathlib import Path
 
-from env import actions as A
-from env.discover import discover
-from env.models import Plan, WindowJob
-from env.plan import PlanBuilder
+from env.plan import actions as A
+from env.node.discover import discover
+from env.plan.models import Plan, WindowJob
+from env.plan.builder import PlanBuilder
 
 LOCAL = discover("/")
 HALF = A.encode(A.JobAction(Fraction(1, 2), Fraction(8, 22), 100, "balanced"))

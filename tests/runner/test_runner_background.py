@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from env.discover import discover
-from env.execute import Executor
-from env.models import Enforcement, NodeRef, Plan, PlanGroup, PlanJob, SchedulePolicy
+from env.node.discover import discover
+from env.real.executor import Executor
+from env.plan.models import Enforcement, NodeRef, Plan, PlanGroup, PlanJob, SchedulePolicy
 
 NODE = discover()
 

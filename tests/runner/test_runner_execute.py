@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from env.models import Plan
+from env.plan.models import Plan
 from runner_support import make_plan
 
 COSCHED = [sys.executable, "-m", "service.cli"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from env.launch import PINRT_LIB
+from env.plan.launch import PINRT_LIB
 from runner_support import MOST, make_plan
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from env.realbackend import RealBackend, group_key
+from env.real.backend import RealBackend, group_key
 from runner_support import LOCAL, make_plan
 
 

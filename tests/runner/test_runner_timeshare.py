@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from env.cpulist import format_cpulist
+from env.node.cpulist import format_cpulist
 from runner_support import LOCAL, make_plan
 from service.commands.run import timeshare_plan
 

@@ -16,7 +16,7 @@ import httpx
 import uvicorn
 
 from env.errors import InputError
-from env.models import Window
+from env.plan.models import Window
 
 SIM_NODE = "sim:reference"
 TOKEN = "t0ken-for-tests"

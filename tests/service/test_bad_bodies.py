@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from svc_support import Server
 
-from env.models import MAX_ARG_CHARS, MAX_JOBS
+from env.plan.models import MAX_ARG_CHARS, MAX_JOBS
 
 JSON = {"content-type": "application/json"}
 

@@ -8,8 +8,8 @@ import pytest
 
 from env.calibration.store import CalibrationStore
 from env.errors import RunError
-from env.interference import to_record
-from env.probing import Placement
+from env.measure.interference import to_record
+from env.measure.probing import Placement
 from env.sim.measuring import sim_measuring_backend
 from env.sim.variants import variant_models
 from service.cli import main
@@ -70,7 +70,7 @@ def test_update_changes_the_fit_after_new_runs(home, capsys):
 
 @pytest.mark.parametrize("argv, says", [
     (["--backend", "sim", "--probes", "0"], "--probes must be at least 1"),
-    (["--backend", "real"], "has no jobs to calibrate on: profile some first"),  # the real backend (env.realprobe) is here
+    (["--backend", "real"], "has no jobs to calibrate on: profile some first"),  # the real backend (env.real.probes) is here
     (["--backend", "sim", "--node", "sim:/nonexistent/x.json"], "unknown simulated node"),
     (["--backend", "sim", "--jobs", "nosuch,EP"], "unknown job"),
     (["--backend", "sim", "--update"], "no node model at"),

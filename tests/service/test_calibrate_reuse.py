@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import statistics
 
-from env.interference import measure_interference
-from env.nodebench import run_bench, save_bench
+from env.measure.interference import measure_interference
+from env.measure.nodebench import run_bench, save_bench
 from env.sim.measuring import sim_measuring_backend
 from env.sim.variants import variant_models
 from profiler.store import ProfileStore, cosched_home

@@ -8,11 +8,11 @@ from fractions import Fraction
 
 import pytest
 
-from env import actions as A
+from env.plan import actions as A
 from env.calibration.store import CalibrationStore, model_path
-from env.discover import discover, local_node_id
-from env.models import WindowJob
-from env.plan import PlanBuilder
+from env.node.discover import discover, local_node_id
+from env.plan.models import WindowJob
+from env.plan.builder import PlanBuilder
 from env.sim.nodemodel import JobParamsDoc, ModelJob, NodeModel, Provenance, SimParamsDoc
 from env.sim.params import DEFAULT_PARAMS
 from env.sim.probes import DEFAULT_PROBE

@@ -17,7 +17,7 @@ import pytest
 from svc_support import SIM_NODE, Server, running
 from test_bad_bodies import CASES
 
-from env.models import Window, WindowJob
+from env.plan.models import Window, WindowJob
 from service.app import INLINE_PLAN_JOBS, InlinePlanner, create_app
 
 FAST = {"content-type": "application/json"}

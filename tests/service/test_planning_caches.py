@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from svc_support import SIM_NODE
 
-from env.models import Plan, Window
-from env.nodes import load_node
+from env.plan.models import Plan, Window
+from env.sim.nodes import load_node
 from service.app import load_served_model
 from service.planning import _sim_with_pipeline, plan_window
 

@@ -17,9 +17,9 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.generation import GenerationMode
 from svc_support import SIM_NODE, Server
 
-from env.discover import node_id
-from env.models import Plan
-from env.nodes import load_node
+from env.node.discover import node_id
+from env.plan.models import Plan
+from env.sim.nodes import load_node
 from env.sim.profiles import simulated_profiles
 from profiler.store import ProfileStore
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from env.discover import node_id
-from env.models import Plan
-from env.nodes import load_node
+from env.node.discover import node_id
+from env.plan.models import Plan
+from env.sim.nodes import load_node
 from env.sim.profiles import simulated_profiles
 from profiler.models import Profile
 from profiler.store import ProfileStore

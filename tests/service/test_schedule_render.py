@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_table_fits_80_columns() -> None:
-    from env.models import Window
+    from env.plan.models import Window
 
     window = Window.model_validate({"jobs": [{"id": f"a-rather-long-job-name-{i}", "profile": p} for i, p in
                                              enumerate(["MG", "EP", "CG", "FT", "water_nsquared", "ocean_ncp", "lu_ncb", "SP"])],

@@ -168,7 +168,7 @@ def test_serve_falls_back_to_pure_python_backends(monkeypatch: pytest.MonkeyPatc
 def test_serve_with_two_workers(tmp_path: Path) -> None:
     proc, url = start_serve(tmp_path, "--workers", "2")
     try:
-        from env.nodes import load_node
+        from env.sim.nodes import load_node
         from service.planning import default_policy
 
         # 'agent' when a model ships for the node (training/models), else the baseline default

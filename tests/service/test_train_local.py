@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from env.calibration.store import model_path
-from env.discover import local_node_id
+from env.node.discover import local_node_id
 from service.cli import main
 
 TINY = ["--backend", "sim", "--node", "sim:variant-a", "--jobs", "EP,MG", "--probes", "2", "--heldout", "2"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from slurm_support import Cluster, ControllerProc
 
-from env.cpulist import parse_cpulist
+from env.node.cpulist import parse_cpulist
 from service.slurm.cluster import alive, load_state
 
 HELD = ("JobHeldUser", "JobHeldAdmin")

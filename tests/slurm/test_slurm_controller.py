@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from env.models import Plan, Window
-from env.nodes import load_node
+from env.plan.models import Plan, Window
+from env.sim.nodes import load_node
 from service.slurm import placement
 from service.slurm.controller import Controller, ControllerConfig, PlannerUnavailable
 from service.slurm.journal import Journal

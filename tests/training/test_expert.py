@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 
-from env.baselines import search
-from env.episode import plan_window
-from env.jobinfo import sim_provider
-from env.models import Window, WindowJob
-from env.nodes import load_node
+from env.planners.baselines import search
+from env.episode.window import plan_window
+from env.episode.jobinfo import sim_provider
+from env.plan.models import Window, WindowJob
+from env.sim.nodes import load_node
 from training.expert import Expert, expert_grid
 
 NODE = load_node("sim:reference")
@@ -28,7 +28,7 @@ def test_expert_plays_as_well_as_the_search_on_its_grid() -> None:
     best = search(NODE, names, 4, grid)
     ex = Expert(NODE, grid)
     res = plan_window(_window(names), NODE, prov, lambda o, m, ep: ex.action(ep), policy="expert", window_size=4)
-    from env.backend import SimBackend
+    from env.sim.backend import SimBackend
 
     total = sum(SimBackend(NODE).evaluate(res.plan, seed=0))
     assert total <= best.predicted_total_s * 1.01
@@ -103,7 +103,7 @@ def test_the_experts_values_agree_with_its_action_and_give_the_soft_label_of_ski
     """In every join-or-skip state of a window, the expert's predicted remaining times after joining and after
     skipping (``Expert.last_values``) order its choices as its action does; ``skip_target`` turns them into the
     label of skip: above one half exactly when the expert skips, nearer one half the nearer the two are."""
-    from env.actions import SKIP
+    from env.plan.actions import SKIP
     from training.expert import skip_target
 
     prov = sim_provider(NODE)

@@ -16,12 +16,12 @@ from agent.modelfile import NodeShape, TrainedFor, load_set_model, write_set_mod
 from agent.setnet import ARCHITECTURE, SetNetShape
 from agent.setnet_torch import SetNet
 from agent.setpolicy import SetPolicy
-from env.baselines import GroupEvaluator, _best_partition
-from env.episode import SET_CONTEXT_NAMES, SET_TOKEN_NAMES, placed_groups, plan_window
-from env.jobinfo import sim_provider
-from env.models import Window, WindowJob
-from env.nodes import load_node
-from env.search import episode_makespans, node_scorer
+from env.planners.baselines import GroupEvaluator, _best_partition
+from env.episode.window import SET_CONTEXT_NAMES, SET_TOKEN_NAMES, placed_groups, plan_window
+from env.episode.jobinfo import sim_provider
+from env.plan.models import Window, WindowJob
+from env.sim.nodes import load_node
+from env.planners.search import episode_makespans, node_scorer
 from training.group_head import SCHEDULES, GroupHeadArgs, cli, core_action, label_groups, options_of, train_head
 
 NODE = load_node("sim:reference")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from env.models import Window, WindowJob
-from env.nodes import load_node
+from env.plan.models import Window, WindowJob
+from env.sim.nodes import load_node
 from env.sim.catalogue import ALL_JOBS
 from training.policies import AgentPolicy
 
@@ -24,8 +24,8 @@ def model(tiny_set_model: Path) -> Path:
 
 
 def _ctx():
-    from env.baselines import PlanContext
-    from env.jobinfo import sim_provider
+    from env.planners.baselines import PlanContext
+    from env.episode.jobinfo import sim_provider
     from env.sim.catalogue import TRAIN_JOBS
 
     return PlanContext(node=NODE, provider=sim_provider(NODE, tuple(TRAIN_JOBS)))

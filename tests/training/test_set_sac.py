@@ -10,10 +10,10 @@ import math
 import numpy as np
 import pytest
 
-from env.evaluate import evaluate
-from env.jobinfo import sim_provider
-from env.models import Window, WindowJob
-from env.nodes import load_node
+from env.planners.evaluate import evaluate
+from env.episode.jobinfo import sim_provider
+from env.plan.models import Window, WindowJob
+from env.sim.nodes import load_node
 from training.set_sac import Args, main
 
 JOBS = ("EP", "MG")  # a compute-bound and a bandwidth-bound program: co-running them well gains about 1.47x
@@ -36,7 +36,7 @@ def test_a_short_seeded_run_finds_the_optimum_of_a_tiny_problem(tmp_path) -> Non
     assert agent >= 0.97 * best["best-found"], (agent, best)
     assert agent > max(best["greedy"], 1.0) + 0.3
     # the exported model plans the window through the planner's agent policy as the validation did
-    from env.baselines import PlanContext
+    from env.planners.baselines import PlanContext
     from training.policies import AgentPolicy
 
     plan = AgentPolicy(tmp_path / "model.npz").plan(window, PlanContext(node=node, provider=sim_provider(node)))
@@ -106,7 +106,7 @@ def test_sac_losses_on_a_hand_made_batch_equal_values_computed_by_hand() -> None
 def test_dagger_labels_are_the_experts_actions_in_the_actors_states() -> None:
     """play(..., expert=E) records, for every state the actor visits, E's action there; with follow_expert the
     expert plays, and its plan is as good as the search on its grid (simulated)."""
-    from env.baselines import search
+    from env.planners.baselines import search
     from training.expert import Expert, expert_grid
     from training.set_sac import Problem, play
 
@@ -135,7 +135,7 @@ def test_the_imitation_loss_is_the_hard_cross_entropy_at_hard_labels_and_the_mar
     import torch
 
     from agent.sac import masked_policy
-    from env.actions import SKIP
+    from env.plan.actions import SKIP
     from training.set_sac import imitation_loss
 
     g = torch.Generator().manual_seed(0)

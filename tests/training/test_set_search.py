@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from env.backend import SimBackend
-from env.baselines import PlanContext
-from env.jobinfo import sim_provider
-from env.models import Window, WindowJob
-from env.nodes import load_node
-from env.search import PAIR_MAX_JOBS
+from env.sim.backend import SimBackend
+from env.planners.baselines import PlanContext
+from env.episode.jobinfo import sim_provider
+from env.plan.models import Window, WindowJob
+from env.sim.nodes import load_node
+from env.planners.search import PAIR_MAX_JOBS
 from env.sim.catalogue import ALL_JOBS, TRAIN_JOBS
 from training.policies import AgentPolicy
 from training.search_policy import AgentSearchPolicy

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from env.baselines import NO_PARTITIONING, GroupEvaluator, Grid, PlanContext, get_policy, parse_policies, search
+from env.planners.baselines import NO_PARTITIONING, GroupEvaluator, Grid, PlanContext, get_policy, parse_policies, search
 from env.errors import InputError
-from env.jobinfo import sim_provider
-from env.models import Plan, Window, WindowJob
-from env.nodes import load_node
+from env.episode.jobinfo import sim_provider
+from env.plan.models import Plan, Window, WindowJob
+from env.sim.nodes import load_node
 from env.sim.simulate import simulate_plan
 from fractions import Fraction
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from agent.modelfile import TrainedFor, load_set_model, write_set_model
-from env.models import Window, WindowJob
-from env.nodes import load_node
+from env.plan.models import Window, WindowJob
+from env.sim.nodes import load_node
 
 NODE = load_node("sim:reference")
 TINY = ["--jobs", "EP,MG", "--windows", "2,2", "--cmaxes", "2", "--synthetic-jobs", "0", "--d-model", "16",
@@ -151,7 +151,7 @@ def test_make_run_trains_first_on_a_node_of_another_shape(tmp_path: Path, monkey
     node of another shape (a forced fake 2-socket, 24-CPU topology) has none, so the path is the user's models
     folder, where make run calibrates the node model and trains one in it first (``cosched calibrate``, then
     ``cosched train --node local``) and where it is then found."""
-    from env.discover import local_node_id, node_id
+    from env.node.discover import local_node_id, node_id
     from training.policies import local_model_path, models_dir, node_shape
 
     root = Path(__file__).resolve().parents[2]
@@ -190,7 +190,7 @@ def test_eval_takes_a_model_file(tmp_path: Path, tiny_model: Path, capsys) -> No
     doc = json.loads(capsys.readouterr().out)
     res = doc["windows"][0]["results"]
     assert res["agent-search"]["throughput_vs_timeshare"] >= res["agent"]["throughput_vs_timeshare"] - 1e-9
-    from env.baselines import POLICIES
+    from env.planners.baselines import POLICIES
 
     assert POLICIES["agent"] is AgentPolicy  # the command's override is gone
     for bad, words in ((tmp_path / "none.npz", "not found"), (windows, "not a cosched model file")):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from env.episode import RewardConfig
-from env.nodes import load_node
+from env.episode.window import RewardConfig
+from env.sim.nodes import load_node
 from training.setup import sim_setup
 
 NODE = load_node("sim:reference")

@@ -14,12 +14,12 @@ from typing import Any, Callable, Sequence
 
 from pydantic import ValidationError
 
-from env.backend import Backend, SimBackend
-from env.baselines import PlanContext, get_policy
+from env.sim.backend import Backend, SimBackend
+from env.planners.baselines import PlanContext, get_policy
 from env.errors import InputError
-from env.jobinfo import JobInfoProvider, sim_provider
-from env.models import Window
-from env.nodespec import NodeSpec
+from env.episode.jobinfo import JobInfoProvider, sim_provider
+from env.plan.models import Window
+from env.node.spec import NodeSpec
 
 DEFAULT_EVAL_POLICIES = ("timeshare", "greedy", "random", "pairs", "best-found")
 
@@ -53,7 +53,7 @@ def evaluate(windows: Sequence[Window], node: NodeSpec, policies: Sequence[str],
              backend: Backend | None = None, provider: JobInfoProvider | None = None, seed: int = 0,
              window_size: int = 6, progress: Callable[[int, str, float], None] | None = None,
              guard: bool = False) -> dict[str, Any]:
-    """``guard``: every plan passes ``env.search.guard_plan`` (as ``cosched schedule`` and the service plan), so a plan
+    """``guard``: every plan passes ``env.planners.search.guard_plan`` (as ``cosched schedule`` and the service plan), so a plan
     predicted below time sharing is replaced by the best baseline's; a result then names the policy that made it."""
     backend = backend if backend is not None else SimBackend(node)
     provider = provider if provider is not None else sim_provider(node)
@@ -74,7 +74,7 @@ def evaluate(windows: Sequence[Window], node: NodeSpec, policies: Sequence[str],
                               simulated=backend.simulated)
             plan = pol.plan(w, ctx)
             if guard:
-                from env.search import guard_plan
+                from env.planners.search import guard_plan
 
                 plan = guard_plan(plan, w, ctx, lambda baseline: get_policy(baseline).plan(w, ctx))
             makespans = backend.evaluate(plan, seed=seed + i)

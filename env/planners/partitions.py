@@ -1,5 +1,5 @@
 """Partitions of a window's jobs into groups: the subset lists the dynamic programmes over subsets walk (made once
-per window shape; ``env.baselines._best_partition``, ``env.localsearch.LocalSearch.exact``)."""
+per window shape; ``env.planners.baselines._best_partition``, ``env.planners.localsearch.LocalSearch.exact``)."""
 
 from __future__ import annotations
 

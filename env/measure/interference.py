@@ -1,6 +1,6 @@
 """Interference curves and node microbenchmarks, measured through any ``MeasuringBackend``.
 
-Only ``env.probing``'s protocol is used (run placements, read times, counters and metrics), so the same code
+Only ``env.measure.probing``'s protocol is used (run placements, read times, counters and metrics), so the same code
 profiles a real node (engineer B's backend: native programs, real processes) and the simulated node used as
 black-box hardware (``env.sim.measuring``).
 
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from env.discover import node_id
+from env.node.discover import node_id
 from env.errors import InputError
-from env.nodespec import NodeSpec
-from env.probing import BUBBLE, LATENCY, PROBE, STREAM, Measurement, MeasuringBackend, Placement
+from env.node.spec import NodeSpec
+from env.measure.probing import BUBBLE, LATENCY, PROBE, STREAM, Measurement, MeasuringBackend, Placement
 from profiler.interference import (
     CurvePoint, DomainBench, InterferenceProfile, NodeBench, PlacementRecord, RunKind, RunRecord,
 )

@@ -1,4 +1,4 @@
-"""Node specs by name: ``local`` is discovered; ``sim:NAME`` is ``env/nodes/NAME.json`` (or ``sim:PATH.json``).
+"""Node specs by name: ``local`` is discovered; ``sim:NAME`` is ``env/sim/nodes/NAME.json`` (or ``sim:PATH.json``).
 
 A file may be a bare node spec or a node-model file (``env.sim.nodemodel``: the shape plus every parameter and
 job of the contention model). A node model is registered under the node's name (``env.sim.world``), so every
@@ -12,9 +12,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from env.discover import discover, sysroot
+from env.node.discover import discover, sysroot
 from env.errors import InputError
-from env.nodespec import NodeSpec
+from env.node.spec import NodeSpec
 
 NODES_DIR = Path(__file__).resolve().parent
 DEFAULT_SIM_NODE = "sim:reference"

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
 
-from env.actions import Affinity, JobAction, MemoryPolicy, Split
-from env.cpulist import format_cpulist
-from env.nodespec import NodeSpec
+from env.plan.actions import Affinity, JobAction, MemoryPolicy, Split
+from env.node.cpulist import format_cpulist
+from env.node.spec import NodeSpec
 
 
 def half_up(x: Fraction | float | int) -> int:

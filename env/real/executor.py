@@ -25,14 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterator
 
-from env.allocate import mba_hardware_value
-from env.cpulist import parse_cpulist
+from env.plan.allocate import mba_hardware_value
+from env.node.cpulist import parse_cpulist
 from env.errors import CoschedError, InputError
-from env.journal import Journal, JournalState, read_journal
-from env.models import Excluded, Plan, PlanJob, RunGroup, RunJob
-from env.nodespec import NodeSpec
-from env.plan import check_plan_for_node
-from env.resctrl import create_group, group_path, remove_group, schemata
+from env.real.journal import Journal, JournalState, read_journal
+from env.plan.models import Excluded, Plan, PlanJob, RunGroup, RunJob
+from env.node.spec import NodeSpec
+from env.plan.builder import check_plan_for_node
+from env.node.resctrl import create_group, group_path, remove_group, schemata
 
 KILL_GRACE_S = 2.0
 

@@ -1,7 +1,7 @@
 """The node spec: one JSON shape for a discovered node and for a simulated one.
 
-Discovery (``env.discover``) produces it from sysfs; simulated nodes are the same document stored as
-JSON (``env/nodes/*.json``), so a simulated node is just data.
+Discovery (``env.node.discover``) produces it from sysfs; simulated nodes are the same document stored as
+JSON (``env/sim/nodes/*.json``), so a simulated node is just data.
 """
 
 from __future__ import annotations

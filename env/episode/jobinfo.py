@@ -16,7 +16,7 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-from env.nodespec import NodeSpec
+from env.node.spec import NodeSpec
 from profiler.features import N_FEATURES, FeaturePipeline, job_figures
 from profiler.models import Profile
 

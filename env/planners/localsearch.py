@@ -1,4 +1,4 @@
-"""Local search over groupings, the last step of ``agent-search`` (``env.search``): the rollouts find good plans
+"""Local search over groupings, the last step of ``agent-search`` (``env.planners.search``): the rollouts find good plans
 near the agent's; this moves jobs between their groups, and tunes the chosen groups' options, on the node model.
 
 * A group's cost is its makespan on the node model with the best of a few core splits: the *maximal* splits of
@@ -12,7 +12,7 @@ near the agent's; this moves jobs between their groups, and tunes the chosen gro
 
 Work is counted in node-model calls (``Budget``), memoised or not, so the same window and budget give the same plan
 on every machine and in every process; when the count is spent the best plan so far stands. Every group found
-joins ``seen``, so ``env.search.recombine`` can still combine it with the rollouts' groups.
+joins ``seen``, so ``env.planners.search.recombine`` can still combine it with the rollouts' groups.
 """
 
 from __future__ import annotations
@@ -23,19 +23,16 @@ import math
 from fractions import Fraction
 from typing import Callable, Iterator, Sequence
 
-from env import actions
-from env.allocate import _core_count
-from env.partitions import partition_table
-from env.nodespec import NodeSpec
+from env.plan import actions
+from env.plan.allocate import _core_count
+from env.plan.models import CALLS_PER_ROLLOUT  # the budget's unit, defined with the plan's SearchInfo
+from env.planners.partitions import partition_table
+from env.node.spec import NodeSpec
 
 Scorer = Callable[[int, Sequence[tuple[str, int]]], float]
 Members = list[tuple[int, int]]  # (slot, job action) in placement order
 Seen = dict[int, tuple[float, Members]]  # slot bitmask -> (makespan, members), one schedule action
 
-#: Node-model calls the local search may make per rollout of the search's budget (the default budget 4: 320 calls; a
-#: call costs about 0.04 ms cold on the reference node with the C group run, most of it finding the group's jobs and
-#: placements; the memo makes repeats free). See env.search.DEFAULT_BUDGET for how 4 x 80 was chosen.
-CALLS_PER_ROLLOUT = 80
 
 
 class BudgetSpent(Exception):

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from env.models import Plan
-from env.nodespec import NodeSpec
+from env.plan.models import Plan
+from env.node.spec import NodeSpec
 from env.sim.params import SimParams
 
 

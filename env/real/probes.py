@@ -1,9 +1,9 @@
 """The real node as a ``MeasuringBackend``: placements run as real processes, from one start.
 
 Every placement of a measurement becomes one job of a one-group plan, launched the way every job is:
-its argv from ``env.launch`` (``numactl --physcpubind`` and the memory option; a resctrl group with its
+its argv from ``env.plan.launch`` (``numactl --physcpubind`` and the memory option; a resctrl group with its
 L3 ways / MBA cap only on a node that has resctrl, else the placement is refused with the reason) and
-run by the executor (``env.execute``: process groups, a timeout, cleanup, a journal). The built-in
+run by the executor (``env.real.executor``: process groups, a timeout, cleanup, a journal). The built-in
 programs are the project's own (``native/build``): ``cosched-bubble`` runs in the background and is
 stopped (SIGTERM) when the foreground programs have ended; ``cosched-probe`` reports its own time;
 ``cosched-membench`` its GB/s or ns per load. A profiled job is its stored command. Foreground programs
@@ -25,18 +25,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from env.allocate import Allocation, GroupState, mba_hardware_value, place_mask
+from env.plan.allocate import Allocation, GroupState, mba_hardware_value, place_mask
 from env.errors import InputError, RunError
-from env.execute import Executor, Interrupted, preflight
-from env.launch import enforcement, launch_argv
-from env.models import Enforcement, NodeRef, Plan, PlanGroup, PlanJob, SchedulePolicy
-from env.nodespec import NodeSpec
-from env.probing import BUBBLE, BUILTINS, LATENCY, PROBE, STREAM, Measurement, Placement
-from env.resctrl import group_path
+from env.real.executor import Executor, Interrupted, preflight
+from env.plan.launch import enforcement, launch_argv
+from env.plan.models import Enforcement, NodeRef, Plan, PlanGroup, PlanJob, SchedulePolicy
+from env.node.spec import NodeSpec
+from env.measure.probing import BUBBLE, BUILTINS, LATENCY, PROBE, STREAM, Measurement, Placement
+from env.node.resctrl import group_path
 from profiler.events import PERF_EVENTS, SOFTWARE_EVENTS
 from profiler.perfcsv import parse_perf_csv
 
-NATIVE_BUILD = Path(__file__).resolve().parent.parent / "native" / "build"
+NATIVE_BUILD = Path(__file__).resolve().parents[2] / "native" / "build"
 _PROGRAMS = {BUBBLE: "cosched-bubble", PROBE: "cosched-probe", STREAM: "cosched-membench", LATENCY: "cosched-membench"}
 _KIND = {BUBBLE: "bubble", PROBE: "probe", STREAM: "stream", LATENCY: "latency"}
 
@@ -109,7 +109,7 @@ def _check(node: NodeSpec, i: int, p: Placement, enf: Enforcement) -> None:
 
 
 def placement_allocation(node: NodeSpec, p: Placement, state: GroupState) -> Allocation:
-    """A placement as the allocation ``env.launch`` turns into argv. Memory: 'local' is the kernel's
+    """A placement as the allocation ``env.plan.launch`` turns into argv. Memory: 'local' is the kernel's
     first touch, unless a domain is named (then it is bound there: how STREAM/LATENCY measure local vs
     remote); 'bind' binds to ``memory_domain``; 'interleave' spreads over every domain of the node.
     Ways: ``l3_ways`` contiguous ways of each L3 the CPUs touch, packed after the group's earlier masks;
@@ -326,7 +326,7 @@ def profile_jobs(node_id: str) -> dict[str, list[str]]:
 
 def local_backend(**kw: object) -> RealMeasuringBackend:
     """This node, its profiled jobs, measurement files under $COSCHED_HOME/measure."""
-    from env.discover import discover, node_id
+    from env.node.discover import discover, node_id
     from profiler.store import cosched_home
 
     node = discover()

@@ -1,6 +1,6 @@
 """Baseline policies and the policy registry (interfaces.md names).
 
-Every policy but time sharing plans through ``env.episode`` (the one planning path); search policies find a
+Every policy but time sharing plans through ``env.episode.window`` (the one planning path); search policies find a
 *script* (a schedule-level action and ordered groups of (job, job-level action)) and replay it through the
 episode with ``ScriptChooser``, so their plans are built exactly like the agent's.
 
@@ -38,15 +38,15 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-from env import actions
-from env.actions import SKIP, JobAction, ScheduleAction, encode
-from env.allocate import GroupState, allocate, core_count
-from env.episode import DEFAULT_WINDOW, Episode, plan_window
+from env.plan import actions
+from env.plan.actions import SKIP, JobAction, ScheduleAction, encode
+from env.plan.allocate import GroupState, allocate, core_count
+from env.episode.window import DEFAULT_WINDOW, Episode, plan_window
 from env.errors import InputError
-from env.jobinfo import JobInfo, JobInfoProvider
-from env.models import Plan, Window
-from env.nodespec import NodeSpec
-from env.plan import PlanBuilder
+from env.episode.jobinfo import JobInfo, JobInfoProvider
+from env.plan.models import Plan, Window
+from env.node.spec import NodeSpec
+from env.plan.builder import PlanBuilder
 
 # -- scripts and their replay through the episode --------------------------------------------------
 
@@ -302,9 +302,9 @@ def _exhaustive_subset(ev: GroupEvaluator, schedule: int, names: list[str], grid
 
 def _best_partition(sub: dict[int, tuple[float, list[int]]], full: int) -> tuple[float, dict[int, int]]:
     """DP over subsets: the partition of ``full`` into groups in ``sub`` with the least total makespan (ties: the
-    group of the larger bitmask). Walks ``env.partitions.partition_table``'s subset lists, so groups larger than
+    group of the larger bitmask). Walks ``env.planners.partitions.partition_table``'s subset lists, so groups larger than
     ``sub``'s largest are never visited."""
-    from env.partitions import partition_table
+    from env.planners.partitions import partition_table
 
     n = full.bit_length()
     _, inside = partition_table(n, max((g.bit_count() for g in sub), default=1))

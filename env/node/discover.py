@@ -15,9 +15,9 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
-from env.cpulist import parse_cpulist, parse_hexmask
+from env.node.cpulist import parse_cpulist, parse_hexmask
 from env.errors import InputError
-from env.nodespec import Capabilities, Capability, CatInfo, L3Domain, MbaInfo, NodeSpec, NumaDomain
+from env.node.spec import Capabilities, Capability, CatInfo, L3Domain, MbaInfo, NodeSpec, NumaDomain
 
 Which = Callable[[str], str | None]
 

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from env.errors import RunError
-from env.execute import Executor, preflight
-from env.models import Plan, PlanGroup
-from env.nodespec import NodeSpec
+from env.real.executor import Executor, preflight
+from env.plan.models import Plan, PlanGroup
+from env.node.spec import NodeSpec
 
 
 def group_key(group: PlanGroup) -> str:

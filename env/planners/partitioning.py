@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Sequence
 
-from env import actions
-from env.actions import JobAction
-from env.nodespec import NodeSpec
+from env.plan import actions
+from env.plan.actions import JobAction
+from env.node.spec import NodeSpec
 
 #: compact and distributed with first-touch: local-alloc places pages alike in the model, and interleave is
 #: never better for these pairs (checked by ``pair_gain(..., schedules=range(6))``).
@@ -51,7 +51,7 @@ def pair_gain(node: NodeSpec, a: str, b: str, *, schedules: Sequence[int] = SCHE
               ways: Sequence[Fraction] = actions.WAY_FRACTIONS, bw: Sequence[int] = actions.BW_PERCENTS,
               evaluator=None) -> PairGain:
     """Best co-run throughput of ``a`` with ``b`` without and with partitioning (see the module docstring)."""
-    from env.baselines import GroupEvaluator
+    from env.planners.baselines import GroupEvaluator
     from env.sim.catalogue import catalogue
 
     ev = evaluator if evaluator is not None else GroupEvaluator(node)

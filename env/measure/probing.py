@@ -1,7 +1,7 @@
 """What calibration may do to a node: run programs with a placement and read their times. Nothing else.
 
 ``cosched calibrate`` talks to a node only through ``MeasuringBackend``. The real node implements it with
-real processes (through ``env.launch`` and the executor); the simulated node implements it as black-box
+real processes (through ``env.plan.launch`` and the executor); the simulated node implements it as black-box
 hardware whose contention parameters are never readable through this interface (the twin test). So the
 same calibrator, fit and probe choice run on both.
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, Sequence
 
-from env.nodespec import NodeSpec
+from env.node.spec import NodeSpec
 
 BUBBLE = "cosched:bubble"
 PROBE = "cosched:probe"

@@ -9,14 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from env import actions
-from env.actions import JobAction, ScheduleAction
-from env.allocate import Allocation, GroupState, allocate, core_count, mba_hardware_value
+from env.plan import actions
+from env.plan.actions import JobAction, ScheduleAction
+from env.plan.allocate import Allocation, GroupState, allocate, core_count, mba_hardware_value
 from env.errors import InputError
-from env.launch import RdtTool, enforcement, launch_argv
-from env.models import Excluded, ModelRef, Plan, WindowJob
-from env.nodespec import NodeSpec
-from env.resctrl import group_path
+from env.plan.launch import RdtTool, enforcement, launch_argv
+from env.plan.models import Excluded, ModelRef, Plan, WindowJob
+from env.node.spec import NodeSpec
+from env.node.resctrl import group_path
 
 
 @dataclass
@@ -70,7 +70,7 @@ class PlanBuilder:
         """Time sharing: ``job`` alone in a group of its own with the whole node (every CPU, every way,
         no bandwidth cap, the memory policy of ``schedule``). Not an action of the encoding (the largest core
         option is 7/8), so the plan job's ``action`` is None."""
-        from env.allocate import place_mask
+        from env.plan.allocate import place_mask
 
         self.close_group()
         cpus = tuple(self.node.cpus)
@@ -157,7 +157,7 @@ class PlanBuilder:
 #: id(node) -> (node, memo). Memo: (affinity, memory, action, CPUs taken, mask cursors) -> (allocation, cursors
 #: after). ``allocate`` is a pure function of exactly these, and a service plans the same few group states over
 #: and over. The node is kept alive with its memo (its id is not reused meanwhile); node specs are not mutated
-#: (env.nodes.load_node). Allocations are frozen and never modified, so one object may serve many plans.
+#: (env.sim.nodes.load_node). Allocations are frozen and never modified, so one object may serve many plans.
 _ALLOC_MEMO: dict[int, tuple[NodeSpec, dict[tuple, tuple[Allocation | None, tuple[tuple[int, int], ...]]]]] = {}
 _ALLOC_MEMO_SIZE = 4096  # entries a node (a few MB at most); cleared when full
 

@@ -12,13 +12,13 @@ The search (a best-first *rollout* search, after Bertsekas' rollout algorithms a
   agent's rollout does: the later ones need no scores of every action, only the agent's choices);
 * expanding a branch = replaying its prefix, taking the branch's action, and completing the episode with the
   agent's greedy choices (one rollout); the completed plan is scored on the node model (``Scorer``: the sum of
-  its groups' makespans; ``env.baselines.GroupEvaluator`` on a simulated node or a node-model file, whose memo
+  its groups' makespans; ``env.planners.baselines.GroupEvaluator`` on a simulated node or a node-model file, whose memo
   makes repeated groups free);
 * finally the groups every rollout scored are recombined: the best partition of the chunk into already-scored
   groups, plus every pair of the chunk's jobs at its best core split (``pair_groups``, like ``pairs``: a
   fixed amount of work a chunk), per schedule action, by dynamic programming over subsets as ``best-found`` does, so a
   good group found in one rollout and another found in a second make one plan;
-* then a local search (``env.localsearch``) from the best plan and each rollout's grouping moves jobs between
+* then a local search (``env.planners.localsearch``) from the best plan and each rollout's grouping moves jobs between
   groups (bounded by the members' times alone, so most moves cost no call), and tunes the final groups' options,
   within ``budget x CALLS_PER_ROLLOUT`` node-model calls; the recombination runs again over every group it scored;
 * the best plan wins. The budget counts rollouts and node-model calls, not seconds, so the same window gives the
@@ -32,7 +32,7 @@ the agent's chooser picks); ``scores.choose(mask, episode)``, when the function 
 computed more cheaply (the set policy's own chooser); with ``scores.observe(episode)`` and ``scores.many(observed,
 masks, chosen)`` as well, a rollout that offers branches is played by ``choose`` and its states are scored after it,
 in one batch (the same scores as one at a time, up to float32 rounding). The set-encoder model plans any window of
-up to 32 jobs (SET_MAX_WINDOW) as one chunk (``env.episode.plan_window``), so the search sees every partition the
+up to 32 jobs (SET_MAX_WINDOW) as one chunk (``env.episode.window.plan_window``), so the search sees every partition the
 agent can reach. Bounded work for a
 long chunk: up to RECOMBINE_MAX_JOBS (10) jobs the recombination is the subset DP (3^W steps, 59,049 at 10); above,
 a depth-first search over the groups seen, which gives up after RECOMBINE_MAX_STEPS (3^10) groups tried (the best
@@ -53,9 +53,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from env.episode import Episode, group_members, placed_groups
-from env.localsearch import CALLS_PER_ROLLOUT, LocalSearch, regroup, tune
-from env.nodespec import NodeSpec
+from env.episode.window import Episode, group_members, placed_groups
+from env.planners.localsearch import CALLS_PER_ROLLOUT, LocalSearch, regroup, tune
+from env.node.spec import NodeSpec
 
 #: Rollouts a chunk gets by default (and CALLS_PER_ROLLOUT = 80 local-search calls each: 320), for the W = 8 latency
 #: target (<= 50 ms a window, median, one core; bench/search_bench.py: cold evaluator memo, the shared 2-CPU machine,
@@ -97,7 +97,7 @@ class SearchResult:
     makespans: list[float]
     agent_total_s: float  # the agent's own plan (the first rollout), predicted
     rollouts: int
-    local_calls: int = 0  # node-model calls of the local search (env.localsearch)
+    local_calls: int = 0  # node-model calls of the local search (env.planners.localsearch)
 
     @property
     def total_s(self) -> float:
@@ -231,7 +231,7 @@ def _rollouts(new_episode: Callable[[], Episode], scores: Scores, scorer: Scorer
 
 def other_affinity(schedule: int) -> int:
     """The schedule action with the other core affinity and the same memory policy."""
-    from env.actions import AFFINITIES, ScheduleAction, decode, encode
+    from env.plan.actions import AFFINITIES, ScheduleAction, decode, encode
 
     s = decode(schedule)
     return encode(ScheduleAction(next(a for a in AFFINITIES if a != s.affinity), s.memory))  # type: ignore[union-attr]
@@ -250,7 +250,7 @@ def seen_groups(ep: Episode, makespans: list[float], seen: Seen) -> None:
 
 def pair_groups(ep: Episode, schedule: int, scorer: Scorer, seen: Seen) -> None:
     """Add every pair of the chunk's jobs as a candidate group (like ``pairs``, the paper's OCRP-ML) under
-    ``schedule``, each at its best core split: ``env.localsearch.LocalSearch.cost`` (the maximal splits, all ways,
+    ``schedule``, each at its best core split: ``env.planners.localsearch.LocalSearch.cost`` (the maximal splits, all ways,
     no cap; a split whose slower member alone is already no faster than the best found is not simulated). A fixed
     amount of work a chunk (at most 15 pairs x 5 splits for 6 jobs; the evaluator's memo makes repeats free), not
     counted in the budget. Where the agent pairs poorly (Cmax 2) the recombination then finds the good pairing."""
@@ -321,10 +321,10 @@ class _GiveUp(Exception):
 def recombine(result: SearchResult, seen: Seen,
               new_episode: Callable[[], Episode], scorer: Scorer) -> SearchResult:
     """The best partition of the chunk into groups the rollouts have scored (any mix of rollouts, per schedule
-    action: dynamic programming over subsets, ``env.baselines._best_partition``, up to RECOMBINE_MAX_JOBS jobs;
+    action: dynamic programming over subsets, ``env.planners.baselines._best_partition``, up to RECOMBINE_MAX_JOBS jobs;
     ``sparse_partition``, bounded, above), replayed through a fresh episode; the result when it predicts less time
     than the best single rollout. No new group is simulated."""
-    from env.baselines import Script, ScriptChooser, _best_partition
+    from env.planners.baselines import Script, ScriptChooser, _best_partition
 
     probe = new_episode()
     n = len(probe.jobs)
@@ -392,7 +392,7 @@ def node_scorer(node: NodeSpec) -> Scorer | None:
         return None
     hit = _SCORERS.get(id(node))
     if hit is None or hit[0] is not node:
-        from env.baselines import GroupEvaluator
+        from env.planners.baselines import GroupEvaluator
 
         if len(_SCORERS) > 8:
             _SCORERS.clear()
@@ -400,7 +400,7 @@ def node_scorer(node: NodeSpec) -> Scorer | None:
         hit = _SCORERS[id(node)] = (node, ev)
     ev = hit[1]
     if len(ev.memo) > 200_000:  # bound a long-running service's memory
-        from env.baselines import GroupEvaluator
+        from env.planners.baselines import GroupEvaluator
 
         ev = GroupEvaluator(node)
         _SCORERS[id(node)] = (node, ev)
@@ -422,7 +422,7 @@ def predicted_throughput(plan, node: NodeSpec, solo_total_s: float) -> tuple[flo
     """(throughput vs time sharing, group makespans) of ``plan`` on the node model, or None without one."""
     if not node.name.startswith("sim:") or not plan.groups:
         return None
-    from env.backend import SimBackend
+    from env.sim.backend import SimBackend
 
     makespans = SimBackend(node).evaluate(plan)
     total = sum(makespans)

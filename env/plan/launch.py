@@ -13,15 +13,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from env.allocate import Allocation, numactl_memory_options
-from env.cpulist import format_cpulist
-from env.models import Enforcement
-from env.nodespec import NodeSpec
-from env.resctrl import exec_helper
+from env.plan.allocate import Allocation, numactl_memory_options
+from env.node.cpulist import format_cpulist
+from env.plan.models import Enforcement
+from env.node.spec import NodeSpec
+from env.node.resctrl import exec_helper
 
 RdtTool = Literal["resctrl", "rdtset"]
 
-PINRT_LIB = Path(__file__).resolve().parent.parent / "native" / "build" / "libpinrt.so"
+PINRT_LIB = Path(__file__).resolve().parents[2] / "native" / "build" / "libpinrt.so"
 
 
 def enforcement(node: NodeSpec, tool: RdtTool = "resctrl") -> Enforcement:

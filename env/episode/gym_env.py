@@ -1,4 +1,4 @@
-"""The gymnasium environment ``cosched/CoSchedule-v0`` (coscheduler.md §2-5) over ``env.episode``.
+"""The gymnasium environment ``cosched/CoSchedule-v0`` (coscheduler.md §2-5) over ``env.episode.window``.
 
 * ``action_space = Discrete(257)``; ``observation_space`` a finite Box of W x (f + k) + node values (float32).
 * ``info["action_mask"]`` (int8, 257) on reset and every step, and ``action_masks()`` (for maskable agents).
@@ -18,14 +18,14 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from env import actions
-from env.backend import Backend, SimBackend
-from env.episode import DEFAULT_OBS_LAYOUT, DEFAULT_WINDOW, OBS_CLIP, Episode, RewardConfig, obs_size, rw_final
+from env.plan import actions
+from env.sim.backend import Backend, SimBackend
+from env.episode.window import DEFAULT_OBS_LAYOUT, DEFAULT_WINDOW, OBS_CLIP, Episode, RewardConfig, obs_size, rw_final
 from env.errors import InputError
-from env.jobinfo import JobInfoProvider, sim_provider
-from env.models import WindowJob
-from env.nodes import DEFAULT_SIM_NODE, load_node
-from env.nodespec import NodeSpec
+from env.episode.jobinfo import JobInfoProvider, sim_provider
+from env.plan.models import WindowJob
+from env.sim.nodes import DEFAULT_SIM_NODE, load_node
+from env.node.spec import NodeSpec
 
 ENV_ID = "cosched/CoSchedule-v0"
 
@@ -139,4 +139,4 @@ def _window_jobs(names: Sequence[str]) -> list[WindowJob]:
 
 
 if ENV_ID not in gym.registry:
-    gym.register(id=ENV_ID, entry_point="env.gym_env:CoScheduleEnv")
+    gym.register(id=ENV_ID, entry_point="env.episode.gym_env:CoScheduleEnv")

@@ -1,7 +1,7 @@
 """The kernel's resctrl file system, used directly: one control group per co-running job.
 
 The batch runner creates a job's group before its group starts and removes it after (also on
-failure); the job's launch argv joins it through ``cosched-resctrl-exec`` (``env.resctrl_exec``), which
+failure); the job's launch argv joins it through ``cosched-resctrl-exec`` (``env.real.resctrl_exec``), which
 writes its own pid into ``tasks`` and then execs the rest, so every thread the job creates inherits it.
 Tests point ``resctrl_path`` at a fake directory: this machine has no resctrl.
 """
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from env.errors import RunError
-from env.nodespec import NodeSpec
+from env.node.spec import NodeSpec
 
 GROUP_PREFIX = "cosched-"
 

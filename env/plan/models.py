@@ -10,9 +10,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
-from env.actions import Affinity, MemoryPolicy
+from env.plan.actions import Affinity, MemoryPolicy
 from env.errors import InputError
-from env.localsearch import CALLS_PER_ROLLOUT
 
 NAME_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
 MAX_JOBS = 1024
@@ -147,6 +146,12 @@ class Enforcement(BaseModel):
     mem_bw: bool
     method: Literal["resctrl", "rdtset"] | None = Field(None, description="how cache/bandwidth are enforced, when they are")
     reasons: dict[str, str] = Field(default_factory=dict, description="why each missing piece is not enforced")
+
+
+#: Node-model calls the local search may make per rollout of the search's budget (the default budget 4: 320 calls; a
+#: call costs about 0.04 ms cold on the reference node with the C group run, most of it finding the group's jobs and
+#: placements; the memo makes repeats free). See env.planners.search.DEFAULT_BUDGET (the local search, env.planners.localsearch, spends it) for how 4 x 80 was chosen.
+CALLS_PER_ROLLOUT = 80
 
 
 class SearchInfo(BaseModel):

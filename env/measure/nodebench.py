@@ -1,7 +1,7 @@
 """``cosched node --bench``: the node's microbenchmarks repeated, as medians with their spread, plus what one CAT
 way and one MBA step do to the reference probe where resctrl exists, and the L3 from discovery.
 
-Each repeat is ``env.interference.measure_node`` (per-NUMA-domain STREAM bandwidth and pointer-chase latency,
+Each repeat is ``env.measure.interference.measure_node`` (per-NUMA-domain STREAM bandwidth and pointer-chase latency,
 local and, with two or more domains, remote; the calibrator's own microbenchmarks) through a
 ``MeasuringBackend`` (the real node's or a simulated one). The report (``NodeBenchReport``, with every
 repeat's ``profiler.interference.NodeBench``) is stored under ``$COSCHED_HOME/node-bench/NODE_ID.json``.
@@ -16,9 +16,9 @@ from typing import Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from env.interference import measure_node
-from env.nodespec import NodeSpec
-from env.probing import PROBE, MeasuringBackend, Placement
+from env.measure.interference import measure_node
+from env.node.spec import NodeSpec
+from env.measure.probing import PROBE, MeasuringBackend, Placement
 from profiler.interference import NodeBench
 
 BENCH_SCHEMA_VERSION = 1

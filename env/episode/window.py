@@ -2,7 +2,7 @@
 
 The agent, every baseline, ``cosched schedule``, the service and training all drive an ``Episode`` with a
 *chooser* ``(obs, mask, episode) -> action``; allocation decisions become a ``Plan`` only through
-``env.plan.PlanBuilder``.
+``env.plan.builder.PlanBuilder``.
 
 Rules, decided here once:
 
@@ -43,14 +43,14 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-from env import actions
-from env.actions import SKIP, ScheduleAction
-from env.allocate import Allocation, core_count
+from env.plan import actions
+from env.plan.actions import SKIP, ScheduleAction
+from env.plan.allocate import Allocation, core_count
 from env.errors import InputError
-from env.jobinfo import JobInfo, JobInfoProvider
-from env.models import Plan, Window, WindowJob
-from env.nodespec import NodeSpec
-from env.plan import PlanBuilder
+from env.episode.jobinfo import JobInfo, JobInfoProvider
+from env.plan.models import Plan, Window, WindowJob
+from env.node.spec import NodeSpec
+from env.plan.builder import PlanBuilder
 
 N_STATUS = 9  # per-slot status values (k)
 STATUS_NAMES = (
@@ -411,8 +411,8 @@ class _CoresNeeded(dict):
 
 
 def _core_count_of(n_cpus: int, fraction: Fraction) -> int:
-    """``env.allocate.core_count`` for a node of ``n_cpus`` CPUs (the same half-up rounding)."""
-    from env.allocate import half_up
+    """``env.plan.allocate.core_count`` for a node of ``n_cpus`` CPUs (the same half-up rounding)."""
+    from env.plan.allocate import half_up
 
     return max(1, half_up(fraction * n_cpus))
 
