@@ -3,7 +3,7 @@
  * noise. Deterministic for a given seed. */
 #ifndef PINRT_HARNESS_H
 #define PINRT_HARNESS_H
-#include "learner.h"
+#include "runtime/learner.h"
 
 #define HX_MAX_UNITS 64
 #define HX_MAX_THREADS 256

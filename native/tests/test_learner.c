@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "runtime/config.h"
 #include "harness.h"
-#include "learner.h"
+#include "runtime/learner.h"
 
 #include "check.h"
 

@@ -6,9 +6,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "memkern.h"
-#include "memthreads.h"
-#include "opts.h"
+#include "probes/memkern.h"
+#include "probes/memthreads.h"
+#include "probes/opts.h"
 
 static int n_pass, n_fail;
 

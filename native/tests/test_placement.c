@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "placement.h"
+#include "spank/placement.h"
 
 #include "check.h"
 

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "simgroup.h"
+#include "simkernel/simgroup.h"
 
 /* A node of one NUMA domain and one L3 of 8 ways of 2 MB, 50 GB/s. */
 static const double NODE1[] = {1, 1, 20.0, 0.75, 8, 50.0, 2.0};

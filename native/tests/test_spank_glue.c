@@ -21,7 +21,7 @@
 #include <slurm/spank.h>
 
 #include "check.h"
-#include "placement.h"
+#include "spank/placement.h"
 
 /* ---- the fake host ---- */
 struct spank_handle {

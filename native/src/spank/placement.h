@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "config.h"
+#include "runtime/config.h"
 
 #define CP_MAX_PINRT 64
 #define CP_PATH 512
