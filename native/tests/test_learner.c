@@ -510,8 +510,8 @@ static void test_config(void)
                           "PINRT_TOPOLOGY", "1:1;0:0", "PINRT_ZETA", "0.5", "PINRT_GROUP", "2",
                           "PINRT_TRACE", "/tmp/x.jsonl", "PINRT_CORE_METHOD", "null", "PINRT_SEED", "99", NULL};
     CHECK(parse_kv(&c, good, err) == 0);
-    CHECK(c.lp.objective == PL_O1 && c.has_topology && c.ndomains == 2 && pr_set_has(&c.dom_cpus[1], 1) &&
-          pr_set_has(&c.dom_cpus[0], 0) && c.mem_on && c.group == 2 && c.trace_fmt == PR_TRACE_JSON &&
+    CHECK(c.lp.objective == PL_O1 && c.has_topology && c.ndomains == 2 && cm_set_has(&c.dom_cpus[1], 1) &&
+          cm_set_has(&c.dom_cpus[0], 0) && c.mem_on && c.group == 2 && c.trace_fmt == PR_TRACE_JSON &&
           !c.lp.core_rl && c.lp.seed == 99);
 
     const char *papers[] = {"PINRT_RESOURCES", "NUMA_BANDWIDTH,NUMA_MEMORY", "PINRT_CHILD_RESOURCES", "CPU_BANDWIDTH",
@@ -547,19 +547,19 @@ static void test_config(void)
     }
     CHECK(all_bad);
 
-    pr_cpuset allowed, s;
-    pr_parse_cpulist("1", &allowed);
+    cm_cpuset allowed, s;
+    cm_parse_cpulist("1", &allowed);
     const char *cpus[] = {"PINRT_CPUS", "0-1", NULL};
     CHECK(parse_kv(&c, cpus, err) == 0);
     CHECK(pr_config_check_cpus(&c, &allowed, err, sizeof err) == -1 && strstr(err, "CPU 0"));
-    pr_parse_cpulist("0-1", &allowed);
+    cm_parse_cpulist("0-1", &allowed);
     CHECK(pr_config_check_cpus(&c, &allowed, err, sizeof err) == 0);
 
-    CHECK(pr_parse_cpulist("0-3,5,7-8", &s) == 0 && pr_set_count(&s) == 7);
+    CHECK(cm_parse_cpulist("0-3,5,7-8", &s) == 0 && cm_set_count(&s) == 7);
     char buf[64];
-    pr_format_cpulist(&s, buf, sizeof buf);
+    cm_format_cpulist(&s, buf, sizeof buf);
     CHECK(!strcmp(buf, "0-3,5,7-8"));
-    CHECK(pr_parse_cpulist("", &s) == -1 && pr_parse_cpulist("3-1", &s) == -1 && pr_parse_cpulist("99999", &s) == -1);
+    CHECK(cm_parse_cpulist("", &s) == -1 && cm_parse_cpulist("3-1", &s) == -1 && cm_parse_cpulist("99999", &s) == -1);
 }
 
 /* The option table: names unique, defaults agree with the learner's own,

@@ -87,8 +87,8 @@ static void test_parse(void)
                        "PINRT_PERIOD=0.1\n"
                        "PINRT_OBJECTIVE=O1\n";
     CHECK(cp_parse(&p, good, err, sizeof err) == 0);
-    CHECK(p.has_cpus && pr_set_count(&p.cpus) == 5 && pr_set_has(&p.cpus, 8) && p.mempolicy == CP_MEM_INTERLEAVE &&
-          pr_set_count(&p.mems) == 2 && !strcmp(p.resctrl_group, "cosched_42") &&
+    CHECK(p.has_cpus && cm_set_count(&p.cpus) == 5 && cm_set_has(&p.cpus, 8) && p.mempolicy == CM_MPOL_INTERLEAVE &&
+          cm_set_count(&p.mems) == 2 && !strcmp(p.resctrl_group, "cosched_42") &&
           !strcmp(p.l3_schemata, "L3:0=7f;1=7f") && !strcmp(p.mb_schemata, "MB:0=50;1=50") && p.pinrt == 1 &&
           p.npinrt == 2 && !strcmp(p.pinrt_name[1], "PINRT_OBJECTIVE") && !strcmp(p.pinrt_value[0], "0.1"));
     CHECK(cp_parse(&p, "version=1", err, sizeof err) == 0 && !p.has_cpus && p.mempolicy == CP_MEM_UNSET &&
@@ -136,7 +136,7 @@ static void test_read(void)
     snprintf(dir, sizeof dir, "%s/spool", tmpdir);
     CHECK(cp_read(&p, dir, 7, path, sizeof path, err, sizeof err) == 1 && strstr(path, "/spool/7.placement"));
     put("spool/7.placement", "version=1\ncpus=1\n");
-    CHECK(cp_read(&p, dir, 7, path, sizeof path, err, sizeof err) == 0 && pr_set_has(&p.cpus, 1));
+    CHECK(cp_read(&p, dir, 7, path, sizeof path, err, sizeof err) == 0 && cm_set_has(&p.cpus, 1));
     put("spool/8.placement", "version=1\ncpus=x\n");
     CHECK(cp_read(&p, dir, 8, path, sizeof path, err, sizeof err) == -1 && strstr(err, "8.placement: line 2: cpus"));
 }
@@ -163,12 +163,12 @@ static void test_cores_and_check(void)
     put("ht/sys/devices/system/node/online", "0-1\n");
     char root[300], err[512], buf[64];
     snprintf(root, sizeof root, "%s/ht", tmpdir);
-    pr_cpuset cpus;
+    cm_cpuset cpus;
     CHECK(cp_cores_to_cpus(root, "0", &cpus, err, sizeof err) == 0);
-    pr_format_cpulist(&cpus, buf, sizeof buf);
+    cm_format_cpulist(&cpus, buf, sizeof buf);
     CHECK(!strcmp(buf, "0,4")); /* core 0 = package 0 core 0, both threads */
     CHECK(cp_cores_to_cpus(root, "1-2", &cpus, err, sizeof err) == 0);
-    pr_format_cpulist(&cpus, buf, sizeof buf);
+    cm_format_cpulist(&cpus, buf, sizeof buf);
     CHECK(!strcmp(buf, "1-2,5-6")); /* p0c1 = 2,6; p1c0 = 1,5 */
     CHECK(cp_cores_to_cpus(root, "4", &cpus, err, sizeof err) == -1 && strstr(err, "core 4") && strstr(err, "4 cores"));
     CHECK(cp_cores_to_cpus(root, "a", &cpus, err, sizeof err) == -1);
@@ -185,7 +185,7 @@ static void test_cores_and_check(void)
     put("flat/sys/devices/system/cpu/online", "0-3\n");
     snprintf(root, sizeof root, "%s/flat", tmpdir);
     CHECK(cp_cores_to_cpus(root, "2-3", &cpus, err, sizeof err) == 0);
-    pr_format_cpulist(&cpus, buf, sizeof buf);
+    cm_format_cpulist(&cpus, buf, sizeof buf);
     CHECK(!strcmp(buf, "2-3"));
     snprintf(root, sizeof root, "%s/nothing", tmpdir);
     CHECK(cp_cores_to_cpus(root, "0", &cpus, err, sizeof err) == -1 && strstr(err, "online CPUs"));
@@ -271,13 +271,13 @@ static int apply_in_child(const char *text, char *cpus_out, int *mode_out, char 
             rc = cp_apply_self(&p, err, sizeof err);
         cpu_set_t s;
         sched_getaffinity(0, sizeof s, &s);
-        pr_cpuset now;
-        pr_set_zero(&now);
-        for (int c = 0; c < CPU_SETSIZE && c < PR_MAX_CPUS; c++)
+        cm_cpuset now;
+        cm_set_zero(&now);
+        for (int c = 0; c < CPU_SETSIZE && c < CM_MAX_CPUS; c++)
             if (CPU_ISSET(c, &s))
-                pr_set_add(&now, c);
+                cm_set_add(&now, c);
         char buf[256];
-        pr_format_cpulist(&now, buf, sizeof buf);
+        cm_format_cpulist(&now, buf, sizeof buf);
         int mode = -1;
         unsigned long mask[16] = {0};
         syscall(SYS_get_mempolicy, &mode, mask, 1025UL, NULL, 0UL);
@@ -306,15 +306,15 @@ static void test_apply_self(void)
     cpu_set_t s;
     sched_getaffinity(0, sizeof s, &s);
     int last = -1;
-    pr_cpuset all;
-    pr_set_zero(&all);
-    for (int c = 0; c < CPU_SETSIZE && c < PR_MAX_CPUS; c++)
+    cm_cpuset all;
+    cm_set_zero(&all);
+    for (int c = 0; c < CPU_SETSIZE && c < CM_MAX_CPUS; c++)
         if (CPU_ISSET(c, &s)) {
             last = c;
-            pr_set_add(&all, c);
+            cm_set_add(&all, c);
         }
     char allbuf[256], text[512], cpus[256], err[512];
-    pr_format_cpulist(&all, allbuf, sizeof allbuf);
+    cm_format_cpulist(&all, allbuf, sizeof allbuf);
     int mode;
     /* modes of get_mempolicy(2): 0 default, 2 bind, 3 interleave, 4 local */
     snprintf(text, sizeof text, "version=1\ncpus=%d\nmempolicy=bind\nmems=0\n", last);

@@ -117,13 +117,13 @@ static char start_cpus[256];    /* our affinity at start */
 static void cpus_now(char *buf, size_t len)
 {
     cpu_set_t s;
-    pr_cpuset p;
+    cm_cpuset p;
     sched_getaffinity(0, sizeof s, &s);
-    pr_set_zero(&p);
-    for (int c = 0; c < CPU_SETSIZE && c < PR_MAX_CPUS; c++)
+    cm_set_zero(&p);
+    for (int c = 0; c < CPU_SETSIZE && c < CM_MAX_CPUS; c++)
         if (CPU_ISSET(c, &s))
-            pr_set_add(&p, c);
-    pr_format_cpulist(&p, buf, len);
+            cm_set_add(&p, c);
+    cm_format_cpulist(&p, buf, len);
 }
 
 static int mempolicy_now(void)
@@ -358,12 +358,12 @@ int main(void)
         fclose(f);
     cpus_now(start_cpus, sizeof start_cpus);
     /* A CPU of Slurm's core 0 on this machine that we may run on. */
-    pr_cpuset core0, mine;
+    cm_cpuset core0, mine;
     char err[256];
-    pr_parse_cpulist(start_cpus, &mine);
+    cm_parse_cpulist(start_cpus, &mine);
     if (cp_cores_to_cpus("", "0", &core0, err, sizeof err) == 0)
-        for (int c = 0; c < PR_MAX_CPUS && cpu_a < 0; c++)
-            if (pr_set_has(&core0, c) && pr_set_has(&mine, c))
+        for (int c = 0; c < CM_MAX_CPUS && cpu_a < 0; c++)
+            if (cm_set_has(&core0, c) && cm_set_has(&mine, c))
                 cpu_a = c;
     CHECK(cpu_a >= 0); /* else this machine cannot run the applied scenarios */
     strcpy(H.cores, "0");

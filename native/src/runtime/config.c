@@ -1,112 +1,15 @@
 #include "config.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-void pr_set_zero(pr_cpuset *s) { memset(s, 0, sizeof *s); }
-
-void pr_set_add(pr_cpuset *s, int cpu)
-{
-    if (cpu >= 0 && cpu < PR_MAX_CPUS)
-        s->w[cpu / 64] |= 1ULL << (cpu % 64);
-}
-
-int pr_set_has(const pr_cpuset *s, int cpu)
-{
-    return cpu >= 0 && cpu < PR_MAX_CPUS && (s->w[cpu / 64] >> (cpu % 64)) & 1;
-}
-
-int pr_set_count(const pr_cpuset *s)
-{
-    int n = 0;
-    for (int i = 0; i < PR_MAX_CPUS / 64; i++)
-        n += __builtin_popcountll(s->w[i]);
-    return n;
-}
-
-static int parse_uint(const char **p, long *out)
-{
-    const char *s = *p;
-    if (!isdigit((unsigned char)*s))
-        return -1;
-    long v = 0;
-    while (isdigit((unsigned char)*s)) {
-        v = v * 10 + (*s - '0');
-        if (v >= PR_MAX_CPUS)
-            return -1;
-        s++;
-    }
-    *p = s;
-    *out = v;
-    return 0;
-}
-
-int pr_parse_cpulist(const char *str, pr_cpuset *s)
-{
-    pr_set_zero(s);
-    if (!str)
-        return -1;
-    const char *p = str;
-    while (*p == ' ')
-        p++;
-    if (!*p)
-        return -1;
-    for (;;) {
-        long a, b;
-        if (parse_uint(&p, &a))
-            return -1;
-        b = a;
-        if (*p == '-') {
-            p++;
-            if (parse_uint(&p, &b) || b < a)
-                return -1;
-        }
-        for (long c = a; c <= b; c++)
-            pr_set_add(s, (int)c);
-        while (*p == ' ')
-            p++;
-        if (*p == '\0')
-            return 0;
-        if (*p != ',')
-            return -1;
-        p++;
-    }
-}
-
-void pr_format_cpulist(const pr_cpuset *s, char *buf, size_t len)
-{
-    size_t off = 0;
-    if (len)
-        buf[0] = '\0';
-    for (int c = 0; c < PR_MAX_CPUS; c++) {
-        if (!pr_set_has(s, c))
-            continue;
-        int e = c;
-        while (e + 1 < PR_MAX_CPUS && pr_set_has(s, e + 1))
-            e++;
-        int n = e > c ? snprintf(buf + off, len - off, "%s%d-%d", off ? "," : "", c, e)
-                      : snprintf(buf + off, len - off, "%s%d", off ? "," : "", c);
-        if (n < 0 || (size_t)n >= len - off)
-            return;
-        off += (size_t)n;
-        c = e;
-    }
-}
-
-static void errf(char *err, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-}
+#include "common/errmsg.h"
+#include "common/mempolicy.h"
 
 static int is_off(const char *v)
 {
@@ -126,13 +29,13 @@ static int set_topology(pr_config *c, const pr_option *o, const char *v, int is_
     /* "dom:cpulist;dom:cpulist;...", domains numbered 0..n-1 in any order. */
     char buf[4096];
     if (strlen(v) >= sizeof buf) {
-        errf(err, elen, "PINRT_TOPOLOGY is too long");
+        cm_errf(err, elen, "PINRT_TOPOLOGY is too long");
         return -1;
     }
     strcpy(buf, v);
     int seen[PR_MAX_DOMAINS] = {0}, n = 0, maxd = -1;
-    pr_cpuset all;
-    pr_set_zero(&all);
+    cm_cpuset all;
+    cm_set_zero(&all);
     char *save = NULL;
     for (char *tok = strtok_r(buf, ";", &save); tok; tok = strtok_r(NULL, ";", &save)) {
         while (*tok == ' ')
@@ -143,18 +46,18 @@ static int set_topology(pr_config *c, const pr_option *o, const char *v, int is_
         char *end;
         long d = colon ? strtol(tok, &end, 10) : -1;
         if (!colon || end != colon || d < 0 || d >= PR_MAX_DOMAINS || seen[d]) {
-            errf(err, elen, "PINRT_TOPOLOGY='%s' is not of the form dom:cpulist;dom:cpulist (bad part '%s')", v,
-                 tok);
+            cm_errf(err, elen, "PINRT_TOPOLOGY='%s' is not of the form dom:cpulist;dom:cpulist (bad part '%s')", v,
+                    tok);
             return -1;
         }
-        pr_cpuset s;
-        if (pr_parse_cpulist(colon + 1, &s)) {
-            errf(err, elen, "PINRT_TOPOLOGY='%s': bad cpulist '%s'", v, colon + 1);
+        cm_cpuset s;
+        if (cm_parse_cpulist(colon + 1, &s)) {
+            cm_errf(err, elen, "PINRT_TOPOLOGY='%s': bad cpulist '%s'", v, colon + 1);
             return -1;
         }
-        for (int i = 0; i < PR_MAX_CPUS / 64; i++) {
+        for (int i = 0; i < CM_MAX_CPUS / 64; i++) {
             if (all.w[i] & s.w[i]) {
-                errf(err, elen, "PINRT_TOPOLOGY='%s': a CPU is in two domains", v);
+                cm_errf(err, elen, "PINRT_TOPOLOGY='%s': a CPU is in two domains", v);
                 return -1;
             }
             all.w[i] |= s.w[i];
@@ -166,7 +69,7 @@ static int set_topology(pr_config *c, const pr_option *o, const char *v, int is_
             maxd = (int)d;
     }
     if (n == 0 || maxd + 1 != n) {
-        errf(err, elen, "PINRT_TOPOLOGY='%s': domains must be numbered 0..n-1", v);
+        cm_errf(err, elen, "PINRT_TOPOLOGY='%s': domains must be numbered 0..n-1", v);
         return -1;
     }
     c->ndomains = n;
@@ -190,7 +93,7 @@ static int set_resources(pr_config *c, const pr_option *o, const char *v, int is
         else if (!strcasecmp(t, "NUMA_MEMORY"))
             c->mem_on = 1;
         else if (strcasecmp(t, "NULL")) {
-            errf(err, elen, "PINRT_RESOURCES: unknown resource '%s' (expected NUMA_BANDWIDTH, NUMA_MEMORY)", t);
+            cm_errf(err, elen, "PINRT_RESOURCES: unknown resource '%s' (expected NUMA_BANDWIDTH, NUMA_MEMORY)", t);
             return -1;
         }
     }
@@ -209,8 +112,8 @@ static int zeta_on(pr_config *c, const pr_option *o, const char *v, int is_defau
 static int set_cpus(pr_config *c, const pr_option *o, const char *v, int is_default, char *err, size_t elen)
 {
     (void)o, (void)is_default;
-    if (pr_parse_cpulist(v, &c->cpus)) {
-        errf(err, elen, "PINRT_CPUS='%s' is not a cpulist (e.g. 0-3,6)", v);
+    if (cm_parse_cpulist(v, &c->cpus)) {
+        cm_errf(err, elen, "PINRT_CPUS='%s' is not a cpulist (e.g. 0-3,6)", v);
         return -1;
     }
     c->has_cpus = 1;
@@ -221,7 +124,7 @@ static int set_trace(pr_config *c, const pr_option *o, const char *v, int is_def
 {
     (void)o, (void)is_default;
     if (strlen(v) >= sizeof c->trace) {
-        errf(err, elen, "PINRT_TRACE path is too long");
+        cm_errf(err, elen, "PINRT_TRACE path is too long");
         return -1;
     }
     strcpy(c->trace, v);
@@ -235,7 +138,7 @@ static int set_summary(pr_config *c, const pr_option *o, const char *v, int is_d
 {
     (void)o, (void)is_default;
     if (strlen(v) >= sizeof c->summary) {
-        errf(err, elen, "PINRT_SUMMARY path is too long");
+        cm_errf(err, elen, "PINRT_SUMMARY path is too long");
         return -1;
     }
     if (is_off(v) || !strcasecmp(v, "none"))
@@ -253,7 +156,9 @@ static const pr_choice UTILITIES[] = {{"shared", PL_UTIL_SHARED, 0}, {"own", PL_
 static const pr_choice CORE_METHODS[] = {{"RL", 1, 0}, {"NULL", 0, 0}, {"NONE", 0, 1}, {NULL, 0, 0}};
 static const pr_choice DOMAIN_METHODS[] = {{"AL", 1, 0}, {"NULL", 0, 0}, {"NONE", 0, 1}, {NULL, 0, 0}};
 static const pr_choice CHILD_RESOURCES[] = {{"CPU_BANDWIDTH", 1, 0}, {"NULL", 0, 0}, {NULL, 0, 0}};
-static const pr_choice MEMPOLICIES[] = {{"preferred", PR_MEM_PREFERRED, 0}, {"bind", PR_MEM_BIND, 0}, {NULL, 0, 0}};
+/* The stack binding's policies: a subset of the one memory-policy table. */
+static const pr_choice MEMPOLICIES[] = {
+    {CM_MPOL_NAME_PREFERRED, CM_MPOL_PREFERRED, 0}, {CM_MPOL_NAME_BIND, CM_MPOL_BIND, 0}, {NULL, 0, 0}};
 static const pr_choice TRACE_FORMATS[] = {
     {"csv", PR_TRACE_CSV, 0}, {"json", PR_TRACE_JSON, 0}, {"jsonl", PR_TRACE_JSON, 1}, {NULL, 0, 0}};
 static const pr_choice LOG_LEVELS[] = {{"quiet", PR_LOG_QUIET, 0}, {"error", PR_LOG_ERROR, 0},
@@ -314,7 +219,7 @@ const pr_option pr_options[] = {
      .off = OFF(lp.eta), .help = "AL benchmark ratio η"},
     {.flag = "numa-every", .env = "PINRT_NUMA_EVERY", .type = PR_T_INT, .def = "5", .lo = 1, .hi = 1000000,
      .off = OFF(lp.numa_every), .help = "epochs between domain decisions"},
-    {.flag = "group", .env = "PINRT_GROUP", .type = PR_T_INT, .def = "1", .lo = 1, .hi = PR_MAX_CPUS,
+    {.flag = "group", .env = "PINRT_GROUP", .type = PR_T_INT, .def = "1", .lo = 1, .hi = CM_MAX_CPUS,
      .off = OFF(group), .help = "g: pin to groups of g consecutive CPUs of a domain instead of one CPU"},
     {.flag = "max-threads", .env = "PINRT_MAX_THREADS", .type = PR_T_INT, .def = "1024", .lo = 1, .hi = 65536,
      .off = OFF(max_threads), .help = "threads followed at most"},
@@ -412,14 +317,14 @@ static int set_option(pr_config *c, const pr_option *o, const char *name, const 
             *FIELD(c, o, int) = is_on(v);
             break;
         }
-        errf(err, elen, "%s='%s' must be 0 or 1", name, v);
+        cm_errf(err, elen, "%s='%s' must be 0 or 1", name, v);
         return -1;
     case PR_T_REAL: {
         double x = strtod(v, &end);
         if (end == v || *end != '\0' || errno || !isfinite(x) || x < o->lo || (o->lo_open && x == o->lo) ||
             x > o->hi || (o->hi_open && x == o->hi)) {
             pr_option_range(o, range, sizeof range);
-            errf(err, elen, "%s='%s' is not a number in %s", name, v, range);
+            cm_errf(err, elen, "%s='%s' is not a number in %s", name, v, range);
             return -1;
         }
         *FIELD(c, o, double) = x;
@@ -429,7 +334,7 @@ static int set_option(pr_config *c, const pr_option *o, const char *name, const 
         long x = strtol(v, &end, 10);
         if (end == v || *end != '\0' || errno || x < o->lo || x > o->hi) {
             pr_option_range(o, range, sizeof range);
-            errf(err, elen, "%s='%s' is not an integer in %s", name, v, range);
+            cm_errf(err, elen, "%s='%s' is not an integer in %s", name, v, range);
             return -1;
         }
         *FIELD(c, o, int) = (int)x;
@@ -438,7 +343,7 @@ static int set_option(pr_config *c, const pr_option *o, const char *name, const 
     case PR_T_UINT64: {
         unsigned long long x = strtoull(v, &end, 0);
         if (end == v || *end || errno || v[0] == '-') {
-            errf(err, elen, "%s='%s' is not a non-negative integer", name, v);
+            cm_errf(err, elen, "%s='%s' is not a non-negative integer", name, v);
             return -1;
         }
         *FIELD(c, o, uint64_t) = x;
@@ -450,7 +355,7 @@ static int set_option(pr_config *c, const pr_option *o, const char *name, const 
             x++;
         if (!x->name) {
             choice_list(o->choices, " or ", range, sizeof range);
-            errf(err, elen, "%s='%s' is unknown (expected %s)", name, v, range);
+            cm_errf(err, elen, "%s='%s' is unknown (expected %s)", name, v, range);
             return -1;
         }
         *FIELD(c, o, int) = x->value;
@@ -485,26 +390,26 @@ int pr_config_parse(pr_config *c, const char *(*get)(const char *, void *), void
     return 0;
 }
 
-static int first_outside(const pr_cpuset *s, const pr_cpuset *allowed)
+static int first_outside(const cm_cpuset *s, const cm_cpuset *allowed)
 {
-    for (int c = 0; c < PR_MAX_CPUS; c++)
-        if (pr_set_has(s, c) && !pr_set_has(allowed, c))
+    for (int c = 0; c < CM_MAX_CPUS; c++)
+        if (cm_set_has(s, c) && !cm_set_has(allowed, c))
             return c;
     return -1;
 }
 
-int pr_config_check_cpus(const pr_config *c, const pr_cpuset *allowed, char *err, size_t elen)
+int pr_config_check_cpus(const pr_config *c, const cm_cpuset *allowed, char *err, size_t elen)
 {
     char al[256];
-    pr_format_cpulist(allowed, al, sizeof al);
+    cm_format_cpulist(allowed, al, sizeof al);
     int bad;
     if (c->has_cpus && (bad = first_outside(&c->cpus, allowed)) >= 0) {
-        errf(err, elen, "PINRT_CPUS: CPU %d is outside the allowed set %s", bad, al);
+        cm_errf(err, elen, "PINRT_CPUS: CPU %d is outside the allowed set %s", bad, al);
         return -1;
     }
     for (int d = 0; c->has_topology && d < c->ndomains; d++) {
         if ((bad = first_outside(&c->dom_cpus[d], allowed)) >= 0) {
-            errf(err, elen, "PINRT_TOPOLOGY: CPU %d of domain %d is outside the allowed set %s", bad, d, al);
+            cm_errf(err, elen, "PINRT_TOPOLOGY: CPU %d of domain %d is outside the allowed set %s", bad, d, al);
             return -1;
         }
     }

@@ -86,12 +86,12 @@ struct rt_ctx {
     atomic_int mgr_tid;
 
     /* topology */
-    pr_cpuset allowed;
+    cm_cpuset allowed;
     cpu_set_t start_mask;     /* the process's mask at start, for fork children */
     int ndomains, nunits;
-    pr_cpuset dom_cpus[PR_MAX_DOMAINS];
+    cm_cpuset dom_cpus[PR_MAX_DOMAINS];
     int dom_node[PR_MAX_DOMAINS];
-    pr_cpuset *unit_cpus;
+    cm_cpuset *unit_cpus;
     int *unit_domain;
     cpu_set_t *unit_cs;       /* the same sets as cpu_set_t, for comparisons */
     cpu_set_t dom_cs[PR_MAX_DOMAINS];
@@ -135,7 +135,7 @@ int rt_reg_stack(pid_t tid, uintptr_t *lo, uintptr_t *hi);
 void rt_self_stack(uintptr_t *lo, uintptr_t *hi);
 /* rt_topology.c */
 int rt_read_file(const char *path, char *buf, size_t len);
-void rt_to_cpuset(const pr_cpuset *s, cpu_set_t *cs);
+void rt_to_cpuset(const cm_cpuset *s, cpu_set_t *cs);
 int rt_build_topology(void);
 /* rt_sampling.c */
 int rt_perf_open(pid_t tid);
@@ -145,7 +145,7 @@ void rt_measure(double dt);
 /* rt_tracking.c */
 int rt_reconcile(void);
 /* rt_actions.c */
-const pr_cpuset *rt_target_cpus(pl_assign a);
+const cm_cpuset *rt_target_cpus(pl_assign a);
 void rt_apply(void);
 void rt_bind_memory(void);
 /* rt_trace.c */

@@ -9,7 +9,7 @@
 
 #include "rt.h"
 
-const pr_cpuset *rt_target_cpus(pl_assign a)
+const cm_cpuset *rt_target_cpus(pl_assign a)
 {
     return a.unit >= 0 ? &rt.unit_cpus[a.unit] : &rt.dom_cpus[a.domain];
 }
@@ -106,8 +106,8 @@ void rt_bind_memory(void)
         if (t->hi <= lo)
             continue;
         unsigned long mask = 1UL << rt.dom_node[d];
-        int mode = rt.cfg.mem_policy == PR_MEM_BIND ? MPOL_BIND : MPOL_PREFERRED;
-        long rc = syscall(SYS_mbind, (void *)lo, (unsigned long)(t->hi - lo), mode, &mask,
+        /* mem_policy is a kernel mode (common/mempolicy.h) */
+        long rc = syscall(SYS_mbind, (void *)lo, (unsigned long)(t->hi - lo), rt.cfg.mem_policy, &mask,
                           (unsigned long)(8 * sizeof mask), (unsigned)MPOL_MF_MOVE);
         if (rc == 0) {
             t->bound_domain = d;

@@ -45,10 +45,10 @@ __attribute__((constructor)) static void pinrt_init(void)
         atomic_store(&rt.level, LV_OFF);
         return;
     }
-    pr_set_zero(&rt.allowed);
-    for (int c = 0; c < CPU_SETSIZE && c < PR_MAX_CPUS; c++)
+    cm_set_zero(&rt.allowed);
+    for (int c = 0; c < CPU_SETSIZE && c < CM_MAX_CPUS; c++)
         if (CPU_ISSET(c, &cs))
-            pr_set_add(&rt.allowed, c);
+            cm_set_add(&rt.allowed, c);
     if (pr_config_check_cpus(&rt.cfg, &rt.allowed, err, sizeof err)) {
         rt_logmsg(PR_LOG_ERROR, "%s; runtime disabled", err);
         setenv("PINRT_ENABLE", "0", 1);
@@ -85,7 +85,7 @@ __attribute__((constructor)) static void pinrt_init(void)
     pthread_atfork(rt_at_prepare, rt_at_parent, rt_at_child);
     atomic_store(&rt.level, LV_FULL);
     char al[256];
-    pr_format_cpulist(&rt.allowed, al, sizeof al);
+    cm_format_cpulist(&rt.allowed, al, sizeof al);
     rt_logmsg(PR_LOG_INFO, "active: cpus %s, %d domain(s), %d unit(s), period %gs, speed %s", al, rt.ndomains, rt.nunits,
            rt.cfg.period, rt_speed_name(rt.speed_src));
     atomic_store(&rt.restart, 1);

@@ -30,8 +30,8 @@ static int cpu_node(int cpu)
     char path[128], buf[4096];
     for (int n = 0; n < PR_MAX_DOMAINS; n++) {
         snprintf(path, sizeof path, "/sys/devices/system/node/node%d/cpulist", n);
-        pr_cpuset s;
-        if (rt_read_file(path, buf, sizeof buf) == 0 && pr_parse_cpulist(buf, &s) == 0 && pr_set_has(&s, cpu))
+        cm_cpuset s;
+        if (rt_read_file(path, buf, sizeof buf) == 0 && cm_parse_cpulist(buf, &s) == 0 && cm_set_has(&s, cpu))
             return n;
     }
     return -1;
@@ -43,15 +43,15 @@ int rt_build_topology(void)
     if (rt.cfg.has_topology) {
         for (int d = 0; d < rt.cfg.ndomains; d++) {
             rt.dom_cpus[d] = rt.cfg.dom_cpus[d];
-            for (int i = 0; i < PR_MAX_CPUS / 64; i++) /* inside PINRT_CPUS too */
+            for (int i = 0; i < CM_MAX_CPUS / 64; i++) /* inside PINRT_CPUS too */
                 rt.dom_cpus[d].w[i] &= rt.allowed.w[i];
-            if (pr_set_count(&rt.dom_cpus[d]) == 0) {
+            if (cm_set_count(&rt.dom_cpus[d]) == 0) {
                 rt_logmsg(PR_LOG_ERROR, "PINRT_TOPOLOGY: domain %d has no CPU inside PINRT_CPUS; runtime disabled", d);
                 return -2;
             }
             int first = -1;
-            for (int c = 0; c < PR_MAX_CPUS && first < 0; c++)
-                if (pr_set_has(&rt.dom_cpus[d], c))
+            for (int c = 0; c < CM_MAX_CPUS && first < 0; c++)
+                if (cm_set_has(&rt.dom_cpus[d], c))
                     first = c;
             int node = cpu_node(first);
             rt.dom_node[d] = node < 0 ? 0 : node;
@@ -61,14 +61,14 @@ int rt_build_topology(void)
         char path[128], buf[4096];
         for (int n = 0; n < PR_MAX_DOMAINS; n++) {
             snprintf(path, sizeof path, "/sys/devices/system/node/node%d/cpulist", n);
-            pr_cpuset s, in;
-            if (rt_read_file(path, buf, sizeof buf) || pr_parse_cpulist(buf, &s))
+            cm_cpuset s, in;
+            if (rt_read_file(path, buf, sizeof buf) || cm_parse_cpulist(buf, &s))
                 continue;
-            pr_set_zero(&in);
-            for (int c = 0; c < PR_MAX_CPUS; c++)
-                if (pr_set_has(&s, c) && pr_set_has(&rt.allowed, c))
-                    pr_set_add(&in, c);
-            if (pr_set_count(&in) == 0)
+            cm_set_zero(&in);
+            for (int c = 0; c < CM_MAX_CPUS; c++)
+                if (cm_set_has(&s, c) && cm_set_has(&rt.allowed, c))
+                    cm_set_add(&in, c);
+            if (cm_set_count(&in) == 0)
                 continue;
             rt.dom_cpus[rt.ndomains] = in;
             rt.dom_node[rt.ndomains++] = n;
@@ -81,7 +81,7 @@ int rt_build_topology(void)
     }
     int total = 0;
     for (int d = 0; d < rt.ndomains; d++)
-        total += pr_set_count(&rt.dom_cpus[d]);
+        total += cm_set_count(&rt.dom_cpus[d]);
     rt.unit_cpus = calloc((size_t)total + 1, sizeof *rt.unit_cpus);
     rt.unit_domain = calloc((size_t)total + 1, sizeof(int));
     if (!rt.unit_cpus || !rt.unit_domain)
@@ -89,15 +89,15 @@ int rt_build_topology(void)
     rt.nunits = 0;
     for (int d = 0; d < rt.ndomains; d++) {
         int in_group = 0;
-        for (int c = 0; c < PR_MAX_CPUS; c++) {
-            if (!pr_set_has(&rt.dom_cpus[d], c))
+        for (int c = 0; c < CM_MAX_CPUS; c++) {
+            if (!cm_set_has(&rt.dom_cpus[d], c))
                 continue;
             if (in_group == 0) {
-                pr_set_zero(&rt.unit_cpus[rt.nunits]);
+                cm_set_zero(&rt.unit_cpus[rt.nunits]);
                 rt.unit_domain[rt.nunits] = d;
                 rt.nunits++;
             }
-            pr_set_add(&rt.unit_cpus[rt.nunits - 1], c);
+            cm_set_add(&rt.unit_cpus[rt.nunits - 1], c);
             if (++in_group == rt.cfg.group)
                 in_group = 0;
         }
@@ -112,10 +112,10 @@ int rt_build_topology(void)
     return rt.nunits > 0 ? 0 : -1;
 }
 
-void rt_to_cpuset(const pr_cpuset *s, cpu_set_t *cs)
+void rt_to_cpuset(const cm_cpuset *s, cpu_set_t *cs)
 {
     CPU_ZERO(cs);
-    for (int c = 0; c < PR_MAX_CPUS && c < CPU_SETSIZE; c++)
-        if (pr_set_has(s, c))
+    for (int c = 0; c < CM_MAX_CPUS && c < CPU_SETSIZE; c++)
+        if (cm_set_has(s, c))
             CPU_SET(c, cs);
 }

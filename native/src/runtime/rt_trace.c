@@ -46,9 +46,9 @@ void rt_trace_epoch(double tsec)
         pl_assign a = {t->ms_domain, t->ms_unit};
         char cpus[256];
         if (t->ms_valid)
-            pr_format_cpulist(rt_target_cpus(a), cpus, sizeof cpus);
+            cm_format_cpulist(rt_target_cpus(a), cpus, sizeof cpus);
         else
-            pr_format_cpulist(&rt.allowed, cpus, sizeof cpus), a.domain = -1;
+            cm_format_cpulist(&rt.allowed, cpus, sizeof cpus), a.domain = -1;
         double u = pl_last_utility(rt.L, t->slot);
         int n;
         if (rt.cfg.trace_fmt == PR_TRACE_JSON)

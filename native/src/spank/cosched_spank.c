@@ -110,7 +110,7 @@ __attribute__((visibility("default"))) int slurm_spank_init_post_opt(spank_t sp,
         return 0;
     }
     char *cores = NULL;
-    pr_cpuset alloc;
+    cm_cpuset alloc;
     if (spank_get_item(sp, S_STEP_ALLOC_CORES, &cores) != ESPANK_SUCCESS || !cores) {
         step_error("Slurm did not say which cores it allocated to the step");
         return 0;

@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,19 +13,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* set_mempolicy(2) modes (linux/mempolicy.h; no libnuma is linked). */
-#define MPOL_DEFAULT_ 0
-#define MPOL_BIND_ 2
-#define MPOL_INTERLEAVE_ 3
-#define MPOL_LOCAL_ 4
+#include "common/errmsg.h"
 
-static void errf(char *err, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-}
+/* The policies mempolicy= accepts, in the order its message lists them. */
+static const cm_mpol POLICIES[] = {CM_MPOL_LOCAL, CM_MPOL_BIND, CM_MPOL_INTERLEAVE, CM_MPOL_DEFAULT};
+enum { NPOLICIES = sizeof POLICIES / sizeof POLICIES[0] };
 
 static int copy(char *dst, size_t len, const char *src)
 {
@@ -52,17 +43,17 @@ int cp_conf_parse(cp_conf *c, int ac, char **av, char *err, size_t elen)
         else if (eq && n == 9 && !strncmp(a, "pinrt_lib", n))
             dst = c->pinrt_lib;
         if (!dst) {
-            errf(err, elen, "plugstack.conf argument '%s' is unknown (expected placement_dir=DIR, resctrl_root=DIR, "
+            cm_errf(err, elen, "plugstack.conf argument '%s' is unknown (expected placement_dir=DIR, resctrl_root=DIR, "
                             "pinrt_lib=PATH)", a);
             return -1;
         }
         if (copy(dst, CP_PATH, eq + 1) || !eq[1] || eq[1] != '/') {
-            errf(err, elen, "plugstack.conf argument '%s' needs an absolute path", a);
+            cm_errf(err, elen, "plugstack.conf argument '%s' needs an absolute path", a);
             return -1;
         }
     }
     if (!c->placement_dir[0]) {
-        errf(err, elen, "plugstack.conf line lacks placement_dir=DIR");
+        cm_errf(err, elen, "plugstack.conf line lacks placement_dir=DIR");
         return -1;
     }
     return 0;
@@ -75,7 +66,7 @@ int cp_opts_parse(cp_opts *o, const char *optarg, char *err, size_t elen)
         return 0;
     char buf[256];
     if (copy(buf, sizeof buf, optarg)) {
-        errf(err, elen, "--cosched options are too long");
+        cm_errf(err, elen, "--cosched options are too long");
         return -1;
     }
     char *save = NULL;
@@ -85,7 +76,7 @@ int cp_opts_parse(cp_opts *o, const char *optarg, char *err, size_t elen)
         else if (!strcmp(t, "pinrt"))
             o->pinrt = 1;
         else {
-            errf(err, elen, "--cosched option '%s' is unknown (expected a comma list of strict, pinrt)", t);
+            cm_errf(err, elen, "--cosched option '%s' is unknown (expected a comma list of strict, pinrt)", t);
             return -1;
         }
     }
@@ -154,15 +145,15 @@ static int set_key(cp_placement *p, const char *k, const char *v, int line, unsi
                                        "l3_schemata", "mb_schemata", "pinrt"};
     if (!strncmp(k, "PINRT_", 6)) {
         if (!pr_option_by_env(k)) {
-            errf(err, elen, "line %d: %s is not a runtime option (see pinrt-run --help)", line, k);
+            cm_errf(err, elen, "line %d: %s is not a runtime option (see pinrt-run --help)", line, k);
             return -1;
         }
         if (pinrt_get(k, p)) {
-            errf(err, elen, "line %d: %s given twice", line, k);
+            cm_errf(err, elen, "line %d: %s given twice", line, k);
             return -1;
         }
         if (p->npinrt == CP_MAX_PINRT || copy(p->pinrt_value[p->npinrt], sizeof p->pinrt_value[0], v)) {
-            errf(err, elen, "line %d: too many or too long PINRT_* lines", line);
+            cm_errf(err, elen, "line %d: too many or too long PINRT_* lines", line);
             return -1;
         }
         strcpy(p->pinrt_name[p->npinrt++], k);
@@ -173,52 +164,50 @@ static int set_key(cp_placement *p, const char *k, const char *v, int line, unsi
         if (!strcmp(k, KEYS[i]))
             key = i;
     if (key < 0) {
-        errf(err, elen, "line %d: unknown key '%s' (expected version, cpus, mempolicy, mems, resctrl_group, "
+        cm_errf(err, elen, "line %d: unknown key '%s' (expected version, cpus, mempolicy, mems, resctrl_group, "
                         "l3_schemata, mb_schemata, pinrt, PINRT_*)", line, k);
         return -1;
     }
     if (*seen & (1u << key)) {
-        errf(err, elen, "line %d: %s given twice", line, k);
+        cm_errf(err, elen, "line %d: %s given twice", line, k);
         return -1;
     }
     *seen |= 1u << key;
     switch (key) {
     case 0:
         if (strcmp(v, "1")) {
-            errf(err, elen, "line %d: version=%s is not supported (expected 1)", line, v);
+            cm_errf(err, elen, "line %d: version=%s is not supported (expected 1)", line, v);
             return -1;
         }
         p->version = 1;
         return 0;
     case 1:
-        if (pr_parse_cpulist(v, &p->cpus)) {
-            errf(err, elen, "line %d: cpus='%s' is not a cpulist (e.g. 0-3,8)", line, v);
+        if (cm_parse_cpulist(v, &p->cpus)) {
+            cm_errf(err, elen, "line %d: cpus='%s' is not a cpulist (e.g. 0-3,8)", line, v);
             return -1;
         }
         p->has_cpus = 1;
         return 0;
     case 2: {
-        static const char *const POL[] = {"default", "local", "bind", "interleave"};
-        for (int i = 0; i < 4; i++)
-            if (!strcmp(v, POL[i])) {
-                p->mempolicy = i;
-                return 0;
-            }
-        errf(err, elen, "line %d: mempolicy='%s' is unknown (expected local, bind, interleave or default)", line, v);
+        char names[128];
+        if ((p->mempolicy = cm_mpol_parse(v, POLICIES, NPOLICIES)) >= 0)
+            return 0;
+        cm_mpol_list(POLICIES, NPOLICIES, " or ", names, sizeof names);
+        cm_errf(err, elen, "line %d: mempolicy='%s' is unknown (expected %s)", line, v, names);
         return -1;
     }
     case 3:
         if (!*v) /* "mems=" : no nodes named */
             return 0;
-        if (pr_parse_cpulist(v, &p->mems)) {
-            errf(err, elen, "line %d: mems='%s' is not a list of NUMA nodes (e.g. 0,1)", line, v);
+        if (cm_parse_cpulist(v, &p->mems)) {
+            cm_errf(err, elen, "line %d: mems='%s' is not a list of NUMA nodes (e.g. 0,1)", line, v);
             return -1;
         }
         p->has_mems = 1;
         return 0;
     case 4:
         if (!good_group(v) || copy(p->resctrl_group, sizeof p->resctrl_group, v)) {
-            errf(err, elen, "line %d: resctrl_group='%s' is not a plain name of letters, digits, _ . -", line, v);
+            cm_errf(err, elen, "line %d: resctrl_group='%s' is not a plain name of letters, digits, _ . -", line, v);
             return -1;
         }
         return 0;
@@ -227,7 +216,7 @@ static int set_key(cp_placement *p, const char *k, const char *v, int line, unsi
         int l3 = key == 5;
         if (!good_schemata(v, l3 ? "L3" : "MB", l3) ||
             copy(l3 ? p->l3_schemata : p->mb_schemata, sizeof p->l3_schemata, v)) {
-            errf(err, elen, "line %d: %s='%s' is not of the form %s", line, k, v,
+            cm_errf(err, elen, "line %d: %s='%s' is not of the form %s", line, k, v,
                  l3 ? "L3:0=7f;1=7f" : "MB:0=50;1=50");
             return -1;
         }
@@ -235,7 +224,7 @@ static int set_key(cp_placement *p, const char *k, const char *v, int line, unsi
     }
     default:
         if (strcmp(v, "0") && strcmp(v, "1")) {
-            errf(err, elen, "line %d: pinrt='%s' must be 0 or 1", line, v);
+            cm_errf(err, elen, "line %d: pinrt='%s' must be 0 or 1", line, v);
             return -1;
         }
         p->pinrt = v[0] == '1';
@@ -256,7 +245,7 @@ int cp_parse(cp_placement *p, const char *text, char *err, size_t elen)
         char buf[1024];
         line++;
         if (n >= sizeof buf) {
-            errf(err, elen, "line %d is too long", line);
+            cm_errf(err, elen, "line %d is too long", line);
             return -1;
         }
         memcpy(buf, s, n);
@@ -270,7 +259,7 @@ int cp_parse(cp_placement *p, const char *text, char *err, size_t elen)
             continue;
         char *eq = strchr(l, '=');
         if (!eq) {
-            errf(err, elen, "line %d: '%s' is not key=value", line, l);
+            cm_errf(err, elen, "line %d: '%s' is not key=value", line, l);
             return -1;
         }
         *eq = '\0';
@@ -278,29 +267,29 @@ int cp_parse(cp_placement *p, const char *text, char *err, size_t elen)
             return -1;
     }
     if (p->version != 1) {
-        errf(err, elen, "no version=1 line");
+        cm_errf(err, elen, "no version=1 line");
         return -1;
     }
     /* mems= only means something to bind and interleave; with local or
      * default it is accepted and not used (a controller may always write it). */
-    if (p->mempolicy != CP_MEM_BIND && p->mempolicy != CP_MEM_INTERLEAVE)
+    if (p->mempolicy != CM_MPOL_BIND && p->mempolicy != CM_MPOL_INTERLEAVE)
         p->has_mems = 0;
     else if (!p->has_mems) {
-        errf(err, elen, "mempolicy=bind or interleave needs mems=NODES");
+        cm_errf(err, elen, "mempolicy=bind or interleave needs mems=NODES");
         return -1;
     }
     if (!p->resctrl_group[0] && (p->l3_schemata[0] || p->mb_schemata[0])) {
-        errf(err, elen, "l3_schemata/mb_schemata need resctrl_group=NAME");
+        cm_errf(err, elen, "l3_schemata/mb_schemata need resctrl_group=NAME");
         return -1;
     }
     if (p->npinrt && p->pinrt != 1) {
-        errf(err, elen, "PINRT_* lines need pinrt=1");
+        cm_errf(err, elen, "PINRT_* lines need pinrt=1");
         return -1;
     }
     pr_config cfg;
     char why[256];
     if (p->npinrt && pr_config_parse(&cfg, pinrt_get, p, why, sizeof why)) {
-        errf(err, elen, "%s", why);
+        cm_errf(err, elen, "%s", why);
         return -1;
     }
     return 0;
@@ -313,7 +302,7 @@ int cp_read(cp_placement *p, const char *dir, unsigned jobid, char *path, size_t
     if (!f) {
         if (errno == ENOENT)
             return 1;
-        errf(err, elen, "cannot read %s: %s", path, strerror(errno));
+        cm_errf(err, elen, "cannot read %s: %s", path, strerror(errno));
         return -1;
     }
     char text[65536];
@@ -321,13 +310,13 @@ int cp_read(cp_placement *p, const char *dir, unsigned jobid, char *path, size_t
     int bad = ferror(f) || !feof(f);
     fclose(f);
     if (bad) {
-        errf(err, elen, "cannot read %s (unreadable or over 64 KiB)", path);
+        cm_errf(err, elen, "cannot read %s (unreadable or over 64 KiB)", path);
         return -1;
     }
     text[n] = '\0';
     char why[512];
     if (cp_parse(p, text, why, sizeof why)) {
-        errf(err, elen, "%s: %s", path, why);
+        cm_errf(err, elen, "%s: %s", path, why);
         return -1;
     }
     return 0;
@@ -358,26 +347,26 @@ static int read_line(const char *path, char *buf, size_t len)
     return 0;
 }
 
-int cp_cores_to_cpus(const char *sysroot, const char *cores, pr_cpuset *cpus, char *err, size_t elen)
+int cp_cores_to_cpus(const char *sysroot, const char *cores, cm_cpuset *cpus, char *err, size_t elen)
 {
-    pr_cpuset want, online;
+    cm_cpuset want, online;
     char path[CP_PATH + 128], line[4096];
-    pr_set_zero(cpus);
-    if (pr_parse_cpulist(cores, &want)) {
-        errf(err, elen, "Slurm's allocated core list '%s' is not a list", cores);
+    cm_set_zero(cpus);
+    if (cm_parse_cpulist(cores, &want)) {
+        cm_errf(err, elen, "Slurm's allocated core list '%s' is not a list", cores);
         return -1;
     }
     snprintf(path, sizeof path, "%s/sys/devices/system/cpu/online", sysroot);
-    if (read_line(path, line, sizeof line) || pr_parse_cpulist(line, &online)) {
-        errf(err, elen, "cannot read the online CPUs from %s", path);
+    if (read_line(path, line, sizeof line) || cm_parse_cpulist(line, &online)) {
+        cm_errf(err, elen, "cannot read the online CPUs from %s", path);
         return -1;
     }
     /* (package, core) of each online CPU; core index k = k-th distinct pair in
      * (package, core) order, the order Slurm numbers a node's cores in. */
-    long pkg[PR_MAX_CPUS], core[PR_MAX_CPUS], upkg[PR_MAX_CPUS], ucore[PR_MAX_CPUS];
+    long pkg[CM_MAX_CPUS], core[CM_MAX_CPUS], upkg[CM_MAX_CPUS], ucore[CM_MAX_CPUS];
     int nu = 0;
-    for (int c = 0; c < PR_MAX_CPUS; c++) {
-        if (!pr_set_has(&online, c))
+    for (int c = 0; c < CM_MAX_CPUS; c++) {
+        if (!cm_set_has(&online, c))
             continue;
         snprintf(path, sizeof path, "%s/sys/devices/system/cpu/cpu%d/topology/physical_package_id", sysroot, c);
         pkg[c] = read_long(path);
@@ -404,44 +393,44 @@ int cp_cores_to_cpus(const char *sysroot, const char *cores, pr_cpuset *cpus, ch
             ucore[j] = ucore[j - 1];
             ucore[j - 1] = t;
         }
-    for (int k = 0; k < PR_MAX_CPUS; k++) {
-        if (!pr_set_has(&want, k))
+    for (int k = 0; k < CM_MAX_CPUS; k++) {
+        if (!cm_set_has(&want, k))
             continue;
         if (k >= nu) {
-            errf(err, elen, "Slurm allocated core %d but this node has %d cores online", k, nu);
+            cm_errf(err, elen, "Slurm allocated core %d but this node has %d cores online", k, nu);
             return -1;
         }
-        for (int c = 0; c < PR_MAX_CPUS; c++)
-            if (pr_set_has(&online, c) && pkg[c] == upkg[k] && core[c] == ucore[k])
-                pr_set_add(cpus, c);
+        for (int c = 0; c < CM_MAX_CPUS; c++)
+            if (cm_set_has(&online, c) && pkg[c] == upkg[k] && core[c] == ucore[k])
+                cm_set_add(cpus, c);
     }
     return 0;
 }
 
-int cp_check(const cp_placement *p, const pr_cpuset *alloc, const char *sysroot, char *err, size_t elen)
+int cp_check(const cp_placement *p, const cm_cpuset *alloc, const char *sysroot, char *err, size_t elen)
 {
     char a[512], w[512];
     if (p->has_cpus) {
-        for (int c = 0; c < PR_MAX_CPUS; c++)
-            if (pr_set_has(&p->cpus, c) && !pr_set_has(alloc, c)) {
-                pr_format_cpulist(&p->cpus, w, sizeof w);
-                pr_format_cpulist(alloc, a, sizeof a);
-                errf(err, elen, "cpus=%s: CPU %d is outside the CPUs Slurm allocated to the step (%s)", w, c, a);
+        for (int c = 0; c < CM_MAX_CPUS; c++)
+            if (cm_set_has(&p->cpus, c) && !cm_set_has(alloc, c)) {
+                cm_format_cpulist(&p->cpus, w, sizeof w);
+                cm_format_cpulist(alloc, a, sizeof a);
+                cm_errf(err, elen, "cpus=%s: CPU %d is outside the CPUs Slurm allocated to the step (%s)", w, c, a);
                 return -1;
             }
     }
     if (p->has_mems) {
         char path[CP_PATH + 64], line[1024];
-        pr_cpuset nodes;
+        cm_cpuset nodes;
         snprintf(path, sizeof path, "%s/sys/devices/system/node/online", sysroot);
-        if (read_line(path, line, sizeof line) || pr_parse_cpulist(line, &nodes)) {
-            pr_set_zero(&nodes); /* a kernel without NUMA: node 0 only */
-            pr_set_add(&nodes, 0);
+        if (read_line(path, line, sizeof line) || cm_parse_cpulist(line, &nodes)) {
+            cm_set_zero(&nodes); /* a kernel without NUMA: node 0 only */
+            cm_set_add(&nodes, 0);
         }
-        for (int n = 0; n < PR_MAX_CPUS; n++)
-            if (pr_set_has(&p->mems, n) && !pr_set_has(&nodes, n)) {
-                pr_format_cpulist(&nodes, a, sizeof a);
-                errf(err, elen, "mems: NUMA node %d is not online on this node (online: %s)", n, a);
+        for (int n = 0; n < CM_MAX_CPUS; n++)
+            if (cm_set_has(&p->mems, n) && !cm_set_has(&nodes, n)) {
+                cm_format_cpulist(&nodes, a, sizeof a);
+                cm_errf(err, elen, "mems: NUMA node %d is not online on this node (online: %s)", n, a);
                 return -1;
             }
     }
@@ -453,7 +442,7 @@ static int write_file(const char *path, const char *text, int mode, char *err, s
     /* O_CREAT: a fake resctrl root has no kernel to make the group's files. */
     int fd = open(path, O_WRONLY | O_CREAT | mode | O_CLOEXEC, 0644);
     if (fd < 0) {
-        errf(err, elen, "cannot open %s: %s", path, strerror(errno));
+        cm_errf(err, elen, "cannot open %s: %s", path, strerror(errno));
         return -1;
     }
     size_t n = strlen(text);
@@ -461,7 +450,7 @@ static int write_file(const char *path, const char *text, int mode, char *err, s
     int e = errno;
     close(fd);
     if (w != (ssize_t)n) {
-        errf(err, elen, "writing '%.*s' to %s failed: %s", (int)strcspn(text, "\n"), text, path,
+        cm_errf(err, elen, "writing '%.*s' to %s failed: %s", (int)strcspn(text, "\n"), text, path,
              w < 0 ? strerror(e) : "short write");
         return -1;
     }
@@ -474,14 +463,14 @@ int cp_resctrl_create(const char *root, const cp_placement *p, int *created, cha
     *created = 0;
     snprintf(path, sizeof path, "%s/schemata", root);
     if (access(path, F_OK)) {
-        errf(err, elen, "resctrl is not mounted at %s (no %s)", root, path);
+        cm_errf(err, elen, "resctrl is not mounted at %s (no %s)", root, path);
         return -1;
     }
     snprintf(path, sizeof path, "%s/%s", root, p->resctrl_group);
     if (mkdir(path, 0755) == 0)
         *created = 1;
     else if (errno != EEXIST) {
-        errf(err, elen, "cannot create resctrl group %s: %s", path, strerror(errno));
+        cm_errf(err, elen, "cannot create resctrl group %s: %s", path, strerror(errno));
         return -1;
     }
     if (p->l3_schemata[0] || p->mb_schemata[0]) {
@@ -528,7 +517,7 @@ int cp_resctrl_remove(const char *root, const char *group, char *err, size_t ele
         if (rmdir(path) == 0)
             return 0;
     }
-    errf(err, elen, "cannot remove resctrl group %s: %s", path, strerror(errno));
+    cm_errf(err, elen, "cannot remove resctrl group %s: %s", path, strerror(errno));
     return -1;
 }
 
@@ -554,11 +543,11 @@ int cp_build_env(cp_env *e, const cp_placement *p, const cp_opts *o, const char 
     if (!cp_runtime_wanted(p, o))
         return 0;
     if (!pinrt_lib || !pinrt_lib[0]) {
-        errf(err, elen, "the runtime is asked for but plugstack.conf names no pinrt_lib=PATH");
+        cm_errf(err, elen, "the runtime is asked for but plugstack.conf names no pinrt_lib=PATH");
         return -1;
     }
     if (access(pinrt_lib, R_OK)) {
-        errf(err, elen, "pinrt_lib %s is not readable: %s", pinrt_lib, strerror(errno));
+        cm_errf(err, elen, "pinrt_lib %s is not readable: %s", pinrt_lib, strerror(errno));
         return -1;
     }
     for (int i = 0; i < p->npinrt; i++) {
@@ -573,7 +562,7 @@ int cp_build_env(cp_env *e, const cp_placement *p, const cp_opts *o, const char 
                 : snprintf(e->value[e->n], sizeof e->value[0], "%s%s%s", pinrt_lib,
                            old_preload && *old_preload ? ":" : "", old_preload ? old_preload : "");
     if (w < 0 || (size_t)w >= sizeof e->value[0]) {
-        errf(err, elen, "LD_PRELOAD would be too long");
+        cm_errf(err, elen, "LD_PRELOAD would be too long");
         return -1;
     }
     e->n++;
@@ -585,35 +574,33 @@ int cp_apply_self(const cp_placement *p, char *err, size_t elen)
     char buf[512];
     cpu_set_t old;
     if (sched_getaffinity(0, sizeof old, &old)) {
-        errf(err, elen, "sched_getaffinity failed: %s", strerror(errno));
+        cm_errf(err, elen, "sched_getaffinity failed: %s", strerror(errno));
         return -1;
     }
     if (p->has_cpus) {
         cpu_set_t set;
         CPU_ZERO(&set);
-        for (int c = 0; c < PR_MAX_CPUS && c < CPU_SETSIZE; c++)
-            if (pr_set_has(&p->cpus, c))
+        for (int c = 0; c < CM_MAX_CPUS && c < CPU_SETSIZE; c++)
+            if (cm_set_has(&p->cpus, c))
                 CPU_SET(c, &set);
         if (sched_setaffinity(0, sizeof set, &set)) {
-            pr_format_cpulist(&p->cpus, buf, sizeof buf);
-            errf(err, elen, "sched_setaffinity(cpus=%s) failed: %s", buf, strerror(errno));
+            cm_format_cpulist(&p->cpus, buf, sizeof buf);
+            cm_errf(err, elen, "sched_setaffinity(cpus=%s) failed: %s", buf, strerror(errno));
             return -1;
         }
     }
     if (p->mempolicy != CP_MEM_UNSET) {
-        static const int MODE[] = {MPOL_DEFAULT_, MPOL_LOCAL_, MPOL_BIND_, MPOL_INTERLEAVE_};
-        static const char *const NAME[] = {"default", "local", "bind", "interleave"};
-        unsigned long mask[PR_MAX_CPUS / 64] = {0};
-        for (int i = 0; i < PR_MAX_CPUS / 64; i++)
+        unsigned long mask[CM_MAX_CPUS / 64] = {0};
+        for (int i = 0; i < CM_MAX_CPUS / 64; i++)
             mask[i] = (unsigned long)p->mems.w[i];
         int nodes = p->has_mems;
-        if (syscall(SYS_set_mempolicy, MODE[p->mempolicy], nodes ? mask : NULL,
-                    nodes ? (unsigned long)PR_MAX_CPUS + 1 : 0UL)) {
+        if (syscall(SYS_set_mempolicy, p->mempolicy, nodes ? mask : NULL,
+                    nodes ? (unsigned long)CM_MAX_CPUS + 1 : 0UL)) {
             int e = errno;
             sched_setaffinity(0, sizeof old, &old); /* all or nothing: the task runs as Slurm placed it */
             errno = e;
-            pr_format_cpulist(&p->mems, buf, sizeof buf);
-            errf(err, elen, "set_mempolicy(%s%s%s) failed: %s", NAME[p->mempolicy], nodes ? " mems=" : "",
+            cm_format_cpulist(&p->mems, buf, sizeof buf);
+            cm_errf(err, elen, "set_mempolicy(%s%s%s) failed: %s", cm_mpol_names[p->mempolicy], nodes ? " mems=" : "",
                  nodes ? buf : "", strerror(errno));
             return -1;
         }
@@ -623,13 +610,12 @@ int cp_apply_self(const cp_placement *p, char *err, size_t elen)
 
 void cp_describe(const cp_placement *p, int runtime, char *buf, size_t len)
 {
-    static const char *const NAME[] = {"default", "local", "bind", "interleave"};
     char c[256] = "unchanged", m[256] = "";
     if (p->has_cpus)
-        pr_format_cpulist(&p->cpus, c, sizeof c);
+        cm_format_cpulist(&p->cpus, c, sizeof c);
     if (p->has_mems)
-        pr_format_cpulist(&p->mems, m, sizeof m);
+        cm_format_cpulist(&p->mems, m, sizeof m);
     snprintf(buf, len, "cpus=%s mempolicy=%s%s%s resctrl_group=%s pinrt=%d", c,
-             p->mempolicy == CP_MEM_UNSET ? "unchanged" : NAME[p->mempolicy], m[0] ? " mems=" : "", m,
+             p->mempolicy == CP_MEM_UNSET ? "unchanged" : cm_mpol_names[p->mempolicy], m[0] ? " mems=" : "", m,
              p->resctrl_group[0] ? p->resctrl_group : "none", runtime);
 }

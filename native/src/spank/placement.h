@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "common/cpuset.h"
+#include "common/mempolicy.h"
 #include "runtime/config.h"
 
 #define CP_MAX_PINRT 64
@@ -32,15 +34,15 @@ typedef struct {
 } cp_opts;
 int cp_opts_parse(cp_opts *o, const char *optarg, char *err, size_t elen);
 
-enum { CP_MEM_UNSET = -1, CP_MEM_DEFAULT = 0, CP_MEM_LOCAL, CP_MEM_BIND, CP_MEM_INTERLEAVE };
+enum { CP_MEM_UNSET = -1 }; /* no mempolicy= line: the task's policy is left alone */
 
 typedef struct {
     int version;
     int has_cpus;
-    pr_cpuset cpus;
-    int mempolicy; /* CP_MEM_* */
+    cm_cpuset cpus;
+    int mempolicy;  /* a cm_mpol (common/mempolicy.h), or CP_MEM_UNSET */
     int has_mems;   /* mems= given and used (bind or interleave) */
-    pr_cpuset mems; /* NUMA nodes */
+    cm_cpuset mems; /* NUMA nodes */
     char resctrl_group[64];
     char l3_schemata[256];
     char mb_schemata[256];
@@ -58,9 +60,9 @@ int cp_read(cp_placement *p, const char *dir, unsigned jobid, char *path, size_t
 /* The Linux CPUs of Slurm's abstract core list ("0-1,4") on this node: core k
  * is the k-th (package, core) pair in sysfs order, with all its threads.
  * sysroot "" is the real root. */
-int cp_cores_to_cpus(const char *sysroot, const char *cores, pr_cpuset *cpus, char *err, size_t elen);
+int cp_cores_to_cpus(const char *sysroot, const char *cores, cm_cpuset *cpus, char *err, size_t elen);
 /* cpus= must lie inside the allocation; mems= must be online NUMA nodes. */
-int cp_check(const cp_placement *p, const pr_cpuset *alloc, const char *sysroot, char *err, size_t elen);
+int cp_check(const cp_placement *p, const cm_cpuset *alloc, const char *sysroot, char *err, size_t elen);
 
 /* Creates ROOT/GROUP (created = 1 when this call made it) and writes the
  * schemata; cp_resctrl_add puts a process in the group. */
