@@ -1,4 +1,4 @@
-"""The batch runner's report: figures from the executed groups, the terminal table, live progress."""
+"""The batch runner's presentation: the run report as a terminal table, live progress on stderr."""
 
 from __future__ import annotations
 
@@ -8,32 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from env.plan.models import Plan, RunGroup, RunReport
-
-
-def build_report(
-    plan: Plan,
-    groups: list[RunGroup],
-    *,
-    backend: str,
-    run_dir: str | None,
-    timeshare_s: float | None,
-    timeshare_source: str | None,
-) -> RunReport:
-    total = round(sum(g.makespan_s for g in groups), 4)
-    failed = [j.id for g in groups for j in g.jobs if j.exit_code != 0]
-    return RunReport(
-        run_dir=run_dir,
-        backend=backend,  # type: ignore[arg-type]
-        simulated=backend == "sim",
-        plan=plan,
-        groups=groups,
-        total_s=total,
-        timeshare_s=round(timeshare_s, 4) if timeshare_s is not None else None,
-        timeshare_source=timeshare_source,
-        throughput_vs_timeshare=round(timeshare_s / total, 4) if timeshare_s and total > 0 else None,
-        failed=failed,
-    )
+from env.plan.models import RunReport
 
 
 def render_report(report: RunReport) -> None:
@@ -68,16 +43,21 @@ def render_report(report: RunReport) -> None:
 
 
 class LiveProgress:
-    """One status line on stderr while groups run (plain lines when stderr is not a terminal)."""
+    """One status line on stderr while groups run (plain lines when stderr is not a terminal); an
+    ``env.real.executor.Progress``: the executor's events, from ``run_start`` (how many groups) on."""
 
-    def __init__(self, total_groups: int) -> None:
+    def __init__(self) -> None:
         self.console = Console(stderr=True)
-        self.total = total_groups
-        self.status = self.console.status("starting") if self.console.is_terminal else None
-        if self.status:
-            self.status.start()
+        self.total = 0
+        self.status = None
 
     def __call__(self, kind: str, info: dict[str, Any]) -> None:
+        if kind == "run_start":
+            self.total = info["groups"] + info["solo"]
+            if self.console.is_terminal and self.status is None:
+                self.status = self.console.status("starting")
+                self.status.start()
+            return
         if kind == "tick":
             if self.status:
                 self.status.update(f"group {info['group'] + 1}/{self.total}: running {', '.join(info['running'])} ({info['elapsed']:.1f} s)")
@@ -90,6 +70,8 @@ class LiveProgress:
             self.console.print(f"  {info['job']}: {what} after {info['wall_s']:.2f} s", highlight=False)
         elif kind == "group_end":
             self.console.print(f"  group {info['group'] + 1} done in {info['makespan_s']:.2f} s", highlight=False)
+        elif kind == "timeshare_start":
+            self.console.print(f"time sharing: {info['jobs']} job(s) alone on the whole node ({info['run_dir']})", highlight=False)
 
     def close(self) -> None:
         if self.status:

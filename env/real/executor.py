@@ -196,7 +196,9 @@ class Executor:
 
         signal.signal(signal.SIGTERM, on_signal)
         try:
-            journal.write("run_start", resumed=state is not None, groups=len(self.plan.groups), solo=sum(1 for e in self.plan.excluded if e.command))
+            solo = sum(1 for e in self.plan.excluded if e.command)
+            journal.write("run_start", resumed=state is not None, groups=len(self.plan.groups), solo=solo)
+            self.progress("run_start", {"groups": len(self.plan.groups), "solo": solo, "resumed": state is not None})
             for index, what in self.stages():
                 if state is not None and index in state.done_groups:
                     results.append(self._from_journal(index, what, state))

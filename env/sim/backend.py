@@ -1,15 +1,19 @@
-"""How a plan gets its group makespans: the ``Backend`` protocol the gym env and evaluation use.
+"""How a plan is run: the ``Backend`` protocol that ``cosched run``, ``cosched eval``, the gym env and training's
+evaluation use, whatever the node.
 
-The simulated node implements it here (``SimBackend``); the real node's executor implements the same
-``evaluate(plan, seed=None) -> list of group makespans (s)`` (``simulated`` False, slow, resumable).
+* ``run(plan, seed=None) -> RunReport``: the plan run as a whole (groups, each job's time, time sharing).
+* ``evaluate(plan, seed=None) -> list of group makespans (s)``: the same run's makespans, all that scoring needs.
+
+The simulated node implements it here (``SimBackend``: both from ``env.sim.simulate.simulate_plan``); the real
+node in ``env.real.backend.RealBackend`` (``simulated`` False, slow, resumable; both through ``env.real.run``).
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from env.plan.models import Plan
 from env.node.spec import NodeSpec
+from env.plan.models import Plan, RunReport
 from env.sim.params import SimParams
 
 
@@ -17,6 +21,8 @@ class Backend(Protocol):
     name: str  # "sim" | "real"
     simulated: bool
     node: NodeSpec
+
+    def run(self, plan: Plan, seed: int | None = None) -> RunReport: ...
 
     def evaluate(self, plan: Plan, seed: int | None = None) -> list[float]: ...
 
@@ -30,6 +36,11 @@ class SimBackend:
 
         self.node = node
         self.params = params if params is not None else world_for(node).params  # a node model's own, if any
+
+    def run(self, plan: Plan, seed: int | None = None) -> RunReport:
+        from env.sim.simulate import run_report
+
+        return run_report(plan, self.node, seed=seed, params=self.params)
 
     def evaluate(self, plan: Plan, seed: int | None = None) -> list[float]:
         from env.sim.simulate import simulate_plan

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from env.node.cpulist import format_cpulist
 from runner_support import LOCAL, make_plan
-from service.commands.run import timeshare_plan
+from env.real.run import timeshare_plan
 
 COSCHED = [sys.executable, "-m", "service.cli"]
 
