@@ -1,5 +1,5 @@
 """The agent: the set-encoder policy, masked discrete SAC's masked softmax, and the model file. Imports nothing of
-ours (see architecture.md).
+ours (see docs/design/architecture.md).
 
 * ``agent.setnet``: the set-encoder network in numpy (serving); ``agent.setnet_torch``: the same in torch (training).
 * ``agent.setpolicy``: ``SetPolicy``, the chooser a planner uses. No torch.

@@ -17,7 +17,7 @@ The rule (no search on any node model; every value comes from the head):
 
 Why both partitions: greedy alone missed the optimum of a five-job test window (it takes the best-saving group
 first); the exact one is exponential in W, so windows of up to 32 jobs take the greedy one with the pairwise repair
-(docs/training.md, session 11).
+(docs/training.md, 2026-11-25, commit abf802b).
 """
 
 from __future__ import annotations

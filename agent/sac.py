@@ -1,7 +1,7 @@
 """The masked softmax of masked discrete Soft Actor-Critic (Christodoulou 2019), in torch: every loss of the
 training driver (``training.set_sac``) goes through it; serving uses its numpy twin (``agent.policy``).
 
-Masking, the one subtle part (spec coscheduler.md §7): an invalid action's logit is replaced by a finite value far
+Masking, the one subtle part (docs/design/coscheduler.md §7): an invalid action's logit is replaced by a finite value far
 below the best valid one (not -inf: -inf - -inf is NaN when a row is fully masked), the log-softmax is taken, then
 the probability and the log-probability of masked actions are multiplied by the (float) mask, so they are exactly
 0. Every ``p·Q`` and ``p·log p`` sum therefore gets exactly 0 from a masked action and no NaN can appear, even

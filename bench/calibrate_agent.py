@@ -2,8 +2,8 @@
 on the true node (issue 14's >= 97 % target). SIMULATED throughout.
 
 The recipe is the project's (``cosched train``'s defaults: the set-encoder driver with DAgger and search
-distillation) with ``--steps`` (default 30,000: the recipe's length until session 12, which measured the figures of
-docs/node-model.md; ``cosched train`` now defaults to 15,000); both agents train at once, one process each.
+distillation) with ``--steps`` (default 30,000: the recipe's length until 2026-11-25 (commit 0b0caf3), which measured the figures
+of docs/node-model.md; ``cosched train`` now defaults to 15,000); both agents train at once, one process each.
 Both are evaluated on the TRUE node with the standard windows (``training/eval_windows.json``).
 
     .venv/bin/python bench/calibrate_agent.py --fitted FILE.json --true sim:variant-a [--seed 1] [--steps N] [--json]

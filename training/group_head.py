@@ -9,7 +9,7 @@ expert's ``cores`` grid) and each run's log gain over time sharing is a label. T
 regresses them: ``Q`` on a sample of each group's options, ``V`` on the best of them. The agent plans with it
 (``agent.grouping``): which jobs run together, their core fractions and the schedule.
 
-Why a regression and not more actor training (docs/training.md, sessions 8-11): the walk-trained actor picks the
+Why a regression and not more actor training (docs/training.md, 2026-11-25): the walk-trained actor picks the
 wrong partners; one group's cost is about a hundredth of a second to label on the node model, so tens of thousands
 of groups cost minutes, where the expert's labels per episode state are the training's bottleneck.
 

@@ -1,4 +1,4 @@
-"""Writes the standard evaluation file ``training/eval_windows.json`` (coscheduler.md §8).
+"""Writes the standard evaluation file ``training/eval_windows.json`` (docs/design/coscheduler.md §8).
 
 30 windows of W = 6 with Cmax = 4: first the paper's twelve test mixes Q1-Q12 (Table V; starred jobs were never
 seen in training), then 18 more drawn with a fixed seed from all 19 catalogue programs, each with at least one

@@ -56,7 +56,7 @@ class Args:
     node: str = "sim:reference"
     window_file: str | None = None  # real: the window whose jobs are trained on (default examples/window.json)
     seed: int = 1
-    total_steps: int = 15_000  # environment steps; measured: with the head, 5,000-20,000 plan alike (docs/training.md, session 12)
+    total_steps: int = 15_000  # environment steps; measured: with the head, 5,000-20,000 plan alike (docs/training.md, commit 0b0caf3)
     windows: tuple[int, int] = (2, 12)  # W of the training windows: uniform in [lo, hi]
     cmaxes: tuple[int, ...] = (1, 2, 3, 4)
     synthetic_jobs: int = 1_000  # generated jobs beside the paper's 12 training programs (env.sim.synthetic)

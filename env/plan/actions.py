@@ -1,4 +1,4 @@
-"""The 257-action encoding (spec: coscheduler.md §2): index <-> meaning, both ways, in one place.
+"""The 257-action encoding (docs/design/coscheduler.md §2): index <-> meaning, both ways, in one place.
 
     0..5     schedule-level: affinity x memory policy (index = 3*affinity + memory)
     6..255   job-level: cores x ways x bandwidth x split (mixed radix, split fastest)

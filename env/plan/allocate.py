@@ -1,7 +1,7 @@
 """An allocation decision -> concrete resources on a node: CPUs, memory options, ways and masks, MBA values.
 
-One pure function per resource; ``GroupState`` holds what a group has already taken. Choices the spec
-leaves open, decided here once:
+One pure function per resource; ``GroupState`` holds what a group has already taken. The rules of
+docs/design/coscheduler.md §2 in detail, decided here once:
 
 * Rounding is half-up (``max(1, floor(x + 1/2))``): Python's round-half-even would give 1/4 of 2 CPUs = 0.
 * Compact places a job in the single NUMA domain that fits it most tightly (best fit, ties to the lowest

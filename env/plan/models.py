@@ -1,4 +1,4 @@
-"""The JSON documents of interfaces.md: window, plan, run report. The single source of their schemas.
+"""The JSON documents of docs/design/interfaces.md: window, plan, run report. The single source of their schemas.
 
 Limits (job count, string sizes) live here too, so the command line and the HTTP service refuse the
 same oversized input with the same message.

@@ -1,4 +1,4 @@
-"""The seven behaviours of coscheduler.md §9, each stated with the model's own numbers (all simulated)."""
+"""The seven behaviours of docs/design/coscheduler.md §9, each stated with the model's own numbers (all simulated)."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ def test_this_machine_one_domain_no_rdt_no_counters() -> None:
     assert len(spec.cpus) == os.cpu_count()
     assert len(spec.numa) == len(list(Path("/sys/devices/system/node").glob("node[0-9]*")))
     caps = spec.capabilities
-    # This development machine (machine-facts.md): no resctrl, no hardware PMU; each "no" says why.
+    # This development machine (docs/batch-runner.md, what this machine enforces): no resctrl, no hardware PMU; each "no" says why.
     if "resctrl" not in Path("/proc/filesystems").read_text():
         assert not caps.l3_cat.available and "resctrl" in (caps.l3_cat.reason or "")
         assert not caps.mba.available and caps.mba.reason
