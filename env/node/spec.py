@@ -7,21 +7,22 @@ JSON (``env/sim/nodes/*.json``), so a simulated node is just data.
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class Capability(BaseModel):
     """A node facility: available or not, and why not."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
     available: bool
     reason: str | None = Field(None, description="why the capability is absent (or a note when present)")
 
 
 class NumaDomain(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
     id: int = Field(ge=0)
     cpus: list[int]
     memory_bytes: int | None = Field(None, ge=0)
@@ -33,7 +34,7 @@ class NumaDomain(BaseModel):
 class L3Domain(BaseModel):
     """One last-level cache: the resctrl cache id, its CPUs, its size and ways."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
     id: int = Field(ge=0)
     cpus: list[int]
     size_bytes: int | None = Field(None, ge=0)
@@ -43,7 +44,7 @@ class L3Domain(BaseModel):
 class CatInfo(BaseModel):
     """resctrl ``info/L3``: what a cache allocation mask may be."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
     cbm_mask: str = Field(description="hex mask of the allocatable ways, e.g. '7ff'")
     min_cbm_bits: int = Field(ge=1)
     num_closids: int = Field(ge=1)
@@ -58,7 +59,7 @@ class CatInfo(BaseModel):
 class MbaInfo(BaseModel):
     """resctrl ``info/MB``: how bandwidth caps are expressed."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
     units: Literal["percent", "amd_eighth_gbs"] = Field(
         description="Intel: percent of the domain's bandwidth; AMD: absolute units of 1/8 GB/s"
     )
@@ -69,7 +70,7 @@ class MbaInfo(BaseModel):
 
 
 class Capabilities(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
     numa_binding: Capability
     l3_cat: Capability
     mba: Capability
@@ -79,9 +80,13 @@ class Capabilities(BaseModel):
 
 
 class NodeSpec(BaseModel):
-    """What the scheduler knows about a node. ``name`` is ``local`` or ``sim:NAME``."""
+    """What the scheduler knows about a node. ``name`` is ``local`` or ``sim:NAME``.
 
-    model_config = ConfigDict(extra="forbid")
+    Frozen, and hashed by its canonical JSON (made once): caches key on the node itself, so equal specs share
+    entries and a spec is never confused with another that reused its memory. Change one with ``model_copy``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
     name: str
     vendor: Literal["intel", "amd", "other"] = "other"
     model_name: str = ""
@@ -93,6 +98,11 @@ class NodeSpec(BaseModel):
     capabilities: Capabilities
     resctrl_path: str | None = Field(None, description="where resctrl is mounted, when it is")
     notes: dict[str, str] = Field(default_factory=dict, description="where the numbers come from")
+
+    @field_validator("cpus")
+    @classmethod
+    def _ascending(cls, cpus: list[int]) -> list[int]:
+        return sorted(cpus)
 
     @model_validator(mode="after")
     def _consistent(self) -> "NodeSpec":
@@ -109,8 +119,34 @@ class NodeSpec(BaseModel):
                 seen |= set(d.cpus)
             if seen != online:
                 raise ValueError(f"{kind} domains do not cover CPUs {sorted(online - seen)}")
-        self.cpus = sorted(self.cpus)
         return self
+
+    @property
+    def simulated(self) -> bool:
+        """Whether this is a simulated node (named ``sim:...``): its figures come from the node model."""
+        return self.name.startswith("sim:")
+
+    @cached_property
+    def _key(self) -> str:
+        return self.model_dump_json()
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, NodeSpec):
+            return NotImplemented
+        return self._key == other._key
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> NodeSpec:
+        """A copy; with ``update``, the derived views below (and the hash) are made again from the new fields."""
+        copied = super().model_copy(update=update, deep=deep)
+        if update:
+            for name in _DERIVED:
+                copied.__dict__.pop(name, None)
+        return copied
 
     # Derived views; the one place that answers "which domain holds CPU c". Cached: the planner asks often.
     @cached_property
@@ -134,3 +170,7 @@ class NodeSpec(BaseModel):
     def summary(self) -> dict[str, object]:
         """The short form a plan carries."""
         return {"name": self.name, "cpus": len(self.cpus), "numa_nodes": len(self.numa), "l3_domains": len(self.l3)}
+
+
+#: NodeSpec's cached properties: values made from the fields, dropped when a copy changes them.
+_DERIVED = tuple(k for k, v in vars(NodeSpec).items() if isinstance(v, cached_property))

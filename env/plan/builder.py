@@ -6,17 +6,19 @@ Every planner (the episode with the agent or a baseline, a hand-written plan che
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from env.plan import actions
-from env.plan.actions import JobAction, ScheduleAction
-from env.plan.allocate import Allocation, GroupState, allocate, core_count, mba_hardware_value
 from env.errors import InputError
+from env.node.resctrl import group_path
+from env.node.spec import NodeSpec
+from env.plan import actions
+from env.plan.actions import Affinity, JobAction, MemoryPolicy, ScheduleAction
+from env.plan.allocate import Allocation, GroupState, allocate, core_count, mba_hardware_value
 from env.plan.launch import RdtTool, enforcement, launch_argv
 from env.plan.models import Excluded, ModelRef, Plan, WindowJob
-from env.node.spec import NodeSpec
-from env.node.resctrl import group_path
 
 
 @dataclass
@@ -61,7 +63,7 @@ class PlanBuilder:
             raise ValueError(f"action {action_index} is not a job-level action")
         if len(self.open_group) >= self.max_concurrency:
             return None
-        alloc = _allocate_memoised(self.node, self.schedule, action_index, a, self.state)
+        alloc = _allocate_memoised(self.node, self.schedule, action_index, self.state)
         if alloc is not None:
             self.open_group.append(_Placed(job, action_index, alloc))
         return alloc
@@ -97,7 +99,10 @@ class PlanBuilder:
         predicted_makespans: list[float] | None = None,
         predicted_throughput: float | None = None,
         predictions_source: str | None = None,
+        **notes: Any,
     ) -> Plan:
+        """The finished plan. ``notes``: the plan's other fields (``search``, ``no_prediction``, ``requested_policy``,
+        ``fallback_reason``), so that no plan is edited after it is built."""
         enf = enforcement(self.node, self.rdt_tool)
         hw_differs = self.node.mba is not None and self.node.mba.units != "percent"
         groups = [g for g in self.groups if g]
@@ -151,40 +156,28 @@ class PlanBuilder:
             "requested_policy": None,
             "fallback_reason": None,
             "search": None,
+            **notes,
         })
 
 
-#: id(node) -> (node, memo). Memo: (affinity, memory, action, CPUs taken, mask cursors) -> (allocation, cursors
-#: after). ``allocate`` is a pure function of exactly these, and a service plans the same few group states over
-#: and over. The node is kept alive with its memo (its id is not reused meanwhile); node specs are not mutated
-#: (env.sim.nodes.load_node). Allocations are frozen and never modified, so one object may serve many plans.
-_ALLOC_MEMO: dict[int, tuple[NodeSpec, dict[tuple, tuple[Allocation | None, tuple[tuple[int, int], ...]]]]] = {}
-_ALLOC_MEMO_SIZE = 4096  # entries a node (a few MB at most); cleared when full
-
-
-def _allocate_memoised(node: NodeSpec, schedule: ScheduleAction, action_index: int, action: JobAction,
-                       state: GroupState) -> Allocation | None:
-    """``allocate(node, schedule.affinity, schedule.memory, action, state)``, memoised (see _ALLOC_MEMO)."""
-    entry = _ALLOC_MEMO.get(id(node))
-    if entry is None or entry[0] is not node:
-        if len(_ALLOC_MEMO) > 8:
-            _ALLOC_MEMO.clear()
-        entry = _ALLOC_MEMO[id(node)] = (node, {})
-    memo = entry[1]
-    key = (schedule.affinity, schedule.memory, action_index, frozenset(state.taken_cpus),
-           tuple(sorted(state.mask_cursor.items())))
-    hit = memo.get(key)
-    if hit is None:
-        scratch = GroupState(set(state.taken_cpus), dict(state.mask_cursor))
-        alloc = allocate(node, schedule.affinity, schedule.memory, action, scratch)
-        if len(memo) >= _ALLOC_MEMO_SIZE:
-            memo.clear()
-        hit = memo[key] = (alloc, tuple(scratch.mask_cursor.items()))
-    alloc, cursors = hit
+def _allocate_memoised(node: NodeSpec, schedule: ScheduleAction, action_index: int, state: GroupState) -> Allocation | None:
+    """``allocate(node, schedule.affinity, schedule.memory, decode(action_index), state)``, memoised (``_allocation``)."""
+    alloc, cursors = _allocation(node, schedule.affinity, schedule.memory, action_index,
+                                 frozenset(state.taken_cpus), tuple(sorted(state.mask_cursor.items())))
     if alloc is not None:  # what allocate does to the state: the CPUs taken, the cursors moved
         state.taken_cpus.update(alloc.cpus)
         state.mask_cursor.update(cursors)
     return alloc
+
+
+@functools.lru_cache(maxsize=32768)  # a few MB at most
+def _allocation(node: NodeSpec, affinity: Affinity, memory: MemoryPolicy, action_index: int, taken: frozenset[int],
+                cursors: tuple[tuple[int, int], ...]) -> tuple[Allocation | None, tuple[tuple[int, int], ...]]:
+    """The allocation and the mask cursors after it. ``allocate`` is a pure function of exactly these, and a service
+    plans the same few group states over and over; allocations are frozen, so one object may serve many plans."""
+    scratch = GroupState(set(taken), dict(cursors))
+    alloc = allocate(node, affinity, memory, actions.decode(action_index), scratch)  # type: ignore[arg-type]  # a job action
+    return alloc, tuple(scratch.mask_cursor.items())
 
 
 def check_plan_for_node(plan: Plan, node: NodeSpec) -> None:

@@ -231,23 +231,12 @@ def catalogue_job(node: NodeSpec, name: str, sp: SimParams | None = None) -> Cat
     )
 
 
-_BY_ID: dict[tuple[int, SimParams, object], tuple[NodeSpec, dict[str, "CatalogueJob"]]] = {}
-
-
 def catalogue(node: NodeSpec, sp: SimParams | None = None) -> dict[str, CatalogueJob]:
     """Every job of ``node``'s world (``env.sim.world``: the paper's catalogue or a node model's jobs), in order."""
     from env.sim.world import world_for
 
     w = world_for(node)
-    sp = sp if sp is not None else w.params
-    hit = _BY_ID.get((id(node), sp, w))
-    if hit is not None and hit[0] is node:
-        return hit[1]
-    cat = _catalogue_cached(node.model_dump_json(), sp, w)
-    if len(_BY_ID) > 32:
-        _BY_ID.clear()
-    _BY_ID[(id(node), sp, w)] = (node, cat)
-    return cat
+    return _catalogue(node, sp if sp is not None else w.params, w)
 
 
 class _Jobs(WithGenerated):
@@ -265,5 +254,5 @@ class _Jobs(WithGenerated):
 
 
 @lru_cache(maxsize=16)
-def _catalogue_cached(node_json: str, sp: SimParams, _world: object) -> dict[str, CatalogueJob]:
-    return _Jobs(NodeSpec.model_validate_json(node_json), sp)
+def _catalogue(node: NodeSpec, sp: SimParams, _world: object) -> dict[str, CatalogueJob]:
+    return _Jobs(node, sp)

@@ -1,4 +1,4 @@
-"""The contention model of the simulated node (coscheduler.md §9). Python is its definition: a group has at most a
+"""The contention model of the simulated node (docs/design/coscheduler.md §9). Python is its definition: a group has at most a
 handful of jobs and domains, where list arithmetic beats numpy's per-call overhead. A group's run (``run_group``:
 ``solve``, ``_cache_mb``, ``traffic_gb``) also exists in C (``env.sim.kernel``, ``native/src/simgroup.c``), the
 same arithmetic in the same order, giving the same doubles about 10x faster (4 vs 44 us a group, measured);
@@ -38,6 +38,7 @@ a seeded log-normal factor. Without noise the model is a pure function of its in
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from env.node.spec import NodeSpec
 from env.sim import kernel
@@ -139,19 +140,14 @@ class Geometry:
         return hit
 
 
-_GEOMETRIES: dict[tuple[int, int], tuple[NodeSpec, Geometry]] = {}
-
-
 def geometry(node: NodeSpec, sp: SimParams = DEFAULT_PARAMS) -> Geometry:
-    key = (id(node), id(sp))
-    hit = _GEOMETRIES.get(key)
-    if hit is not None and hit[0] is node:
-        return hit[1]
-    if len(_GEOMETRIES) > 32:
-        _GEOMETRIES.clear()
-    g = Geometry(node, sp)
-    _GEOMETRIES[key] = (node, g)
-    return g
+    """The node's geometry under ``sp``: one per node and parameters (it memoises layouts)."""
+    return _geometry(node, sp)
+
+
+@lru_cache(maxsize=32)
+def _geometry(node: NodeSpec, sp: SimParams) -> Geometry:
+    return Geometry(node, sp)
 
 
 class SimJob:
