@@ -111,7 +111,7 @@ class SetModelMeta(BaseModel):
     group_head: GroupHeadMeta | None = None  # present when the file holds ``group.<parameter>`` arrays
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # one object a loaded file: hashed and compared by identity (caches key on it)
 class LoadedSetModel:
     meta: SetModelMeta
     params: dict[str, np.ndarray]  # the actor's parameters by name (agent.setnet.SetNetShape.param_shapes)

@@ -37,7 +37,6 @@ from agent.policy import masked_probs  # noqa: E402
 from agent.setnet import set_logits  # noqa: E402
 from agent.setpolicy import SetPolicy  # noqa: E402
 from env.plan.actions import SKIP  # noqa: E402
-from env.planners.baselines import register_policy  # noqa: E402
 from env.episode.window import SET_TOKEN_NAMES  # noqa: E402
 from env.sim.nodes import load_node  # noqa: E402
 from training.evaluation import evaluate_model  # noqa: E402
@@ -120,6 +119,7 @@ def main() -> int:
     ws = windows(args.windows, args.seed)
     bf = np.array(best_found(node, ws, args.seed, use_cache=not args.no_cache))
     names = ["agent"]
+    extra = {}
     for kind, cls, values in (("marginal", Marginal, args.marginal), ("pointer", Pointer, args.pointer)):
         for t in (float(x) for x in values.split(",") if x):
             name = f"{kind} {t:g}"
@@ -129,9 +129,9 @@ def main() -> int:
                 pol.agent_chooser = lambda m: cls(SetPolicy(m), t)  # type: ignore[method-assign]
                 return pol
 
-            register_policy(name, factory)
+            extra[name] = factory
             names.append(name)
-    doc = evaluate_model(model, node, ws, names)
+    doc = evaluate_model(model, node, ws, names, extra=extra)
     print(f"{args.windows} held-out windows (seed {args.seed}; W 6, Cmax 4), the model's network decoded three ways, "
           f"as a share of best-found (simulated):")
     for name in names:

@@ -88,7 +88,8 @@ def diagnose(model, node, ws: list[Window]) -> np.ndarray:  # noqa: ANN001
     from env.episode.window import placed_groups, plan_window
     from env.episode.jobinfo import sim_provider
     from env.planners.localsearch import LocalSearch
-    from env.planners.search import episode_makespans, node_scorer
+    from env.planners.scoring import node_scorer
+    from env.planners.search import episode_makespans
 
     policy = SetPolicy(model)  # the loaded model (agent.modelfile.LoadedSetModel)
     provider, scorer = sim_provider(node), node_scorer(node)

@@ -1,4 +1,4 @@
-"""The W ∈ {4, 6, 8, 12} × Cmax ∈ {2, 3, 4} sweep (coscheduler.md §8), simulated: per cell, seeded windows of W jobs
+"""The W ∈ {4, 6, 8, 12} × Cmax ∈ {2, 3, 4} sweep (docs/design/coscheduler.md §8), simulated: per cell, seeded windows of W jobs
 drawn from the whole catalogue (at least one held-out job), planned by the agent, by agent-search (its default
 budget, ``env.planners.search.DEFAULT_BUDGET``, or --search-budget) and by best-found; the tables give each one's mean
 throughput vs time sharing and its fraction of best-found's; the picture is a heat map of the two fractions.
@@ -76,19 +76,17 @@ def main() -> int:
         return 0
     ws = tuple(int(x) for x in args.ws.split(","))
     node = load_node(load_set_model(args.model).meta.trained_for.name)
-    from env.planners.baselines import register_policy
     from env.planners.search import DEFAULT_BUDGET
-    from training.search_policy import AgentSearchPolicy
 
     budget = args.search_budget or DEFAULT_BUDGET
     cells = []
     t0 = time.monotonic()
-    register_policy("agent-search", lambda: AgentSearchPolicy(args.model, budget))
     for w in ws:
         for c in CMAXES:
             bw = w if args.baseline_window == "whole" else int(args.baseline_window)
             doc = evaluate_model(args.model, node, cell_windows(w, c, args.windows_per_cell, args.seed),
-                                 ["agent", "agent-search", "greedy", "pairs", "best-found"], search=True, window_size=bw)
+                                 ["agent", "agent-search", "greedy", "pairs", "best-found"], search=True, window_size=bw,
+                                 search_budget=budget)
             m = doc["mean"]
             bf = m["best-found"]
             cells.append({"W": w, "Cmax": c, "model": Path(args.model).name, "agent": m["agent"], "agent_search": m["agent-search"],

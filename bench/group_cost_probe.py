@@ -39,7 +39,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from agent_heldout import best_found, windows  # noqa: E402
-from env.planners.baselines import GroupEvaluator, _best_partition, _optimise_subset  # noqa: E402
+from env.planners.bestfound import _best_partition, _optimise_subset  # noqa: E402
+from env.planners.scoring import GroupEvaluator  # noqa: E402
 from env.episode.jobinfo import sim_provider  # noqa: E402
 from env.sim.nodes import load_node  # noqa: E402
 from env.sim.synthetic import synthetic_names  # noqa: E402

@@ -36,10 +36,11 @@ MODEL = ROOT / "training" / "models" / "sim-reference.npz"
 
 
 def plan_json(window, policy: str) -> str:
+    from env.sim.nodes import load_node
     from service.planning import plan_window
 
     model = str(MODEL) if policy in ("agent", "fifo", "agent-search") else None
-    plan = plan_window(window, "sim:reference", policy=policy, model=model, seed=0)
+    plan = plan_window(window, load_node("sim:reference"), policy=policy, model=model, seed=0)
     if policy in ("greedy", "agent-search"):  # and its simulated run: the plan runner's path too
         from service.planning import simulate
 

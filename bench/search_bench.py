@@ -41,7 +41,7 @@ def main() -> int:
     args = ap.parse_args()
     from env.planners.baselines import PlanContext
     from env.sim.nodes import load_node
-    from service.planning import provider_for
+    from env.episode.jobinfo import provider_for
     from training.policies import AgentPolicy
     from training.search_policy import AgentSearchPolicy
 
@@ -67,9 +67,9 @@ def main() -> int:
         pol.plan(windows[0], ctx)  # warm-up: imports, the chooser
         times, thrs = [], []
         for w in windows:
-            from env.planners import search
+            from env.planners.scoring import clear_evaluators
 
-            search._SCORERS.clear()  # a cold evaluator memo each window: no window benefits from another's groups
+            clear_evaluators()  # a cold evaluator memo each window: no window benefits from another's groups
             t = time.process_time()
             p = pol.plan(w, ctx)
             times.append((time.process_time() - t) * 1000)

@@ -130,16 +130,17 @@ def planner_ms(node: str, bodies: list[dict], model: str | None) -> tuple[float,
     sys.path.insert(0, str(ROOT))
     from env.plan.models import Window
     from env.sim.nodes import load_node
-    from service.app import load_served_model
+    from service.api.served import load_served_model
     from service.planning import plan_window
 
-    served = load_served_model(model, load_node(node))  # the service's own choice of policy and model
+    spec = load_node(node)
+    served = load_served_model(model, spec)  # the service's own choice of policy and model
     docs = [Window.model_validate(b) for b in bodies]
-    plan_window(docs[0], node, policy=served.policy, model=served.loaded)
+    plan_window(docs[0], spec, policy=served.policy, model=served.loaded)
     times = []
     for d in docs * 2:
         t = time.perf_counter()
-        plan_window(d, node, policy=served.policy, model=served.loaded)
+        plan_window(d, spec, policy=served.policy, model=served.loaded)
         times.append((time.perf_counter() - t) * 1000)
     return statistics.median(times), served.policy
 

@@ -33,13 +33,14 @@ def main() -> int:
 
     import service.planning as planning
     from env.plan.models import Window
+    from env.sim.nodes import load_node
 
     jobs = ["MG", "EP", "CG", "FT", "IS", "SP"]
     body = json.dumps({"jobs": [{"id": f"{p}-{k}", "profile": p, "command": [f"./{p}"]} for k, p in enumerate(jobs)],
                        "max_concurrency": 3}).encode()
-    plan = planning.plan_window(Window.model_validate_json(body), "sim:reference", policy="greedy")
+    plan = planning.plan_window(Window.model_validate_json(body), load_node("sim:reference"), policy="greedy")
     planning.plan_window = lambda *a, **k: plan  # the HTTP layer alone
-    from service.app import create_app
+    from service.api.main import create_app
 
     app = create_app("sim:reference")
     headers = {"content-type": "application/json"}

@@ -24,7 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from env.planners.baselines import GroupEvaluator, Grid, PlanContext, get_policy, search  # noqa: E402
+from env.planners.baselines import GroupEvaluator, Grid, PlanContext, search  # noqa: E402
+from env.planners.registry import get_policy  # noqa: E402
 from env.episode.jobinfo import sim_provider  # noqa: E402
 from env.plan.models import Window, WindowJob  # noqa: E402
 from env.sim.nodes import load_node  # noqa: E402

@@ -317,6 +317,13 @@ class FeaturePipeline:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, FeaturePipeline) and self.params == other.params
 
+    def __hash__(self) -> int:
+        # equal parameters, equal hash (planners cache job information per pipeline); computed once
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = self.__dict__["_hash"] = hash(self.params.model_dump_json())
+        return h
+
 
 def check_feature_set(feature_set: str, what: str = "this model") -> None:
     """Refuse anything made for another feature set than the one this code computes."""

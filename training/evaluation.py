@@ -13,12 +13,11 @@ best-found) that goes into the model file's training figures.
 
 from __future__ import annotations
 
-import contextlib
 import json
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
-from env.planners.baselines import POLICIES, register_policy
+from env.planners.registry import BASELINES, Registry
 
 STANDARD_WINDOWS = Path(__file__).resolve().parent / "eval_windows.json"
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -26,22 +25,16 @@ CHEAP_POLICIES = ("agent", "fifo", "timeshare", "greedy", "random")
 SEARCH_POLICIES = ("pairs", "best-found")
 
 
-@contextlib.contextmanager
-def model_policies(model: Any) -> Iterator[None]:
-    """``agent`` and ``fifo`` in the registry plan with ``model`` (a path or a LoadedSetModel) inside the block."""
+def model_registry(model: Any, search_budget: int | None = None) -> Registry:
+    """Every policy by name, with ``agent``, ``fifo`` and ``agent-search`` planning with ``model`` (a path or a
+    LoadedSetModel) and agent-search's budget (None: its default)."""
+    from env.planners.search import DEFAULT_BUDGET
     from training.policies import AgentPolicy, FifoPolicy
+    from training.search_policy import AgentSearchPolicy
 
-    old = {n: POLICIES.get(n) for n in ("agent", "fifo")}
-    register_policy("agent", lambda: AgentPolicy(model))
-    register_policy("fifo", lambda: FifoPolicy(model))
-    try:
-        yield
-    finally:
-        for n, f in old.items():
-            if f is None:
-                POLICIES.pop(n, None)
-            else:
-                POLICIES[n] = f
+    budget = DEFAULT_BUDGET if search_budget is None else search_budget
+    return BASELINES.extended({"agent": lambda: AgentPolicy(model), "fifo": lambda: FifoPolicy(model),
+                               "agent-search": lambda: AgentSearchPolicy(model, budget)})
 
 
 def baseline_cache(node_name: str) -> Path:
@@ -70,8 +63,9 @@ def cached_search_results(node_name: str, windows: Sequence[Any], fingerprint: s
 
 def evaluate_model(model: Any, node: Any, windows: Sequence[Any], policies: Sequence[str], *, backend: Any = None,
                    provider: Any = None, seed: int = 0, search: bool = False, window_size: int = 6,
-                   progress: Callable[[int, str, float], None] | None = None) -> dict[str, Any]:
-    """``env.planners.evaluate.evaluate`` with ``agent``/``fifo`` bound to ``model``; the search baselines from the cache
+                   progress: Callable[[int, str, float], None] | None = None,
+                   search_budget: int | None = None, extra: dict[str, Callable[[], Any]] | None = None) -> dict[str, Any]:
+    """``env.planners.evaluate.evaluate`` with the agent policies bound to ``model`` (``model_registry``; ``extra``: more policies by name); the search baselines from the cache
     when allowed and available (``doc["from_cache"]`` lists them)."""
     from env.planners.evaluate import evaluate
 
@@ -85,9 +79,8 @@ def evaluate_model(model: Any, node: Any, windows: Sequence[Any], policies: Sequ
         if cached is None:
             pols = [p for p in pols if p not in SEARCH_POLICIES]
     live = [p for p in pols if not (cached and p in SEARCH_POLICIES)]
-    with model_policies(model):
-        doc = evaluate(windows, node, live, backend=backend, provider=provider, seed=seed, progress=progress,
-                       window_size=window_size)
+    doc = evaluate(windows, node, live, backend=backend, provider=provider, seed=seed, progress=progress,
+                   window_size=window_size, registry=model_registry(model, search_budget).extended(extra or {}))
     if cached:
         from_cache = [p for p in pols if p in SEARCH_POLICIES]
         for w, cw in zip(doc["windows"], cached["windows"]):

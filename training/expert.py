@@ -127,7 +127,7 @@ class Expert:
         key = (schedule, names, cmax)
         sub = self._sub.get(key)
         if sub is None:
-            from env.planners.baselines import _optimise_subset
+            from env.planners.bestfound import _optimise_subset
 
             w = len(names)
             sub = {}
@@ -147,7 +147,7 @@ class Expert:
 
     @staticmethod
     def _dp(sub: dict[int, tuple[float, list[int]]], full: int) -> tuple[float, dict[int, int]]:
-        from env.planners.baselines import _best_partition
+        from env.planners.bestfound import _best_partition
 
         if full == 0:
             return 0.0, {0: 0}
@@ -164,7 +164,7 @@ class Expert:
             res = (ev.makespan(schedule, fixed), [])
             self._open[key] = res
             return res
-        from env.planners.baselines import _optimise_subset
+        from env.planners.bestfound import _optimise_subset
 
         self._open[key] = _optimise_subset(ev, schedule, new, g, self.rounds, starts=2, fixed=fixed, free=free)
         return self._open[key]

@@ -10,8 +10,8 @@ Which model: the one given (a path or a loaded model), else the model that ships
 simulated node, ``local`` with the same shape, preferring the same node id, for this machine). A model trained
 for another node shape or feature set is refused with one line (``agent.errors.ModelFileError``, exit 2).
 
-``env.planners.baselines`` imports this module lazily the first time ``agent`` or ``fifo`` is asked for; importing it
-registers both names.
+``policy_registry`` is every policy by name (the baselines' registry, ``env.planners.registry``, with these added),
+built where it is used: the service and the command line.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from agent.modelfile import LoadedSetModel, NodeShape, load_set_model
 from agent.setpolicy import SetPolicy
 from env.episode.window import SET_MAX_WINDOW, plan_window
 from env.errors import InputError
+from env.planners.registry import BASELINES, DEFAULT_POLICY, Registry
 from env.plan.models import ModelRef, Plan, Window
 from env.node.spec import NodeSpec
 
@@ -64,17 +65,16 @@ def shipped_model_for(node: NodeSpec) -> Path | None:
     'local'`` and the same shape; the same node id wins. Cached until a models folder changes."""
     paths = [p for d in (models_dir(), user_models_dir()) if d.is_dir() for p in sorted(d.glob("*.npz"))]
     stamp = tuple((str(p), p.stat().st_mtime_ns) for p in paths)
-    return _model_for(node.model_dump_json(), stamp)
+    return _model_for(node, stamp)
 
 
 @lru_cache(maxsize=16)
-def _model_for(node_json: str, stamp: tuple[tuple[str, int], ...]) -> Path | None:
+def _model_for(node: NodeSpec, stamp: tuple[tuple[str, int], ...]) -> Path | None:
     from env.node.discover import node_id
     from profiler.features import FEATURE_SET_ID
 
-    node = NodeSpec.model_validate_json(node_json)
     shape = node_shape(node)
-    want_id = None if node.name.startswith("sim:") else node_id(node)
+    want_id = None if node.simulated else node_id(node)
     best: tuple[int, Path] | None = None
     for path in (Path(p) for p, _ in stamp):
         try:
@@ -84,7 +84,7 @@ def _model_for(node_json: str, stamp: tuple[tuple[str, int], ...]) -> Path | Non
         tf = meta.trained_for
         if meta.feature_set != FEATURE_SET_ID or tf.shape != shape:
             continue
-        if node.name.startswith("sim:"):
+        if node.simulated:
             score = 2 if tf.name == node.name else -1
         else:
             score = -1 if tf.name.startswith("sim:") else (2 if tf.node_id == want_id else 1)
@@ -123,67 +123,52 @@ class AgentPolicy:
 
     def __init__(self, model: str | os.PathLike[str] | LoadedSetModel | None = None) -> None:
         self.model_arg = model
-        self._loaded: dict[str, LoadedSetModel] = {}
-        self._pipelines: dict[str, Any] = {}
-        self._choosers: dict[int, Any] = {}  # keyed by the loaded model held in _loaded
-        self._node_keys: dict[int, tuple[NodeSpec, str]] = {}  # id(node) -> (node, its JSON): see _node_key
-
-    def _node_key(self, node: NodeSpec) -> str:
-        """The node's JSON, the key of the caches below, serialised once per node object (every plan asks;
-        load_node hands out one cached object a spec, which nobody mutates). The object is kept alive with its
-        entry so its id is not reused while the entry stands."""
-        hit = self._node_keys.get(id(node))
-        if hit is not None and hit[0] is node:
-            return hit[1]
-        if len(self._node_keys) > 16:
-            self._node_keys.clear()
-        key = node.model_dump_json()
-        self._node_keys[id(node)] = (node, key)
-        return key
+        self._loaded: dict[NodeSpec, LoadedSetModel] = {}
+        self._pipelines: dict[NodeSpec, Any] = {}
+        self._choosers: dict[LoadedSetModel, SetPolicy] = {}  # one chooser a loaded model (held in _loaded)
 
     def model_for(self, node: NodeSpec) -> LoadedSetModel:
-        key = self._node_key(node)
-        if key not in self._loaded:
-            self._loaded[key] = load_for_node(self.model_arg, node)
-        return self._loaded[key]
+        if node not in self._loaded:
+            self._loaded[node] = load_for_node(self.model_arg, node)
+        return self._loaded[node]
 
     def pipeline(self, node: NodeSpec) -> Any:
         """The model's fitted feature pipeline (profiler.features.FeaturePipeline), or None when it has none."""
         from profiler.features import FeaturePipeline
 
-        key = self._node_key(node)
-        if key not in self._pipelines:  # one object per model and node: planners cache providers on it
+        if node not in self._pipelines:  # one object per model and node: planners cache providers on it
             doc = self.model_for(node).meta.feature_pipeline
-            self._pipelines[key] = FeaturePipeline.from_dict(doc) if doc else None
-        return self._pipelines[key]
+            self._pipelines[node] = FeaturePipeline.from_dict(doc) if doc else None
+        return self._pipelines[node]
 
-    def plan(self, window: Window, ctx: Any) -> Plan:
-        m = self.model_for(ctx.node)
+    def prepare(self, window: Window, node: NodeSpec) -> tuple[LoadedSetModel, Window, ModelRef, int]:
+        """The model for ``node``, the window as it will be planned (Cmax checked against the model's), the plan's
+        model reference and the episode's window size."""
+        m = self.model_for(node)
         meta = m.meta
-        if window.max_concurrency > meta.max_concurrency >= len(ctx.node.cpus):
+        if window.max_concurrency > meta.max_concurrency >= len(node.cpus):
             # every co-running job has CPUs of its own, so this node never runs more than its CPUs' worth together:
             # a model trained up to that (make run's, on a 2-CPU node) plans the window with that Cmax
-            window = window.model_copy(update={"max_concurrency": len(ctx.node.cpus)})
+            window = window.model_copy(update={"max_concurrency": len(node.cpus)})
         if window.max_concurrency > meta.max_concurrency:
             raise InputError(f"max_concurrency {window.max_concurrency} is above the limit of the model "
                              f"({meta.max_concurrency}, trained for {meta.trained_for.name}): lower it or train a model with --cmaxes up to it")
         ref = ModelRef(id=meta.model_id, trained_for=meta.trained_for.name)
-        # one episode for any W up to the model's, the jobs as a set
-        return plan_window(window, ctx.node, ctx.provider, self.chooser(m), policy=self.name,
-                           window_size=min(meta.max_window, SET_MAX_WINDOW), pin_runtime=ctx.pin_runtime,
-                           canonical=True, model=ref).plan
+        return m, window, ref, min(meta.max_window, SET_MAX_WINDOW)  # one episode for any W up to the model's
+
+    def plan(self, window: Window, ctx: Any, **notes: Any) -> Plan:
+        """The actor's plan (``notes``: more of the plan's fields, e.g. why another policy fell back to it)."""
+        m, window, ref, window_size = self.prepare(window, ctx.node)
+        return plan_window(window, ctx.node, ctx.provider, self.agent_chooser(m), policy=notes.pop("policy", self.name),
+                           window_size=window_size, pin_runtime=ctx.pin_runtime, canonical=True, model=ref,
+                           **notes).plan
 
     def agent_chooser(self, m: LoadedSetModel) -> SetPolicy:
         """The actor of ``m`` as an episode chooser (``SetPolicy``), made once per loaded model."""
-        chooser = self._choosers.get(id(m))
+        chooser = self._choosers.get(m)
         if chooser is None:
-            chooser = self._choosers[id(m)] = SetPolicy(m, fifo=self.fifo)
-        return chooser  # type: ignore[no-any-return]
-
-    def chooser(self, m: LoadedSetModel) -> Any:
-        """The chooser ``plan`` plans with (``agent-search`` wraps the agent's in its search)."""
-        return self.agent_chooser(m)
-
+            chooser = self._choosers[m] = SetPolicy(m, fifo=self.fifo)
+        return chooser
 
 class FifoPolicy(AgentPolicy):
     name = "fifo"
@@ -193,15 +178,8 @@ class FifoPolicy(AgentPolicy):
 def agent_policy(name: str, model: str | os.PathLike[str] | LoadedSetModel | None = None) -> AgentPolicy:
     if name not in ("agent", "fifo"):
         raise InputError(f"{name!r} is not a policy that uses a model (agent, fifo)")
-    if isinstance(model, LoadedSetModel):
-        # The service holds its loaded model for its lifetime: one policy object per model object.
-        key = (name, id(model))
-        hit = _BY_LOADED.get(key)
-        if hit is None or hit[0] is not model:
-            if len(_BY_LOADED) > 32:
-                _BY_LOADED.clear()
-            hit = _BY_LOADED[key] = (model, (AgentPolicy if name == "agent" else FifoPolicy)(model))
-        return hit[1]
+    if isinstance(model, LoadedSetModel):  # the service holds its loaded model for its lifetime
+        return _cached_policy(name, model, 0)
     if model is None:  # the shipped model, looked up per node when planning (callers who know the node pass its path)
         return (AgentPolicy if name == "agent" else FifoPolicy)(None)
     # A policy object caches its loaded model (hash-checked once), pipeline and chooser: keep one per model
@@ -213,21 +191,35 @@ def agent_policy(name: str, model: str | os.PathLike[str] | LoadedSetModel | Non
     return _cached_policy(name, os.fspath(model), stamp)
 
 
-_BY_LOADED: dict[tuple[str, int], tuple[LoadedSetModel, "AgentPolicy"]] = {}
-
-
 @lru_cache(maxsize=32)
-def _cached_policy(name: str, model: str, _stamp: int) -> AgentPolicy:
+def _cached_policy(name: str, model: str | LoadedSetModel, _stamp: int) -> AgentPolicy:
     return (AgentPolicy if name == "agent" else FifoPolicy)(model)
 
 
-def _register() -> None:
-    from env.planners.baselines import register_policy
+def policy_registry(model: str | os.PathLike[str] | LoadedSetModel | None = None,
+                    search_budget: int | None = None) -> Registry:
+    """Every policy by name: the baselines, and the agent policies with ``model`` (None: the node's shipped or user
+    model, looked up when planning) and agent-search's budget (None: its default)."""
+    from env.planners.search import DEFAULT_BUDGET
+    from training.search_policy import agent_search_policy
 
-    register_policy("agent", AgentPolicy)
-    register_policy("fifo", FifoPolicy)
+    budget = DEFAULT_BUDGET if search_budget is None else search_budget
+    return BASELINES.extended({"agent": lambda: agent_policy("agent", model),
+                               "fifo": lambda: agent_policy("fifo", model),
+                               "agent-search": lambda: agent_search_policy(model, budget)})
 
 
-_register()
+MODEL_POLICIES = ("agent", "fifo", "agent-search")
 
-__all__ = ["AgentPolicy", "FifoPolicy", "agent_policy", "shipped_model_for", "load_for_node", "node_shape", "MODELS_DIR"]
+
+def default_policy(node: NodeSpec, model: object | None = None) -> str:
+    """``agent-search`` when a model is given or ships for ``node`` and the node has a node model to score plans on
+    (a simulated node); ``agent`` with a model but no node model (the real node); else the baseline default."""
+    from env.planners.scoring import node_scorer
+
+    if model is None and shipped_model_for(node) is None:
+        return DEFAULT_POLICY
+    return "agent-search" if node_scorer(node) is not None else "agent"
+
+
+__all__ = ["AgentPolicy", "FifoPolicy", "agent_policy", "policy_registry", "default_policy", "MODEL_POLICIES", "shipped_model_for", "load_for_node", "node_shape", "MODELS_DIR"]

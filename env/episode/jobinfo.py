@@ -11,7 +11,9 @@ Two providers:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Callable, Protocol, Sequence
 
 import numpy as np
@@ -97,3 +99,57 @@ def sim_provider(node: NodeSpec, train_jobs: Sequence[str] | None = None) -> Pro
     prov = ProfileProvider(profiles.get, pipeline, what=f"job in the simulated catalogue of {node.name}")
     _SIM_PROVIDERS[key] = prov
     return prov
+
+
+def provider_for(node: NodeSpec, pipeline: FeaturePipeline | None = None) -> JobInfoProvider:
+    """Job information for planning on ``node``: a simulated node's catalogue, the local node's profile store.
+    ``pipeline``: a model's own feature pipeline (features scaled as in its training), else the baselines' (the
+    catalogue's training jobs; the local store's profiles)."""
+    if node.simulated:
+        return sim_provider(node) if pipeline is None else _sim_with_pipeline(node, pipeline)
+    return local_provider(node, pipeline)
+
+
+@lru_cache(maxsize=16)
+def _sim_with_pipeline(node: NodeSpec, pipeline: FeaturePipeline) -> JobInfoProvider:
+    """The simulated catalogue scaled by a model's own pipeline (as in its training; no refit, so no scikit-learn on
+    the serving path). Pipelines live as long as their model: the cache keys on the object."""
+    from env.sim.profiles import simulated_profiles
+
+    profiles = simulated_profiles(node)
+    return ProfileProvider(profiles.get, pipeline, what=f"job in the simulated catalogue of {node.name}")
+
+
+def local_provider(node: NodeSpec, pipeline: FeaturePipeline | None = None) -> JobInfoProvider:
+    """This node's stored profiles as job information."""
+    from env.node.discover import node_id
+    from profiler.store import ProfileStore
+
+    store, nid = ProfileStore(), node_id(node)
+    if pipeline is None:
+        pipeline = _fitted_on_store(str(store.path), nid, _store_stamp(store.path))
+        if pipeline is None:
+            return ProfileProvider(lambda name: None, None, what=f"profile on this node ({nid})")  # type: ignore[arg-type]
+    return ProfileProvider(lambda name: store.get(name, nid), pipeline, what=f"profile on this node ({nid})")
+
+
+def _store_stamp(path: "os.PathLike[str] | str") -> tuple[int, ...]:
+    """Changes whenever the store is written (the database or its write-ahead log)."""
+    stamps = []
+    for suffix in ("", "-wal"):
+        try:
+            st = os.stat(f"{path}{suffix}")
+            stamps += [st.st_mtime_ns, st.st_size]
+        except OSError:
+            stamps += [0, 0]
+    return tuple(stamps)
+
+
+@lru_cache(maxsize=8)
+def _fitted_on_store(store_path: str, nid: str, _stamp: tuple[int, ...]) -> FeaturePipeline | None:
+    """The pipeline fitted on the node's stored profiles, refitted only when the store changed."""
+    from profiler.store import ProfileStore
+
+    stored = ProfileStore(store_path).list(nid)
+    return FeaturePipeline.fit(stored) if stored else None
+

@@ -1,4 +1,4 @@
-"""The episode (coscheduler.md §3-5): the one code path by which anything plans a window.
+"""The episode (docs/design/coscheduler.md §3-5): the one code path by which anything plans a window.
 
 The agent, every baseline, ``cosched schedule``, the service and training all drive an ``Episode`` with a
 *chooser* ``(obs, mask, episode) -> action``; allocation decisions become a ``Plan`` only through
@@ -514,13 +514,14 @@ class WindowPlanning:
     episodes: list[Episode]
 
 
-ChooserFactory = Callable[[int], Chooser]  # chunk index -> chooser for that chunk
+ChooserFactory = Callable[[Episode], Chooser]  # a chunk's fresh episode -> the chooser that plays it
+Finish = Callable[[list[Episode]], dict]  # the played episodes -> the plan's other fields (PlanBuilder.build's)
 
 
 def plan_window(window: Window, node: NodeSpec, provider: JobInfoProvider, chooser: Chooser | ChooserFactory, *,
                 policy: str, window_size: int = DEFAULT_WINDOW, reward: RewardConfig = RewardConfig(),
                 chooser_per_chunk: bool = False, pin_runtime=None, obs_layout: str = DEFAULT_OBS_LAYOUT,
-                canonical: bool = False, **build_kwargs) -> WindowPlanning:
+                canonical: bool = False, finish: Finish | None = None, **build_kwargs) -> WindowPlanning:
     """Plan a window: unknown jobs go to ``excluded``; the rest are planned W at a time, in queue order.
 
     Each chunk is its own episode (step 0 included) on one shared PlanBuilder; the plan's
@@ -528,6 +529,9 @@ def plan_window(window: Window, node: NodeSpec, provider: JobInfoProvider, choos
     ``canonical``: the known jobs are first put in ``canonical_order`` and each chunk is a ``set_episode`` (the
     set-encoder policy plans so: the window is a set, its queue order no part of the decision; ``window_size``
     at most SET_MAX_WINDOW).
+    ``chooser_per_chunk``: ``chooser`` is a factory called with each chunk's episode before it is played.
+    ``finish``: called with the played episodes, returns more of the plan's fields (predictions, what a search did):
+    the plan is built once, complete.
     """
     if window.max_concurrency < 1:
         raise InputError("max_concurrency must be at least 1")
@@ -544,7 +548,7 @@ def plan_window(window: Window, node: NodeSpec, provider: JobInfoProvider, choos
         known = [known[i] for i in canonical_order([i for _, i in known])]
     episodes = []
     first_schedule = None
-    for ci, start in enumerate(range(0, len(known), window_size)):
+    for start in range(0, len(known), window_size):
         chunk = known[start: start + window_size]
         if canonical:  # the set-encoder policy's episodes come from its one factory, as in training
             ep = set_episode(node, [j for j, _ in chunk], [i for _, i in chunk], window.max_concurrency,
@@ -553,10 +557,12 @@ def plan_window(window: Window, node: NodeSpec, provider: JobInfoProvider, choos
             ep = Episode(node, [j for j, _ in chunk], [i for _, i in chunk], max_concurrency=window.max_concurrency,
                          window_size=window_size, n_features=provider.n_features, reward=reward, builder=builder,
                          step_limit=2 * window_size * window_size + 4, obs_layout=obs_layout)
-        run_episode(ep, chooser(ci) if chooser_per_chunk else chooser)  # type: ignore[call-arg]
+        run_episode(ep, chooser(ep) if chooser_per_chunk else chooser)  # type: ignore[call-arg]
         if first_schedule is None:
             first_schedule = builder.schedule
         episodes.append(ep)
     if first_schedule is not None:
         builder.schedule = first_schedule
+    if finish is not None:
+        build_kwargs.update(finish(episodes))
     return WindowPlanning(plan=builder.build(policy, **build_kwargs), episodes=episodes)

@@ -1,6 +1,6 @@
 """Comparing policies on many windows (``cosched eval``): per window and mean throughput vs time sharing.
 
-The result is the ``cosched eval --json`` document of interfaces.md (``"simulated": true`` on the sim
+The result is the ``cosched eval --json`` document of docs/design/interfaces.md (``"simulated": true`` on the sim
 backend). Time sharing's total is the sum of the planned jobs' solo times (profiles / catalogue), so its
 throughput is 1.0 by definition; ``mean`` is the arithmetic mean over windows (the paper's "AM").
 """
@@ -14,12 +14,13 @@ from typing import Any, Callable, Sequence
 
 from pydantic import ValidationError
 
-from env.sim.backend import Backend, SimBackend
-from env.planners.baselines import PlanContext, get_policy
 from env.errors import InputError
 from env.episode.jobinfo import JobInfoProvider, sim_provider
-from env.plan.models import Window
 from env.node.spec import NodeSpec
+from env.plan.models import Window
+from env.planners.baselines import PlanContext
+from env.planners.registry import BASELINES, Registry
+from env.sim.backend import Backend, SimBackend
 
 DEFAULT_EVAL_POLICIES = ("timeshare", "greedy", "random", "pairs", "best-found")
 
@@ -52,9 +53,11 @@ def read_windows(path: str | Path) -> list[Window]:
 def evaluate(windows: Sequence[Window], node: NodeSpec, policies: Sequence[str], *,
              backend: Backend | None = None, provider: JobInfoProvider | None = None, seed: int = 0,
              window_size: int = 6, progress: Callable[[int, str, float], None] | None = None,
-             guard: bool = False) -> dict[str, Any]:
-    """``guard``: every plan passes ``env.planners.search.guard_plan`` (as ``cosched schedule`` and the service plan), so a plan
-    predicted below time sharing is replaced by the best baseline's; a result then names the policy that made it."""
+             guard: bool = False, registry: Registry = BASELINES) -> dict[str, Any]:
+    """Every window planned by every policy (by name, from ``registry``: the agent policies are
+    ``training.policies.policy_registry``'s), each plan run on ``backend`` (default: the simulated node).
+    ``guard``: every plan passes ``env.planners.guard.guard_plan`` (as ``cosched schedule`` and the service plan), so a
+    plan predicted below time sharing is replaced by the best baseline's; a result then names the policy that made it."""
     backend = backend if backend is not None else SimBackend(node)
     provider = provider if provider is not None else sim_provider(node)
     for i, w in enumerate(windows):
@@ -62,7 +65,7 @@ def evaluate(windows: Sequence[Window], node: NodeSpec, policies: Sequence[str],
         if unknown:
             raise InputError(f"window {i} names jobs that {node.name} does not know: {', '.join(unknown)} "
                              f"(see 'cosched jobs --backend sim')")
-    pols = {name: get_policy(name) for name in policies}
+    pols = {name: registry.get(name) for name in policies}
     out_windows = []
     sums = {name: 0.0 for name in policies}
     for i, w in enumerate(windows):
@@ -74,9 +77,9 @@ def evaluate(windows: Sequence[Window], node: NodeSpec, policies: Sequence[str],
                               simulated=backend.simulated)
             plan = pol.plan(w, ctx)
             if guard:
-                from env.planners.search import guard_plan
+                from env.planners.guard import guard_plan
 
-                plan = guard_plan(plan, w, ctx, lambda baseline: get_policy(baseline).plan(w, ctx))
+                plan = guard_plan(plan, w, ctx)
             makespans = backend.evaluate(plan, seed=seed + i)
             total = sum(makespans)
             thr = solo / total if total > 0 else float("nan")

@@ -25,15 +25,15 @@ The search (a best-first *rollout* search, after Bertsekas' rollout algorithms a
   same plan on any machine. (More budget is not guaranteed to find a better plan: the local search starts from
   different rollouts. It never returns one worse than the agent's.)
 
-The search takes the agent as a function (``env`` does not import ``agent/`` or ``training/``): ``scores(obs,
-mask, episode)`` (the actor's logits, or log-probabilities; ``obs`` is None when the function has ``reads_obs =
-False``, as a set encoder's reads the episode) and the greedy rule it implies (the first maximal valid index, as
-the agent's chooser picks); ``scores.choose(mask, episode)``, when the function has it, is that greedy action
-computed more cheaply (the set policy's own chooser); with ``scores.observe(episode)`` and ``scores.many(observed,
-masks, chosen)`` as well, a rollout that offers branches is played by ``choose`` and its states are scored after it,
-in one batch (the same scores as one at a time, up to float32 rounding). The set-encoder model plans any window of
-up to 32 jobs (SET_MAX_WINDOW) as one chunk (``env.episode.window.plan_window``), so the search sees every partition the
-agent can reach. Bounded work for a
+The search takes the agent through a small interface, ``ActionScores`` (``env`` does not import ``agent/`` or
+``training/``): every action's scores in an episode's state (the actor's logits, or log-probabilities) and the greedy
+choice they imply (the first maximal valid index, as the agent's chooser picks). An agent with a cheaper way to its
+choice says so (``cheap_choice``): rollouts that cannot be expanded within the budget are then completed by
+``choose`` alone; one that can score many states in one pass (``batched``: ``observe`` and ``scores_many``) has a
+rollout that offers branches played by ``choose`` and its states scored after it, in one batch (the same scores as
+one at a time, up to float32 rounding). The set-encoder model plans any window of up to 32 jobs (SET_MAX_WINDOW) as
+one chunk, so the search sees every partition the agent can reach (``env.planners.agent_search`` plans a window so).
+Bounded work for a
 long chunk: up to RECOMBINE_MAX_JOBS (10) jobs the recombination is the subset DP (3^W steps, 59,049 at 10); above,
 a depth-first search over the groups seen, which gives up after RECOMBINE_MAX_STEPS (3^10) groups tried (the best
 rollout then stands); pair candidates only up to PAIR_MAX_JOBS (12) jobs (66 pairs). A 32-job window costs the
@@ -54,12 +54,12 @@ from typing import Callable, Sequence
 import numpy as np
 
 from env.episode.window import Episode, group_members, placed_groups
+from env.planners.scoring import Scorer
 from env.planners.localsearch import CALLS_PER_ROLLOUT, LocalSearch, regroup, tune
-from env.node.spec import NodeSpec
 
 #: Rollouts a chunk gets by default (and CALLS_PER_ROLLOUT = 80 local-search calls each: 320), for the W = 8 latency
 #: target (<= 50 ms a window, median, one core; bench/search_bench.py: cold evaluator memo, the shared 2-CPU machine,
-#: so noisy). Chosen on the development sweep (seed 3131; docs/training.md, session 13): with branches in order of
+#: so noisy). Chosen on the development sweep (seed 3131; docs/search.md, 2026-11-26): with branches in order of
 #: discrepancies, 4 rollouts x 80 calls plan as well as 8 x 40 (worst cell 98.9 %, mean 99.71 vs 99.81 %), and the
 #: local search's calls, not the rollouts, are what the quality needs (1 x 320: worst cell 98.4 %; 4 x 64: 98.1 %).
 DEFAULT_BUDGET = 4
@@ -70,9 +70,40 @@ BUDGET_HELP = (f"agent-search: rollouts per window chunk, and {CALLS_PER_ROLLOUT
 #: Branches kept per visited state: the agent's next-best valid actions (more are rarely expanded within a budget).
 BRANCHES_PER_STATE = 4
 
-Scores = Callable[[np.ndarray, np.ndarray, Episode], np.ndarray]  # (obs, mask, episode) -> a score per action
-Scorer = Callable[[int, Sequence[tuple[str, int]]], float]  # (schedule action, [(job, action)...]) -> makespan (s)
 Seen = dict[int, dict[int, tuple[float, list[tuple[int, int]]]]]  # schedule -> slot bitmask -> (makespan, members)
+
+
+class ActionScores:
+    """What the search asks of an agent. Override ``scores``; the rest has defaults."""
+
+    cheap_choice = False  # ``choose`` costs less than ``scores``: unexpandable rollouts are completed by it alone
+    batched = False  # ``observe`` and ``scores_many`` score a rollout's states in one pass (needs cheap_choice)
+
+    def scores(self, mask: np.ndarray, ep: Episode) -> np.ndarray:
+        """A score per action in ``ep``'s state (higher: the agent prefers it)."""
+        raise NotImplementedError
+
+    def choose(self, mask: np.ndarray, ep: Episode) -> int:
+        """The agent's greedy action: the first maximal valid index of its scores."""
+        return _greedy(np.asarray(self.scores(mask, ep), dtype=np.float64), mask.nonzero()[0])
+
+    def observe(self, ep: Episode) -> object:
+        """What ``scores_many`` needs of a state, taken before the rollout moves on."""
+        raise NotImplementedError
+
+    def scores_many(self, observed: Sequence[object], masks: Sequence[np.ndarray], chosen: Sequence[int]) -> np.ndarray:
+        """``scores`` of several states (rows), from their ``observe`` and the actions the agent chose there."""
+        raise NotImplementedError
+
+
+class FunctionScores(ActionScores):
+    """An agent given as a function ``scores(mask, episode)`` (tests, the learner's search distillation)."""
+
+    def __init__(self, fn: Callable[[np.ndarray, Episode], np.ndarray]) -> None:
+        self.fn = fn
+
+    def scores(self, mask: np.ndarray, ep: Episode) -> np.ndarray:
+        return self.fn(mask, ep)
 
 
 def check_budget(budget: int) -> int:
@@ -128,7 +159,7 @@ def _greedy(scores: np.ndarray, valid: np.ndarray) -> int:
     return int(valid[scores[valid].argmax()])
 
 
-def search_chunk(new_episode: Callable[[], Episode], scores: Scores, scorer: Scorer, budget: int = DEFAULT_BUDGET,
+def search_chunk(new_episode: Callable[[], Episode], scores: ActionScores, scorer: Scorer, budget: int = DEFAULT_BUDGET,
                  branches: int = BRANCHES_PER_STATE, pairs: bool = True, local: bool = True) -> SearchResult:
     """Best-first rollout search over one chunk's episodes (``new_episode`` makes a fresh one each call), then
     (``pairs``) every pair of its jobs under the agent's schedule action, then the recombination."""
@@ -163,7 +194,7 @@ def search_chunk(new_episode: Callable[[], Episode], scores: Scores, scorer: Sco
     return result
 
 
-def _rollouts(new_episode: Callable[[], Episode], scores: Scores, scorer: Scorer, budget: int,
+def _rollouts(new_episode: Callable[[], Episode], scores: ActionScores, scorer: Scorer, budget: int,
               branches: int) -> tuple[Episode, tuple[float, list[int], list[float]], float, int, int,
                                       list[tuple[float, int, list[list[tuple[int, int]]]]], Seen]:
     """The budget's rollouts (see the module's docstring): (the last episode, the best (total, actions, makespans),
@@ -171,9 +202,8 @@ def _rollouts(new_episode: Callable[[], Episode], scores: Scores, scorer: Scorer
     A rollout offers branches only while the heap holds fewer than the budget still needs: then every state's
     scores are computed; otherwise it is completed by the agent's chooser (``scores.choose``, when given: the
     same greedy action, without the scores of every action)."""
-    reads_obs = getattr(scores, "reads_obs", True)  # a set-encoder's scores read the episode, not the vector
-    choose = getattr(scores, "choose", None)
-    many = getattr(scores, "many", None) if choose is not None else None
+    cheap = scores.cheap_choice
+    batched = cheap and scores.batched
     heap: list[_Branch] = []
     seen: Seen = {}  # see seen_groups
     counter = itertools.count()
@@ -187,7 +217,7 @@ def _rollouts(new_episode: Callable[[], Episode], scores: Scores, scorer: Scorer
         ep = new_episode()
         for a in prefix:
             ep._apply(a)  # the prefix was valid when it was recorded, in this very sequence of states
-        grow = choose is None or len(heap) < budget - rollouts - 1  # its branches may be expanded within the budget
+        grow = not cheap or len(heap) < budget - rollouts - 1  # its branches may be expanded within the budget
         pending: list[tuple[tuple[int, ...], np.ndarray, int, np.ndarray, object]] = []  # states to score in one pass
         while not ep.done:
             mask = ep.action_mask()
@@ -196,21 +226,21 @@ def _rollouts(new_episode: Callable[[], Episode], scores: Scores, scorer: Scorer
                 ep._apply(int(valid[0]))
                 continue
             if not grow:
-                ep._apply(int(choose(mask, ep)))  # type: ignore[misc]
+                ep._apply(int(scores.choose(mask, ep)))
                 continue
-            if many is not None:  # the agent's choice now, every action's scores after the rollout
-                a = int(choose(mask, ep))  # type: ignore[misc]
+            if batched:  # the agent's choice now, every action's scores after the rollout
+                a = int(scores.choose(mask, ep))
                 if len(ep.history) >= len(prefix):
-                    pending.append((tuple(ep.history), valid, a, mask, scores.observe(ep)))  # type: ignore[attr-defined]
+                    pending.append((tuple(ep.history), valid, a, mask, scores.observe(ep)))
                 ep._apply(a)
                 continue
-            s = np.asarray(scores(ep.observation() if reads_obs else None, mask, ep), dtype=np.float64)
+            s = np.asarray(scores.scores(mask, ep), dtype=np.float64)
             a = _greedy(s, valid)
             if len(ep.history) >= len(prefix):
                 _offer(heap, counter, s, a, valid, tuple(ep.history), depth + 1, base_cost, branches)
             ep._apply(a)
         if pending:
-            rows = many([x[4] for x in pending], [x[3] for x in pending], [x[2] for x in pending])
+            rows = scores.scores_many([x[4] for x in pending], [x[3] for x in pending], [x[2] for x in pending])
             for (here, valid, a, _, _), s in zip(pending, np.asarray(rows, dtype=np.float64)):
                 _offer(heap, counter, s, a, valid, here, depth + 1, base_cost, branches)
         rollouts += 1
@@ -324,7 +354,8 @@ def recombine(result: SearchResult, seen: Seen,
     action: dynamic programming over subsets, ``env.planners.baselines._best_partition``, up to RECOMBINE_MAX_JOBS jobs;
     ``sparse_partition``, bounded, above), replayed through a fresh episode; the result when it predicts less time
     than the best single rollout. No new group is simulated."""
-    from env.planners.baselines import Script, ScriptChooser, _best_partition
+    from env.planners.bestfound import _best_partition
+    from env.planners.script import Script, ScriptChooser
 
     probe = new_episode()
     n = len(probe.jobs)
@@ -379,106 +410,4 @@ class ReplayChooser:
         return a
 
 
-# -- the node model a plan is scored on -------------------------------------------------------------
-
-_SCORERS: dict[int, tuple[NodeSpec, object]] = {}
-
-
-def node_scorer(node: NodeSpec) -> Scorer | None:
-    """The node model's group makespan for ``node``, or None when no node model exists for it. Simulated nodes
-    (``sim:NAME``, a node-model file ``sim:FILE``) have one: ``GroupEvaluator`` (memoised; one per node object,
-    kept while the node object lives). The real local node has none here."""
-    if not node.name.startswith("sim:"):
-        return None
-    hit = _SCORERS.get(id(node))
-    if hit is None or hit[0] is not node:
-        from env.planners.baselines import GroupEvaluator
-
-        if len(_SCORERS) > 8:
-            _SCORERS.clear()
-        ev = GroupEvaluator(node)
-        hit = _SCORERS[id(node)] = (node, ev)
-    ev = hit[1]
-    if len(ev.memo) > 200_000:  # bound a long-running service's memory
-        from env.planners.baselines import GroupEvaluator
-
-        ev = GroupEvaluator(node)
-        _SCORERS[id(node)] = (node, ev)
-    return ev.makespan  # type: ignore[attr-defined,no-any-return]
-
-
-def no_prediction_reason(node: NodeSpec) -> str:
-    return (f"no node model for node {node.name!r}: plans on it have no predicted throughput "
-            "(a simulated node, sim:NAME or sim:FILE, has one)")
-
-
-# -- the guard: never below time sharing ------------------------------------------------------------
-
-#: The baselines a plan predicted below time sharing is replaced by (the best of them, predicted).
-FALLBACKS = ("pairs", "greedy", "timeshare")
-
-
-def predicted_throughput(plan, node: NodeSpec, solo_total_s: float) -> tuple[float, list[float]] | None:  # noqa: ANN001
-    """(throughput vs time sharing, group makespans) of ``plan`` on the node model, or None without one."""
-    if not node.name.startswith("sim:") or not plan.groups:
-        return None
-    from env.sim.backend import SimBackend
-
-    makespans = SimBackend(node).evaluate(plan)
-    total = sum(makespans)
-    return (solo_total_s / total if total > 0 else 1.0), makespans
-
-
-def guard_plan(plan, window, ctx, make_baseline: Callable[[str], object]):  # noqa: ANN001, ANN201
-    """``plan`` with its prediction filled in, or, when it is predicted below time sharing, the best baseline's
-    plan saying why. ``make_baseline(name)`` plans the window with that baseline."""
-    node = ctx.node
-    if plan.policy == "timeshare":
-        return plan
-    if not node.name.startswith("sim:"):
-        if plan.predicted_throughput_vs_timeshare is None and plan.no_prediction is None:
-            plan.no_prediction = no_prediction_reason(node)
-        return plan
-    solo = sum(info.solo_s for g in plan.groups for j in g.jobs if (info := ctx.provider.get(j.profile)) is not None)
-    if plan.predicted_throughput_vs_timeshare is not None and (plan.predictions_source or "").startswith("simulated"):
-        pred: tuple[float, list[float] | None] | None = (plan.predicted_throughput_vs_timeshare, None)  # the search's own
-    else:
-        pred = predicted_throughput(plan, node, solo)
-    if pred is None:
-        return plan
-    thr, makespans = pred
-    if makespans is not None and plan.predicted_throughput_vs_timeshare is None:
-        plan.predicted_throughput_vs_timeshare = thr
-        plan.predictions_source = f"simulated: {node.name}"
-        for g, t in zip(plan.groups, makespans):
-            g.predicted_makespan_s = t
-    if thr >= 1.0 - 1e-9:
-        return plan
-    best = None
-    for name in FALLBACKS:
-        try:
-            alt = make_baseline(name)
-        except Exception:  # noqa: BLE001 - a baseline that cannot plan here (e.g. a search's grid) is skipped
-            continue
-        alt_pred = predicted_throughput(alt, node, solo) if name != "timeshare" else (1.0, None)
-        if alt_pred is None:
-            continue
-        if best is None or alt_pred[0] > best[1] + 1e-9:
-            best = (alt, alt_pred[0], alt_pred[1])
-    if best is None:
-        return plan
-    alt, alt_thr, alt_ms = best
-    if alt.predicted_throughput_vs_timeshare is None and alt_ms is not None:
-        alt.predicted_throughput_vs_timeshare = alt_thr
-        alt.predictions_source = f"simulated: {node.name}"
-        for g, t in zip(alt.groups, alt_ms):
-            g.predicted_makespan_s = t
-    alt.requested_policy = plan.policy
-    alt.fallback_reason = (f"policy {plan.policy!r} planned {thr:.3f} x time sharing (predicted, {node.name}), below "
-                           f"time sharing: replaced by {alt.policy!r}, the best baseline ({alt_thr:.3f}, predicted)")
-    alt.model = plan.model
-    return alt
-
-
-__all__ = ["DEFAULT_BUDGET", "SearchResult", "search_chunk", "sparse_partition", "ReplayChooser", "node_scorer", "guard_plan",
-           "check_budget", "predicted_throughput"]
+__all__ = ["ActionScores", "FunctionScores", "DEFAULT_BUDGET", "SearchResult", "search_chunk", "sparse_partition", "ReplayChooser", "check_budget"]

@@ -11,10 +11,13 @@ from service.slurm.controller import Planner, PlannerUnavailable
 
 
 def in_process(node: str, policy: str | None, model: str | None) -> Planner:
+    from env.sim.nodes import load_node
     from service.planning import plan_window
 
+    spec = load_node(node)
+
     def plan(window: Window) -> Plan:
-        return plan_window(window, node, policy=policy, model=model)
+        return plan_window(window, spec, policy=policy, model=model)
 
     return plan
 

@@ -182,7 +182,7 @@ def test_plans_validate_as_built() -> None:
 
         window = Window.model_validate({"jobs": jobs, "max_concurrency": rng.choice([1, 2, 3, 4])})
         for policy in ("greedy", "agent", "timeshare"):
-            plan = plan_window(window, "sim:reference", policy=policy)
+            plan = plan_window(window, load_node("sim:reference"), policy=policy)
             again = Plan.model_validate_json(plan.model_dump_json())
             assert again == plan and again.model_dump_json() == plan.model_dump_json()
             assert again.model_fields_set == plan.model_fields_set

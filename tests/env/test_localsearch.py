@@ -6,7 +6,8 @@ import random
 
 from env.plan import actions
 from env.plan.allocate import core_count
-from env.planners.baselines import GroupEvaluator, _best_partition
+from env.planners.bestfound import _best_partition
+from env.planners.scoring import GroupEvaluator
 from env.planners.localsearch import LocalSearch, maximal_core_splits, regroup, tune
 from env.sim.nodes import load_node
 from env.sim.catalogue import ALL_JOBS

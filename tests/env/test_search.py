@@ -14,14 +14,17 @@ import numpy as np
 import pytest
 
 from env.sim.backend import SimBackend
-from env.planners.baselines import GroupEvaluator, PlanContext, get_policy
+from env.planners.baselines import GroupEvaluator, PlanContext
+from env.planners.registry import get_policy
 from env.episode.window import Episode
 from env.episode.gym_env import _window_jobs
 from env.episode.jobinfo import sim_provider
 from env.plan.models import Window, WindowJob
 from env.sim.nodes import load_node
 from env.planners.localsearch import CALLS_PER_ROLLOUT
-from env.planners.search import episode_makespans, guard_plan, node_scorer, predicted_throughput, search_chunk
+from env.planners.guard import guard_plan
+from env.planners.scoring import node_scorer, predicted_throughput
+from env.planners.search import FunctionScores, episode_makespans, search_chunk
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / "training" / "models" / "sim-reference.npz"
@@ -96,31 +99,32 @@ def test_every_budget_beats_the_agent_and_keeps_to_its_work(policies) -> None:
 def test_rollouts_scored_in_one_pass_plan_as_scored_state_by_state(policies, budget: int) -> None:
     """With the head choosing, a rollout's states are scored after it in one batched pass of the actor; the plans
     are those of scoring each state as it is visited (the batch's float32 sums differ by ulps only)."""
-    from env.planners import search
+    from env.planners.agent_search import search_plan
+    from env.planners.scoring import clear_evaluators, node_scorer
+    from training.search_policy import SetPolicyScores
 
     _, searching, ctx = policies
     pol = searching(budget)
-    scores = pol.chooser(pol.model_for(ctx.node)).scores
-    many = scores.many
     for names, cmax in WINDOWS:
         w = window(names, cmax)
         batched = pol.plan(w, ctx).model_dump_json()
-        del scores.many
-        try:
-            search._SCORERS.clear()
-            assert pol.plan(w, ctx).model_dump_json() == batched
-        finally:
-            scores.many = many
+        m, planned, ref, size = pol.prepare(w, ctx.node)
+        scores = SetPolicyScores(pol.agent_chooser(m))
+        assert scores.batched
+        scores.batched = False  # every state scored as it is visited
+        clear_evaluators()
+        one_by_one = search_plan(planned, ctx, scores, node_scorer(ctx.node), budget=budget, window_size=size, model=ref)
+        assert one_by_one.model_dump_json() == batched
 
 
 def test_the_same_window_gives_the_same_plan(policies) -> None:
     """The budget counts rollouts, not time: fresh policies and a cold evaluator give the identical plan."""
-    from env.planners import search
+    from env.planners.scoring import clear_evaluators
 
     _, searching, ctx = policies
     w = window(*WINDOWS[1])
     first = searching(6).plan(w, ctx).model_dump_json()
-    search._SCORERS.clear()
+    clear_evaluators()
     assert searching(6).plan(w, ctx).model_dump_json() == first
 
 
@@ -135,8 +139,7 @@ def test_the_search_expands_the_agents_near_misses() -> None:
     def fresh() -> Episode:
         return Episode(node, _window_jobs(names), infos, max_concurrency=2, window_size=4, n_features=prov.n_features)
 
-    def scores(obs, mask, ep):  # noqa: ANN001 - prefers the first valid action: a poor, deterministic agent
-        return -np.arange(mask.size, dtype=np.float64)
+    scores = FunctionScores(lambda mask, ep: -np.arange(mask.size, dtype=np.float64))  # a poor, deterministic agent
 
     one = search_chunk(fresh, scores, ev.makespan, budget=1, pairs=False, local=False)
     many = search_chunk(fresh, scores, ev.makespan, budget=40, pairs=False, local=False)
@@ -160,12 +163,12 @@ def test_a_plan_below_time_sharing_is_replaced_and_says_why() -> None:
     raw = get_policy("greedy").plan(w, ctx)
     raw_thr, _ = predicted_throughput(raw, node, solo(["MG", "EP"]))
     assert raw_thr < 1.0  # greedy's pair is slower than running the two one after the other (simulated)
-    plan = plan_window(w, NODE, policy="greedy")
+    plan = plan_window(w, load_node(NODE), policy="greedy")
     assert plan.requested_policy == "greedy" and plan.policy in ("pairs", "timeshare")
     assert "below time sharing" in plan.fallback_reason and f"{raw_thr:.3f}" in plan.fallback_reason
     assert plan.predicted_throughput_vs_timeshare >= 1.0
     # a plan at or above time sharing is kept as it is, with its prediction
-    good = plan_window(window(["EP", "MG", "CG"], 2), NODE, policy="pairs")
+    good = plan_window(window(["EP", "MG", "CG"], 2), load_node(NODE), policy="pairs")
     assert good.requested_policy is None and good.fallback_reason is None
 
 
@@ -176,7 +179,7 @@ def test_no_policy_plans_below_time_sharing(policy: str) -> None:
     if policy in ("fifo", "agent", "agent-search") and not MODEL.exists():
         pytest.skip("no model ships for sim:reference")
     for names, cmax in WINDOWS:
-        plan = plan_window(window(names, cmax), NODE, policy=policy, seed=1)
+        plan = plan_window(window(names, cmax), load_node(NODE), policy=policy, seed=1)
         sim_thr = solo(names) / sum(SimBackend(load_node(NODE)).evaluate(plan))
         assert sim_thr >= 1.0 - 1e-9 and plan.predicted_throughput_vs_timeshare == pytest.approx(sim_thr)
         assert (plan.policy == policy) == (plan.fallback_reason is None)
@@ -185,7 +188,7 @@ def test_no_policy_plans_below_time_sharing(policy: str) -> None:
 def test_without_a_node_model_the_plan_says_there_is_no_prediction(fake_sysroot_or_local) -> None:
     from service.planning import plan_window
 
-    plan = plan_window(window(["MG"], 2), "local", policy="greedy")
+    plan = plan_window(window(["MG"], 2), load_node("local"), policy="greedy")
     assert plan.predicted_throughput_vs_timeshare is None and "no node model" in plan.no_prediction
     assert node_scorer(load_node("local")) is None
 
@@ -210,7 +213,7 @@ def test_guard_leaves_time_sharing_alone() -> None:
     ctx = PlanContext(node=node, provider=sim_provider(node))
     w = window(["MG", "EP"], 2)
     plan = get_policy("timeshare").plan(w, ctx)
-    assert guard_plan(plan, w, ctx, lambda name: pytest.fail("no fallback for time sharing")) is plan
+    assert guard_plan(plan, w, ctx) is plan  # no prediction, no fallback planned
 
 
 def test_eval_compares_agent_search_and_says_who_made_a_replaced_plan(tmp_path: Path) -> None:
@@ -233,7 +236,7 @@ def test_sparse_recombination_matches_the_subset_dp_and_gives_up_past_its_bound(
     3^W subset DP where both run, None (the best rollout stands) when the work cap is reached."""
     import random
 
-    from env.planners.baselines import _best_partition
+    from env.planners.bestfound import _best_partition
     from env.planners.search import sparse_partition
 
     rng = random.Random(3)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from env.sim.nodes import load_node
 from service.commands.schedule import render
 from service.planning import plan_window
 
@@ -22,7 +23,7 @@ def test_the_table_fits_80_columns() -> None:
     window = Window.model_validate({"jobs": [{"id": f"a-rather-long-job-name-{i}", "profile": p} for i, p in
                                              enumerate(["MG", "EP", "CG", "FT", "water_nsquared", "ocean_ncp", "lu_ncb", "SP"])],
                                     "max_concurrency": 4})
-    plan = plan_window(window, "sim:reference", policy="best-found")  # cache ways and bandwidth caps on two domains
+    plan = plan_window(window, load_node("sim:reference"), policy="best-found")  # cache ways and bandwidth caps on two domains
     out = io.StringIO()
     render(plan, Console(file=out, width=80, color_system=None))
     lines = out.getvalue().splitlines()

@@ -16,12 +16,14 @@ from agent.modelfile import NodeShape, TrainedFor, load_set_model, write_set_mod
 from agent.setnet import ARCHITECTURE, SetNetShape
 from agent.setnet_torch import SetNet
 from agent.setpolicy import SetPolicy
-from env.planners.baselines import GroupEvaluator, _best_partition
+from env.planners.bestfound import _best_partition
+from env.planners.scoring import GroupEvaluator
 from env.episode.window import SET_CONTEXT_NAMES, SET_TOKEN_NAMES, placed_groups, plan_window
 from env.episode.jobinfo import sim_provider
 from env.plan.models import Window, WindowJob
 from env.sim.nodes import load_node
-from env.planners.search import episode_makespans, node_scorer
+from env.planners.scoring import node_scorer
+from env.planners.search import episode_makespans
 from training.group_head import SCHEDULES, GroupHeadArgs, cli, core_action, label_groups, options_of, train_head
 
 NODE = load_node("sim:reference")

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from env.planners.baselines import NO_PARTITIONING, GroupEvaluator, Grid, PlanContext, get_policy, parse_policies, search
+from env.planners.baselines import NO_PARTITIONING, GroupEvaluator, Grid, PlanContext, search
+from env.planners.registry import get_policy, parse_policies
 from env.errors import InputError
 from env.episode.jobinfo import sim_provider
 from env.plan.models import Plan, Window, WindowJob

@@ -53,10 +53,10 @@ def test_agent_and_fifo_plans_are_valid(tiny_model: Path, policy: str) -> None:
     from service.planning import plan_window
 
     names = ["EP", "MG", "CG", "fft", "IS", "lu_cb", "BT"]  # 7 jobs, held-out programs included: one chunk
-    guarded = plan_window(_window(names), "sim:reference", policy=policy, model=str(tiny_model))
+    guarded = plan_window(_window(names), load_node("sim:reference"), policy=policy, model=str(tiny_model))
     # the tiny model may plan below time sharing: then the guard's plan says which policy was asked for and why
     assert guarded.policy == policy or (guarded.requested_policy == policy and guarded.fallback_reason)
-    plan = plan_window(_window(names), "sim:reference", policy=policy, model=str(tiny_model), guard=False)
+    plan = plan_window(_window(names), load_node("sim:reference"), policy=policy, model=str(tiny_model), guard=False)
     placed = [j.profile for g in plan.groups for j in g.jobs]
     assert sorted(placed) == sorted(names) and plan.policy == policy
     for g in plan.groups:
@@ -91,7 +91,7 @@ def test_default_policy_is_agent_search_when_a_model_ships(tmp_path: Path, tiny_
     shutil.copyfile(tiny_model, tmp_path / "m.npz")
     monkeypatch.setenv("COSCHED_MODELS_DIR", str(tmp_path))
     assert default_policy(NODE) == "agent-search"  # a model, and the simulated node to score its plans on
-    plan = plan_window(_window(["EP", "MG"]), "sim:reference")
+    plan = plan_window(_window(["EP", "MG"]), load_node("sim:reference"))
     assert "agent-search" in (plan.policy, plan.requested_policy)  # or the best baseline, saying why
 
 
@@ -181,7 +181,6 @@ def test_eval_takes_a_model_file(tmp_path: Path, tiny_model: Path, capsys) -> No
     """`cosched eval --model M`: agent, fifo and agent-search plan with M (here the tiny model, Cmax 2), and the
     override ends with the command; an unreadable file or a model for another node is one line."""
     from service.cli import main
-    from training.policies import AgentPolicy
 
     windows = tmp_path / "w.json"
     windows.write_text(json.dumps([json.loads(_window(["EP", "MG", "CG"]).model_dump_json())]))
@@ -190,9 +189,9 @@ def test_eval_takes_a_model_file(tmp_path: Path, tiny_model: Path, capsys) -> No
     doc = json.loads(capsys.readouterr().out)
     res = doc["windows"][0]["results"]
     assert res["agent-search"]["throughput_vs_timeshare"] >= res["agent"]["throughput_vs_timeshare"] - 1e-9
-    from env.planners.baselines import POLICIES
+    from env.planners.registry import BASELINES
 
-    assert POLICIES["agent"] is AgentPolicy  # the command's override is gone
+    assert "agent" not in BASELINES  # the command's model reached its own registry only
     for bad, words in ((tmp_path / "none.npz", "not found"), (windows, "not a cosched model file")):
         assert main(["eval", "--windows", str(windows), "--model", str(bad)]) == 2
         err = capsys.readouterr().err
