@@ -10,6 +10,7 @@
 
 #include "common/errmsg.h"
 #include "common/mempolicy.h"
+#include "common/text.h"
 
 static int is_off(const char *v)
 {
@@ -28,11 +29,10 @@ static int set_topology(pr_config *c, const pr_option *o, const char *v, int is_
     (void)o, (void)is_default;
     /* "dom:cpulist;dom:cpulist;...", domains numbered 0..n-1 in any order. */
     char buf[4096];
-    if (strlen(v) >= sizeof buf) {
+    if (cm_copy(buf, sizeof buf, v)) {
         cm_errf(err, elen, "PINRT_TOPOLOGY is too long");
         return -1;
     }
-    strcpy(buf, v);
     int seen[PR_MAX_DOMAINS] = {0}, n = 0, maxd = -1;
     cm_cpuset all;
     cm_set_zero(&all);
@@ -123,11 +123,10 @@ static int set_cpus(pr_config *c, const pr_option *o, const char *v, int is_defa
 static int set_trace(pr_config *c, const pr_option *o, const char *v, int is_default, char *err, size_t elen)
 {
     (void)o, (void)is_default;
-    if (strlen(v) >= sizeof c->trace) {
+    if (cm_copy(c->trace, sizeof c->trace, v)) {
         cm_errf(err, elen, "PINRT_TRACE path is too long");
         return -1;
     }
-    strcpy(c->trace, v);
     size_t n = strlen(v);
     if ((n > 6 && !strcmp(v + n - 6, ".jsonl")) || (n > 5 && !strcmp(v + n - 5, ".json")))
         c->trace_fmt = PR_TRACE_JSON;

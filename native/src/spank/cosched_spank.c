@@ -1,5 +1,5 @@
 /* cosched_spank.so: Slurm's side of cosched on a node (SPANK plugin).
- * The logic lives in placement.c; this file only wires it to Slurm's hooks:
+ * The logic lives in the files placement.h lists (no Slurm in them); this one wires it to Slurm's hooks:
  *
  *   slurm_spank_init               registers --cosched[=strict,pinrt] (srun, sbatch, salloc, slurmstepd)
  *   slurm_spank_init_post_opt      slurmstepd, once per step, as root: reads DIR/<jobid>.placement, checks
@@ -15,6 +15,7 @@
  * lives in the one static `S` (one slurmstepd per step; tasks are forked
  * children with their own copy). */
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -78,12 +79,26 @@ __attribute__((visibility("default"))) int slurm_spank_init(spank_t sp, int ac, 
     return 0;
 }
 
-/* One line for an error of the whole step; the task then runs as Slurm would. */
+enum { NO_TASK = INT_MIN }; /* an error of the whole step, not of one task */
+
+/* The one error line of a --cosched job (slurmd's log): what failed, for the
+ * step or one task, and what happens to the task. Returns the hook's result:
+ * -1 fails the task, under --cosched=strict only. */
+static int job_error(int task, const char *why)
+{
+    const char *then =
+        S.opts.strict ? "failing the task (--cosched=strict)" : "the task runs without cosched's placement";
+    if (task == NO_TASK)
+        slurm_error("cosched: job %u: %s; %s", S.jobid, why, then);
+    else
+        slurm_error("cosched: job %u task %d: %s; %s", S.jobid, task, why, then);
+    return S.opts.strict ? -1 : 0;
+}
+
+/* An error of the whole step: every task of it runs as Slurm would (or fails). */
 static void step_error(const char *why)
 {
-    slurm_error("cosched: job %u: %s; %s", S.jobid, why,
-                S.opts.strict ? "failing the task (--cosched=strict)" : "the task runs without cosched's placement");
-    S.state = S.opts.strict ? ST_FAIL : ST_SKIP;
+    S.state = job_error(NO_TASK, why) ? ST_FAIL : ST_SKIP;
 }
 
 __attribute__((visibility("default"))) int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
@@ -140,10 +155,8 @@ __attribute__((visibility("default"))) int slurm_spank_task_init_privileged(span
         return 0;
     char err[768];
     if (cp_resctrl_add(S.conf.resctrl_root, S.p.resctrl_group, getpid(), err, sizeof err)) {
-        slurm_error("cosched: job %u: %s; %s", S.jobid, err,
-                    S.opts.strict ? "failing the task (--cosched=strict)" : "the task runs without cosched's placement");
         S.task_failed = 1;
-        return S.opts.strict ? -1 : 0;
+        return job_error(NO_TASK, err);
     }
     return 0;
 }
@@ -170,11 +183,8 @@ __attribute__((visibility("default"))) int slurm_spank_task_init(spank_t sp, int
         }
     int task = -1;
     spank_get_item(sp, S_TASK_ID, &task);
-    if (rc) {
-        slurm_error("cosched: job %u task %d: %s; %s", S.jobid, task, err,
-                    S.opts.strict ? "failing the task (--cosched=strict)" : "the task runs without cosched's placement");
-        return S.opts.strict ? -1 : 0;
-    }
+    if (rc)
+        return job_error(task, err);
     cp_describe(&S.p, runtime, what, sizeof what);
     slurm_info("cosched: job %u task %d pid %ld: applied %s", S.jobid, task, (long)getpid(), what);
     return 0;

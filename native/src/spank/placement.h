@@ -1,11 +1,17 @@
 /* The placement cosched decided for one job on one node, as the SPANK plugin
  * applies it (native/README.md, "Slurm"). Everything here works without
- * Slurm so that it is unit-tested: the plugin's configuration and --cosched
- * option, the placement file, its check against the CPUs Slurm allocated,
- * the resctrl group (on any root: a fake one in tests), the environment for
- * the pinning runtime, and the CPU / memory policy of the calling process.
+ * Slurm so that it is unit-tested; cosched_spank.c only wires it to Slurm's
+ * hooks. One file per concern:
+ *
+ *   conf.c            the plugin's plugstack.conf arguments and --cosched option
+ *   placement_file.c  the placement file: parsing and checking its keys
+ *   alloc.c           its CPUs against Slurm's allocation, its NUMA nodes against the node
+ *   resctrl.c         the job's resctrl group (on any root: a fake one in tests)
+ *   task_env.c        the task's environment for the pinning runtime
+ *   apply.c           CPU affinity and memory policy of the calling process
+ *
  * Every function that can fail returns 0 or -1 with one line (no newline)
- * in err. */
+ * in err (common/errmsg.h). */
 #ifndef COSCHED_PLACEMENT_H
 #define COSCHED_PLACEMENT_H
 
@@ -18,6 +24,8 @@
 
 #define CP_MAX_PINRT 64
 #define CP_PATH 512
+
+/* conf.c */
 
 /* plugstack.conf arguments: placement_dir=DIR [resctrl_root=DIR] [pinrt_lib=PATH]. */
 typedef struct {
@@ -33,6 +41,8 @@ typedef struct {
     int pinrt;  /* load the pinning runtime unless the placement says pinrt=0 */
 } cp_opts;
 int cp_opts_parse(cp_opts *o, const char *optarg, char *err, size_t elen);
+
+/* placement_file.c */
 
 enum { CP_MEM_UNSET = -1 }; /* no mempolicy= line: the task's policy is left alone */
 
@@ -57,6 +67,8 @@ int cp_parse(cp_placement *p, const char *text, char *err, size_t elen);
 /* Reads DIR/<jobid>.placement. Returns 0, 1 when there is no such file, or -1. */
 int cp_read(cp_placement *p, const char *dir, unsigned jobid, char *path, size_t plen, char *err, size_t elen);
 
+/* alloc.c */
+
 /* The Linux CPUs of Slurm's abstract core list ("0-1,4") on this node: core k
  * is the k-th (package, core) pair in sysfs order, with all its threads.
  * sysroot "" is the real root. */
@@ -64,11 +76,15 @@ int cp_cores_to_cpus(const char *sysroot, const char *cores, cm_cpuset *cpus, ch
 /* cpus= must lie inside the allocation; mems= must be online NUMA nodes. */
 int cp_check(const cp_placement *p, const cm_cpuset *alloc, const char *sysroot, char *err, size_t elen);
 
+/* resctrl.c */
+
 /* Creates ROOT/GROUP (created = 1 when this call made it) and writes the
  * schemata; cp_resctrl_add puts a process in the group. */
 int cp_resctrl_create(const char *root, const cp_placement *p, int *created, char *err, size_t elen);
 int cp_resctrl_add(const char *root, const char *group, pid_t pid, char *err, size_t elen);
 int cp_resctrl_remove(const char *root, const char *group, char *err, size_t elen);
+
+/* task_env.c */
 
 /* The variables to set in the task's environment: the PINRT_* lines, and
  * LD_PRELOAD = pinrt_lib in front of old_preload, when the runtime is wanted. */
@@ -80,6 +96,8 @@ typedef struct {
 int cp_runtime_wanted(const cp_placement *p, const cp_opts *o);
 int cp_build_env(cp_env *e, const cp_placement *p, const cp_opts *o, const char *pinrt_lib, const char *old_preload,
                  char *err, size_t elen);
+
+/* apply.c */
 
 /* Applies cpus= (sched_setaffinity) and mempolicy= (set_mempolicy) to the
  * calling process; both survive execve. */
