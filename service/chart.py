@@ -1,18 +1,30 @@
-"""Pictures of schedules: CPUs (rows) by time (columns), one colour per job."""
+"""The command line's pictures: a run's schedule, an evaluation, a calibration's fit and drift, a job's
+interference curves. matplotlib is imported when a picture is drawn, not before: the command line (and
+`cosched serve`) start without it."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+from env.errors import InputError
 from env.plan.models import RunReport
+from profiler.errors import ProfilerInputError
+from profiler.interference import InterferenceProfile
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def schedule_chart(report: RunReport, path: Path, node_cpus: list[int]) -> Path:
     """Draw the executed (or simulated) schedule: each job a bar on each of its CPUs over its run."""
-    import matplotlib  # here, not at import: the command line (and `cosched serve`) start without it
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
     from matplotlib.patches import Patch
 
     plan_jobs = {j.id: j for g in report.plan.groups for j in g.jobs}
@@ -43,3 +55,108 @@ def schedule_chart(report: RunReport, path: Path, node_cpus: list[int]) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def eval_chart(doc: dict[str, Any], path: Path) -> None:
+    """``cosched eval --plot``: the mean throughput per policy, and per window."""
+    plt = _pyplot()
+    pols = doc["policies"]
+    kind = "simulated" if doc["simulated"] else "measured"
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(14, 4.5), gridspec_kw={"width_ratios": [1, 3]})
+    means = [doc["mean"][p] for p in pols]
+    ax1.bar(pols, means, color=[plt.get_cmap("tab10")(i) for i in range(len(pols))])
+    ax1.axhline(1.0, color="black", linewidth=0.8)
+    ax1.set_ylabel(f"throughput vs time sharing ({kind})")
+    ax1.set_title(f"mean over {len(doc['windows'])} windows")
+    for i, m in enumerate(means):
+        ax1.text(i, m, f"{m:.2f}", ha="center", va="bottom", fontsize=8)
+    ax1.tick_params(axis="x", rotation=30)
+    n = len(doc["windows"])
+    width = 0.8 / len(pols)
+    for k, p in enumerate(pols):
+        ax2.bar([i + k * width for i in range(n)], [w["results"][p]["throughput_vs_timeshare"] for w in doc["windows"]],
+                width=width, label=p, color=plt.get_cmap("tab10")(k))
+    ax2.axhline(1.0, color="black", linewidth=0.8)
+    ax2.set_xticks([i + 0.4 - width / 2 for i in range(n)], [str(w["index"]) for w in doc["windows"]], fontsize=7)
+    ax2.set_xlabel("window")
+    ax2.set_title(f"per window, {doc['node']} ({kind})")
+    ax2.legend(fontsize=7, ncol=len(pols))
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=120)
+    except OSError as exc:
+        raise InputError(f"cannot write the picture {path}: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)
+
+
+def calibration_scatter(points: list[tuple[float, float]], path: Path, model: Any, simulated: bool, title: str | None = None) -> Path:
+    """``cosched calibrate``: held-out co-runs, predicted by the node model against measured."""
+    plt = _pyplot()
+    kind = "simulated" if simulated else "measured"
+    fig, ax = plt.subplots(figsize=(5.5, 5.5))
+    if points:
+        m = [a for a, _ in points]
+        p = [b for _, b in points]
+        ax.scatter(m, p, s=18)
+        lo, hi = min(m + p) * 0.9, max(m + p) * 1.1
+        ax.plot([lo, hi], [lo, hi], color="black", linewidth=0.8)
+        ax.plot([lo, hi], [lo * 1.05, hi * 1.05], color="grey", linewidth=0.6, linestyle=":")
+        ax.plot([lo, hi], [lo * 0.95, hi * 0.95], color="grey", linewidth=0.6, linestyle=":")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    h = model.provenance.heldout
+    ax.set_title(title or (f"held-out co-runs on {model.provenance.measured_node}: median {h.median_abs_error_pct:.1f} %, "
+                           f"p90 {h.p90_abs_error_pct:.1f} %" if h else "held-out co-runs"), fontsize=9)
+    ax.set_xlabel(f"measured group makespan, s ({kind})")
+    ax.set_ylabel("predicted by the node model, s")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def drift_chart(rows: list[Any], path: Path, simulated: bool) -> Path:
+    """``cosched calibrate --report``: each judged group's prediction error, in the order measured."""
+    plt = _pyplot()
+    judged = [r for r in rows if r.source in ("heldout", "run") and r.abs_error_pct is not None]
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    for src, colour in (("heldout", "tab:blue"), ("run", "tab:orange")):
+        pts = [(k, r.abs_error_pct) for k, r in enumerate(judged) if r.source == src]
+        if pts:
+            ax.scatter([k for k, _ in pts], [e for _, e in pts], s=12, color=colour, label=src)
+    ax.set_xlabel("measured group, in the order measured")
+    ax.set_ylabel(f"abs error of predicted makespan, % ({'simulated' if simulated else 'measured'})")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def interference_chart(c: InterferenceProfile, path: Path) -> None:
+    """``cosched profiles show --plot``: a job's interference curves."""
+    plt = _pyplot()
+    panels = [("sensitivity: next to the pressure generator", "generator level", c.sensitivity)]
+    panels += [(t, x, pts) for t, x, pts in (("slowdown by L3 ways", "ways", c.ways), ("slowdown by MBA cap", "MBA %", c.mba)) if pts]
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(6.5, 5 * len(panels)), 4.2), squeeze=False)
+    label = "simulated" if c.simulated else "measured"
+    for ax, (title, xlabel, pts) in zip(axes[0], panels):
+        xs = ([0.0] if xlabel == "generator level" else []) + [p.x for p in pts]
+        ys = ([1.0] if xlabel == "generator level" else []) + [p.slowdown for p in pts]
+        ax.plot(xs, ys, "o-")
+        ax.axhline(1.0, color="grey", lw=0.8, ls=":")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("time / time alone")
+        ax.set_title(title, fontsize=10)
+    axes[0][0].text(0.98, 0.04, f"pressure on the reference probe: {c.pressure:.3f}", transform=axes[0][0].transAxes, ha="right", va="bottom")
+    fig.suptitle(f"{c.name} on {c.node_id} ({label}, one run per point)", fontsize=10)
+    fig.tight_layout()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=100)
+    except OSError as exc:
+        raise ProfilerInputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)

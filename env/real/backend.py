@@ -18,6 +18,7 @@ from env.errors import RunError
 from env.node.spec import NodeSpec
 from env.plan.models import Plan, PlanGroup, RunReport
 from env.real.executor import Progress, preflight
+from env.real.journal import JournalState
 from env.real.run import execute_plan, open_run, start_run
 
 
@@ -61,7 +62,7 @@ class RealBackend:
         plan, state = open_run(run_dir, self.node)
         return self._execute(plan, run_dir, state)
 
-    def _execute(self, plan: Plan, run_dir: Path, state=None) -> RunReport:  # noqa: ANN001 - a JournalState
+    def _execute(self, plan: Plan, run_dir: Path, state: JournalState | None = None) -> RunReport:
         return execute_plan(plan, self.node, run_dir, state=state, timeout_s=self.timeout_s, fail_fast=self.fail_fast,
                             progress=self.progress, timeshare="measure" if self.measure_timeshare else "profiles")
 

@@ -23,7 +23,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from env.plan.allocate import Allocation, GroupState, mba_hardware_value, place_mask
 from env.errors import InputError, RunError
@@ -35,6 +35,9 @@ from env.measure.probing import BUBBLE, BUILTINS, LATENCY, PROBE, STREAM, Measur
 from env.node.resctrl import group_path
 from profiler.events import PERF_EVENTS, SOFTWARE_EVENTS
 from profiler.perfcsv import parse_perf_csv
+
+if TYPE_CHECKING:
+    from env.measure.nodebench import NodeBenchReport
 
 NATIVE_BUILD = Path(__file__).resolve().parents[2] / "native" / "build"
 _PROGRAMS = {BUBBLE: "cosched-bubble", PROBE: "cosched-probe", STREAM: "cosched-membench", LATENCY: "cosched-membench"}
@@ -331,3 +334,22 @@ def local_backend(**kw: object) -> RealMeasuringBackend:
 
     node = discover()
     return RealMeasuringBackend(node, profile_jobs(node_id(node)), work_dir=cosched_home() / "measure", **kw)  # type: ignore[arg-type]
+
+
+#: ``cosched node --bench --quick``: small arrays and few loads (seconds, not minutes; rougher figures).
+QUICK_SIZES = ProbeSizes(probe_rounds=5, probe_ws_mb=8, stream_mb=16, stream_reps=2, latency_mb=16, latency_loads=500_000)
+
+
+def bench_node(*, repeats: int = 3, quick: bool = False,
+               progress: Callable[[str], None] | None = None) -> tuple[NodeBenchReport, Path]:
+    """This node's microbenchmarks (``env.measure.nodebench``), stored under $COSCHED_HOME/node-bench for
+    ``cosched calibrate``: (the report, the file it was stored in)."""
+    from env.measure.nodebench import run_bench, save_bench
+    from env.node.discover import discover, node_id
+    from profiler.store import cosched_home
+
+    node = discover()
+    home = cosched_home()
+    backend = RealMeasuringBackend(node, sizes=QUICK_SIZES if quick else ProbeSizes(), work_dir=home / "measure")
+    result = run_bench(backend, node_id(node), repeats=repeats, progress=progress)
+    return result, save_bench(result, home)

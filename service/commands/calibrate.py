@@ -24,6 +24,7 @@ from rich.console import Console
 
 from env.calibration.store import model_path as default_model_path
 from env.errors import InputError, RunError
+from service.chart import calibration_scatter, drift_chart
 from service.output import emit
 
 
@@ -126,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     store.add(key, result.records, "calibrate", model_ref)
     store.add(key, result.heldout_records, "heldout", model_ref)
     png = out.with_suffix(".png")
-    scatter(result.heldout, png, model, simulated=args.backend == "sim")
+    calibration_scatter(result.heldout, png, model, simulated=args.backend == "sim")
     doc = fit_document(model, out, png, key, store.path)
     ns = result.node_seconds
     doc["node_seconds_this_run"] = ns["profiling"] + ns["probes"] + ns["heldout"]
@@ -186,36 +187,6 @@ def render(doc: dict[str, Any]) -> None:
                 f"{doc['node_seconds_reused']:.0f} s of stored curves and microbenchmarks reused ({kind})")
     c.print(f"written: {doc['out']}" + (f"; picture: {doc['scatter_png']}" if doc["scatter_png"] else ""))
     c.print(f"use it: cosched schedule ... {doc['use']}")
-
-
-def scatter(points: list[tuple[float, float]], path: Path, model, simulated: bool, title: str | None = None) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    kind = "simulated" if simulated else "measured"
-    fig, ax = plt.subplots(figsize=(5.5, 5.5))
-    if points:
-        m = [a for a, _ in points]
-        p = [b for _, b in points]
-        ax.scatter(m, p, s=18)
-        lo, hi = min(m + p) * 0.9, max(m + p) * 1.1
-        ax.plot([lo, hi], [lo, hi], color="black", linewidth=0.8)
-        ax.plot([lo, hi], [lo * 1.05, hi * 1.05], color="grey", linewidth=0.6, linestyle=":")
-        ax.plot([lo, hi], [lo * 0.95, hi * 0.95], color="grey", linewidth=0.6, linestyle=":")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-    h = model.provenance.heldout
-    ax.set_title(title or (f"held-out co-runs on {model.provenance.measured_node}: median {h.median_abs_error_pct:.1f} %, "
-                           f"p90 {h.p90_abs_error_pct:.1f} %" if h else "held-out co-runs"), fontsize=9)
-    ax.set_xlabel(f"measured group makespan, s ({kind})")
-    ax.set_ylabel("predicted by the node model, s")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
 
 
 def _load_model(args: argparse.Namespace):
@@ -313,27 +284,6 @@ def render_drift(doc: dict[str, Any]) -> None:
         c.print(f"  {' + '.join(w['jobs'])}: measured {w['measured_s']:.1f} s, predicted {w['predicted_s']:.1f} s "
                 f"({w['abs_error_pct']:.1f} %, {w['source']})")
     c.print(f"picture: {doc['drift_png']}")
-
-
-def drift_chart(rows, path: Path, simulated: bool) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    judged = [r for r in rows if r.source in ("heldout", "run") and r.abs_error_pct is not None]
-    fig, ax = plt.subplots(figsize=(8, 3.5))
-    for src, colour in (("heldout", "tab:blue"), ("run", "tab:orange")):
-        pts = [(k, r.abs_error_pct) for k, r in enumerate(judged) if r.source == src]
-        if pts:
-            ax.scatter([k for k, _ in pts], [e for _, e in pts], s=12, color=colour, label=src)
-    ax.set_xlabel("measured group, in the order measured")
-    ax.set_ylabel(f"abs error of predicted makespan, % ({'simulated' if simulated else 'measured'})")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
 
 
 __all__ = ["register"]

@@ -82,23 +82,14 @@ def render_bench(bench: NodeBenchReport, path: Path) -> None:
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    from env.node.discover import discover
-    from env.measure.nodebench import run_bench as bench, save_bench
-    from env.real.probes import ProbeSizes, RealMeasuringBackend
-    from profiler.store import cosched_home
+    from env.real.probes import bench_node
 
     if args.node != "local":
         raise InputError(f"--bench measures this node: drop --node {args.node} (a simulated node is benchmarked by 'cosched calibrate --backend sim')")
     if args.repeats < 1:
         raise InputError(f"--repeats must be at least 1, not {args.repeats}")
-    node = discover()
-    sizes = ProbeSizes(probe_rounds=5, probe_ws_mb=8, stream_mb=16, stream_reps=2, latency_mb=16, latency_loads=500_000) if args.quick \
-        else ProbeSizes()
-    home = cosched_home()
-    backend = RealMeasuringBackend(node, sizes=sizes, work_dir=home / "measure")
     err = Console(stderr=True)
-    result = bench(backend, node_id(node), repeats=args.repeats, progress=lambda msg: err.print(f"bench: {msg}", highlight=False))
-    path = save_bench(result, home)
+    result, path = bench_node(repeats=args.repeats, quick=args.quick, progress=lambda msg: err.print(f"bench: {msg}", highlight=False))
     emit(result, args.json, lambda: render_bench(result, path))
     return 0
 

@@ -5,26 +5,21 @@ from __future__ import annotations
 import argparse
 import shlex
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from functools import partial
-
 from env.node.discover import local_node_id
-from env.errors import CoschedError, RunError
-from env.plan.launch import solo_prefix
-from env.sim.nodes import load_node
-from profiler.errors import ProfilerError, ProfilerInputError, ProfilerRunError, StoreError
-from profiler.interference import InterferenceProfile
+from profiler.errors import ProfilerInputError
 from profiler.events import PERF_EVENTS
+from profiler.interference import InterferenceProfile
 from profiler.models import Profile, check_profile_name
-from profiler.perfrun import resolve_command
-from profiler.profiling import Phase, one_core, profile_command
-from profiler.store import ProfileStore, cosched_home
+from profiler.profiling import Phase, one_core
+from profiler.store import ProfileStore
+from service.chart import interference_chart
 from service.output import emit
 
 
@@ -69,6 +64,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_profile(args: argparse.Namespace) -> int:
+    from env.real.profiling import JobProfiling
+
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
@@ -77,24 +74,14 @@ def run_profile(args: argparse.Namespace) -> int:
         raise ProfilerInputError("no command given: cosched profile --name NAME -- CMD [ARG...]")
     if args.timeout is not None and args.timeout <= 0:
         raise ProfilerInputError(f"--timeout must be > 0 seconds, not {args.timeout}")
-    resolve_command(command)
-    store = ProfileStore()  # open (and check) the store before spending time on runs
-    node = local_node_id()
-    launcher = partial(solo_prefix, load_node("local"))
-    curves_skipped = None if args.no_interference else _why_no_curves()
-    logs = cosched_home() / "logs"
-    try:
-        logs.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise StoreError(f"cannot create the log directory {logs}: {exc.strerror or exc}") from None
-    out_path, err_path = logs / f"profile-{name}.out", logs / f"profile-{name}.err"
+    job = JobProfiling(name, command, scale=not args.no_scale, interference=not args.no_interference, timeout_s=args.timeout)
 
     console = Console(stderr=True)
     shown = shlex.join(command)
     if len(shown) > 60:
         shown = shown[:57] + "..."
     shown = escape(shown)
-    steps = (1 if args.no_scale else 2) + (0 if args.no_interference or curves_skipped else 1)
+    steps = (1 if args.no_scale else 2) + (1 if job.measures_curves else 0)
     with Progress(
         SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=False
     ) as progress:
@@ -109,66 +96,20 @@ def run_profile(args: argparse.Namespace) -> int:
                 desc = f"[2/{steps}] {name}: {shown} on one core (cpu {one_core()})"
             task_ids[phase] = progress.add_task(desc, total=None)
 
-        try:
-            with out_path.open("wb") as out, err_path.open("wb") as err:
-                profile = profile_command(
-                    name,
-                    command,
-                    node,
-                    scale=not args.no_scale,
-                    launcher=launcher,
-                    stdout=out,
-                    stderr=err,
-                    timeout_s=args.timeout,
-                    on_phase=on_phase,
-                )
-        except ProfilerRunError as exc:
-            raise type(exc)(f"{exc} (its output: {err_path})") from None
+        profile = job.solo(on_phase)
         for tid in task_ids.values():
             progress.stop_task(tid)
-        replaced = store.get(name, node) is not None
-        store.put(profile)
+        job.keep(profile)
         curves = None
-        if args.no_interference or curves_skipped:
-            store.delete_interference(name, node)  # measured for an earlier profile: may not be this command's
-            if curves_skipped:
-                console.print(f"[yellow]interference curves not measured:[/] {curves_skipped}")
-        else:
+        if job.curves_skipped:
+            console.print(f"[yellow]interference curves not measured:[/] {job.curves_skipped}")
+        if job.measures_curves:
             task = progress.add_task(f"[{steps}/{steps}] {name}: interference curves", total=None)
-            curves = _measure_curves(name, command, args.timeout, lambda msg: progress.update(task, description=f"[{steps}/{steps}] {escape(msg)}"))
+            curves = job.curves(lambda msg: progress.update(task, description=f"[{steps}/{steps}] {escape(msg)}"))
             progress.stop_task(task)
-            store.put_interference(curves)
     emit(_document(profile, curves), args.json,
-         lambda: _render_profile(profile, store.path, saved="replaced" if replaced else "stored", curves=curves))
+         lambda: _render_profile(profile, job.store.path, saved="replaced" if job.replaced else "stored", curves=curves))
     return 0
-
-
-def _why_no_curves() -> str | None:
-    """Why this node cannot measure interference curves (checked before any run), or None."""
-    from env.real.probes import missing_programs
-
-    missing = missing_programs()
-    if missing:
-        raise ProfilerInputError(f"the interference curves need the native programs ({', '.join(missing)}): "
-                                 "build them with 'make native', or profile with --no-interference")
-    if len(load_node("local").cpus) < 2:
-        return "this node has one CPU: the pressure generator and the probe need a second one"
-    return None
-
-
-def _measure_curves(name: str, command: list[str], timeout_s: float | None, say: Callable[[str], None]) -> InterferenceProfile:
-    """The job's interference curves on this node (env.measure.interference through the real MeasuringBackend).
-    Its solo profile is already stored when this runs: a failure says so."""
-    from env.measure.interference import measure_interference
-    from env.real.probes import RealMeasuringBackend
-
-    backend = RealMeasuringBackend(load_node("local"), {name: command}, work_dir=cosched_home() / "measure",
-                                   timeout_s=timeout_s if timeout_s is not None else 600.0)
-    try:
-        return measure_interference(backend, name, progress=say)
-    except (CoschedError, ProfilerError) as exc:
-        raise RunError(f"the interference curves of {name} failed: {exc} (its solo profile is stored; "
-                       "profile again, or use --no-interference)") from None
 
 
 def _document(profile: Profile, curves: InterferenceProfile | None) -> dict[str, Any]:
@@ -197,7 +138,7 @@ def run_profiles(args: argparse.Namespace) -> int:
         if args.plot:
             if curves is None:
                 raise ProfilerInputError(f"profile {args.name!r} has no interference curves to plot: cosched profile --name {args.name} -- CMD")
-            _plot_curves(curves, Path(args.plot))
+            interference_chart(curves, Path(args.plot))
         emit(_document(profile, curves), args.json, lambda: _render_profile(profile, store.path, curves=curves, plot=args.plot))
     elif args.action == "delete":
         store.require(args.name, node)
@@ -279,36 +220,6 @@ def _render_curves(console: Console, c: InterferenceProfile) -> None:
     console.print(table)
     if c.ways is None and c.mba is None:
         console.print("[dim]no L3 ways / MBA curves: this node cannot partition its cache or bandwidth (cosched node)[/]")
-
-
-def _plot_curves(c: InterferenceProfile, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    panels = [("sensitivity: next to the pressure generator", "generator level", c.sensitivity)]
-    panels += [(t, x, pts) for t, x, pts in (("slowdown by L3 ways", "ways", c.ways), ("slowdown by MBA cap", "MBA %", c.mba)) if pts]
-    fig, axes = plt.subplots(1, len(panels), figsize=(max(6.5, 5 * len(panels)), 4.2), squeeze=False)
-    label = "simulated" if c.simulated else "measured"
-    for ax, (title, xlabel, pts) in zip(axes[0], panels):
-        xs = ([0.0] if xlabel == "generator level" else []) + [p.x for p in pts]
-        ys = ([1.0] if xlabel == "generator level" else []) + [p.slowdown for p in pts]
-        ax.plot(xs, ys, "o-")
-        ax.axhline(1.0, color="grey", lw=0.8, ls=":")
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("time / time alone")
-        ax.set_title(title, fontsize=10)
-    axes[0][0].text(0.98, 0.04, f"pressure on the reference probe: {c.pressure:.3f}", transform=axes[0][0].transAxes, ha="right", va="bottom")
-    fig.suptitle(f"{c.name} on {c.node_id} ({label}, one run per point)", fontsize=10)
-    fig.tight_layout()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=100)
-    except OSError as exc:
-        raise ProfilerInputError(f"cannot write {path}: {exc.strerror or exc}") from None
-    finally:
-        plt.close(fig)
 
 
 def _render_list(profiles: list[Profile], store_path: Path, node: str | None) -> None:
