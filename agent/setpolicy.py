@@ -26,7 +26,7 @@ from agent.setnet import SetNetShape, set_logits, set_logits_many
 
 
 class SetPolicy:
-    reads_obs = False  # it reads the episode (env.episode.window.run_episode then skips the vector observation)
+    reads_obs = False  # it reads the episode (env.episode.planning.run_episode then skips the vector observation)
 
     def __init__(self, model: LoadedSetModel, *, deterministic: bool = True, seed: int | None = 0,
                  fifo: bool = False, group: bool = True) -> None:

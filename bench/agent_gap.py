@@ -21,7 +21,7 @@ import numpy as np  # noqa: E402
 
 from env.sim.backend import SimBackend  # noqa: E402
 from env.planners.baselines import PlanContext  # noqa: E402
-from env.episode.window import plan_window  # noqa: E402
+from env.episode.planning import plan_window  # noqa: E402
 from env.episode.jobinfo import sim_provider  # noqa: E402
 from env.plan.models import Window, WindowJob  # noqa: E402
 from env.sim.nodes import load_node  # noqa: E402

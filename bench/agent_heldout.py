@@ -85,7 +85,7 @@ def diagnose(model, node, ws: list[Window]) -> np.ndarray:  # noqa: ANN001
     """Per window: solo time over (the agent's plan, its groups with their best core splits, the best partition
     by those group costs), all predicted on the node model (see the module's docstring)."""
     from agent.setpolicy import SetPolicy
-    from env.episode.window import placed_groups, plan_window
+    from env.episode.planning import placed_groups, plan_window
     from env.episode.jobinfo import sim_provider
     from env.planners.localsearch import LocalSearch
     from env.planners.scoring import node_scorer

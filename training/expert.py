@@ -30,7 +30,7 @@ import numpy as np
 
 from env.plan import actions
 from env.plan.actions import SKIP
-from env.episode.window import placed_actions
+from env.episode.planning import placed_actions
 
 _INF = float("inf")
 

@@ -1,7 +1,7 @@
 """The ``agent`` and ``fifo`` policies: plans from a trained model file, numpy only (no torch on this path).
 
 * ``agent``: the actor chooses every action of the episode (schedule action, allocations, skips), greedily
-  (argmax over the valid actions), through ``env.episode.window.plan_window`` like every other policy.
+  (argmax over the valid actions), through ``env.episode.planning.plan_window`` like every other policy.
 * ``fifo``: the paper's "RL - FIFO": the window's jobs in queue order, never skipped or reordered; the
   schedule action and every allocation still come from the actor (skip is taken away from its choices).
 
@@ -23,7 +23,8 @@ from typing import Any
 
 from agent.modelfile import LoadedSetModel, NodeShape, load_set_model
 from agent.setpolicy import SetPolicy
-from env.episode.window import SET_MAX_WINDOW, plan_window
+from env.episode.window import SET_MAX_WINDOW
+from env.episode.planning import plan_window
 from env.errors import InputError
 from env.planners.registry import BASELINES, DEFAULT_POLICY, Registry
 from env.plan.models import ModelRef, Plan, Window

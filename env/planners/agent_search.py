@@ -8,7 +8,9 @@ episode, and the plan is built once, with the node model's predictions and what 
 
 from __future__ import annotations
 
-from env.episode.window import Episode, plan_window, set_episode
+from env.episode.window import Episode
+
+from env.episode.planning import plan_window, set_episode
 from env.plan.models import ModelRef, Plan, SearchInfo, Window
 from env.planners.baselines import PlanContext
 from env.planners.scoring import Scorer

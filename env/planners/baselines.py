@@ -39,7 +39,8 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from env.episode.jobinfo import JobInfo, JobInfoProvider
-from env.episode.window import DEFAULT_WINDOW, Episode, plan_window
+from env.episode.window import DEFAULT_WINDOW, Episode
+from env.episode.planning import plan_window
 from env.errors import InputError
 from env.node.spec import NodeSpec
 from env.plan import actions

@@ -53,7 +53,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from env.episode.window import Episode, group_members, placed_groups
+from env.episode.window import Episode
+
+from env.episode.planning import group_members, placed_groups
 from env.planners.scoring import Scorer
 from env.planners.localsearch import CALLS_PER_ROLLOUT, LocalSearch, regroup, tune
 

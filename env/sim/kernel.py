@@ -1,4 +1,4 @@
-"""The simulated node's group run in C (``native/build/libcosched_sim.so``, source ``native/src/simgroup.c``): the
+"""The simulated node's group run in C (``native/build/libcosched_sim.so``, source ``native/src/simkernel/simgroup.c``): the
 same arithmetic as ``env.sim.model.run_group``, in the same order, so the same doubles (tests compare them bit for
 bit); about 10x faster (4 vs 44 us for a group of up to four jobs on sim:reference, measured on this 2-CPU
 machine), and group runs are what the planners' searches spent most of their time on.
@@ -8,7 +8,7 @@ machine), and group runs are what the planners' searches spent most of their tim
 kernel's limits (16 NUMA domains, 64 L3 domains, 8 jobs). ``status()`` says which path runs and why.
 
 A job (``SimJob``) and a node (``Geometry``) are packed once into flat records of doubles (layout in
-``native/src/simgroup.h``) and kept on the object as ``record``.
+``native/src/simkernel/simgroup.h``) and kept on the object as ``record``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 LIB = Path(__file__).resolve().parents[2] / "native" / "build" / "libcosched_sim.so"
-MAX_DOMAINS, MAX_L3, MAX_JOBS = 16, 64, 8  # native/src/simgroup.h
+MAX_DOMAINS, MAX_L3, MAX_JOBS = 16, 64, 8  # native/src/simkernel/simgroup.h
 
 _lib: Any = None
 _why = ""

@@ -10,7 +10,8 @@ import pytest
 from env.plan import actions
 from env.plan.actions import SKIP
 from env.plan.allocate import GroupState, allocate, core_count
-from env.episode.window import Episode, RewardConfig, obs_size, plan_window, run_episode, rw_final, rw_intermediate
+from env.episode.window import Episode, RewardConfig, obs_size, rw_final, rw_intermediate
+from env.episode.planning import plan_window, run_episode
 from env.episode.jobinfo import sim_provider
 from env.plan.models import Plan, Window, WindowJob
 from env.sim.catalogue import ALL_JOBS

@@ -1,4 +1,4 @@
-"""The C group run (env.sim.kernel, native/src/simgroup.c) gives the Python model's doubles, bit for bit, on random
+"""The C group run (env.sim.kernel, native/src/simkernel/simgroup.c) gives the Python model's doubles, bit for bit, on random
 groups of random placements, on the reference node and on a four-domain node with eight L3s whose jobs hold
 overlapping way masks, MBA caps and every memory policy; and the model falls back to Python, saying why."""
 
@@ -77,7 +77,7 @@ def test_what_the_kernel_cannot_take_runs_in_python(monkeypatch) -> None:
 def test_the_shared_allocation_table_gives_what_a_fresh_one_gives() -> None:
     """Evaluators of a node share its allocation table (allocations depend on the node and the group's state, never
     on the jobs): a second evaluator reading a warm table gives the makespans of one that built its own."""
-    from env.planners import baselines
+    from env.planners import scoring
     from env.planners.localsearch import _split_actions
 
     node = load_node("sim:reference")
@@ -87,11 +87,11 @@ def test_the_shared_allocation_table_gives_what_a_fresh_one_gives() -> None:
     for _ in range(150):
         combo = rng.choice(_split_actions(len(node.cpus), rng.randint(1, 4)))
         groups.append((rng.randrange(6), [(rng.choice(names), a) for a in combo]))
-    first = baselines.GroupEvaluator(node)
+    first = scoring.GroupEvaluator(node)
     warm = [first.makespan(s, m) for s, m in groups]
-    assert baselines.GroupEvaluator(node).allocations is first.allocations
-    baselines._ALLOCATIONS.clear()
-    fresh = baselines.GroupEvaluator(node)
+    assert scoring.GroupEvaluator(node).allocations is first.allocations
+    scoring._ALLOCATIONS.clear()
+    fresh = scoring.GroupEvaluator(node)
     assert fresh.allocations is not first.allocations
     assert [fresh.makespan(s, m) for s, m in groups] == warm
-    assert [baselines.GroupEvaluator(node).makespan(s, m) for s, m in reversed(groups)] == warm[::-1]
+    assert [scoring.GroupEvaluator(node).makespan(s, m) for s, m in reversed(groups)] == warm[::-1]

@@ -1,4 +1,4 @@
-"""The one table of runtime options (native/src/config.c): the README's table is
+"""The one table of runtime options (native/src/runtime/config.c): the README's table is
 its markdown, and pinrt-run's flags and help come from it."""
 import re
 import subprocess

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from env.planners.baselines import search
-from env.episode.window import plan_window
+from env.episode.planning import plan_window
 from env.episode.jobinfo import sim_provider
 from env.plan.models import Window, WindowJob
 from env.sim.nodes import load_node

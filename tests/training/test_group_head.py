@@ -18,7 +18,8 @@ from agent.setnet_torch import SetNet
 from agent.setpolicy import SetPolicy
 from env.planners.bestfound import _best_partition
 from env.planners.scoring import GroupEvaluator
-from env.episode.window import SET_CONTEXT_NAMES, SET_TOKEN_NAMES, placed_groups, plan_window
+from env.episode.window import SET_CONTEXT_NAMES, SET_TOKEN_NAMES
+from env.episode.planning import placed_groups, plan_window
 from env.episode.jobinfo import sim_provider
 from env.plan.models import Window, WindowJob
 from env.sim.nodes import load_node
