@@ -4,7 +4,7 @@ a plan's predicted throughput."""
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from env.node.spec import NodeSpec
 from env.plan import actions
@@ -51,17 +51,24 @@ class AllocationTable:
         return r
 
 
-_ALLOCATIONS: dict[NodeSpec, AllocationTable] = {}
+class NodeCache(dict):
+    """node -> the object ``make(node)`` made for it: at most ``size`` nodes (the oldest dropped first), an object
+    made anew once ``stale(object)`` (bounds the memory of a long-running service)."""
+
+    def __init__(self, make: Callable[[NodeSpec], Any], size: int, stale: Callable[[Any], bool]) -> None:
+        super().__init__()
+        self.make, self.size, self.stale = make, size, stale
+
+    def __call__(self, node: NodeSpec) -> Any:
+        hit = self.get(node)
+        if hit is None or self.stale(hit):
+            if hit is None and len(self) >= self.size:
+                self.pop(next(iter(self)))
+            hit = self[node] = self.make(node)
+        return hit
 
 
-def _allocation_table(node: NodeSpec) -> AllocationTable:
-    """The node's allocation table (a new one past 500,000 allocations, to bound its memory; at most 16 nodes)."""
-    hit = _ALLOCATIONS.get(node)
-    if hit is None or len(hit.entries) > 500_000:
-        if hit is None and len(_ALLOCATIONS) >= 16:
-            _ALLOCATIONS.pop(next(iter(_ALLOCATIONS)))
-        hit = _ALLOCATIONS[node] = AllocationTable(node)
-    return hit
+_ALLOCATIONS = NodeCache(AllocationTable, 16, lambda t: len(t.entries) > 500_000)
 
 
 class GroupEvaluator:
@@ -76,7 +83,7 @@ class GroupEvaluator:
         self.g = geometry(node, world.params)
         self.by_name = world.entries
         self.memo: dict[tuple, float] = {}
-        self.allocations = _allocation_table(node)
+        self.allocations = _ALLOCATIONS(node)  # shared by the node's evaluators
         self.job_memo: dict[tuple[str, int], object] = {}  # (job, placement id) -> its SimJob
         self.group_memo: dict[tuple, float] = {}
         self.evals = 0
@@ -125,18 +132,8 @@ class GroupEvaluator:
         return jobs
 
 
-_EVALUATORS: dict[NodeSpec, GroupEvaluator] = {}
-
-
-def node_evaluator(node: NodeSpec) -> GroupEvaluator:
-    """The node's shared group evaluator (its memo makes repeated groups free); a fresh one past 200,000 groups
-    bounds a long-running service's memory. At most 8 nodes are kept, the oldest dropped first."""
-    ev = _EVALUATORS.get(node)
-    if ev is None or len(ev.memo) > 200_000:
-        if ev is None and len(_EVALUATORS) >= 8:
-            _EVALUATORS.pop(next(iter(_EVALUATORS)))
-        ev = _EVALUATORS[node] = GroupEvaluator(node)
-    return ev
+#: The node's shared group evaluator (its memo makes repeated groups free); a fresh one past 200,000 groups.
+node_evaluator = _EVALUATORS = NodeCache(GroupEvaluator, 8, lambda ev: len(ev.memo) > 200_000)
 
 
 def clear_evaluators() -> None:
