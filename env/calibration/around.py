@@ -13,11 +13,13 @@ provenance names the calibrated model it came from.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 
 from env.measure.probing import Placement
-from env.sim.nodemodel import JobParamsDoc, ModelJob, NodeModel
+from env.sim.model import JobParams
+from env.sim.nodemodel import ModelJob, NodeModel, checked
 from env.sim.probes import GroupModel
 
 SPREAD = 0.5  # log-normal sd of the size factors: most generated jobs within 0.4x-2.7x of their base
@@ -28,19 +30,19 @@ def around(model: NodeModel, n: int, seed: int, source: str = "") -> NodeModel:
     ``source`` (the calibrated file) named in its provenance."""
     rng = random.Random(f"cosched-around-v1:{seed}")
     base = [j for j in model.jobs if j.profile is not None] or list(model.jobs)
-    sp = model.params.to_params()
+    sp = model.params
     out = list(model.jobs)
     for k in range(n):
         src = base[k % len(base)]
-        p = src.params.model_dump()
+        p = dataclasses.asdict(src.params)
         work, mem = math.exp(rng.gauss(0, SPREAD)), math.exp(rng.gauss(0, SPREAD))
         p.update(name=f"{src.name}:g{seed}.{k}", work_s=p["work_s"] * work, stream_gb=p["stream_gb"] * mem,
                  reuse_gb=p["reuse_gb"] * mem, comm_gb=p["comm_gb"] * mem,
                  parallel=1 - min(1.0, (1 - p["parallel"]) * math.exp(rng.gauss(0, SPREAD))),
                  ws_mb=p["ws_mb"] * math.exp(rng.gauss(0, SPREAD)))
         p["ws2_mb"] = max(p["ws_mb"], p["ws2_mb"] * math.exp(rng.gauss(0, SPREAD)))  # drawn last: earlier draws unchanged
-        params = JobParamsDoc(**p)
-        gm = GroupModel(model.node, sp, {params.name: params.to_params()}, model.probe.to_params())
+        params = checked(JobParams(**p))
+        gm = GroupModel(model.node, sp, {params.name: params}, model.probe)
         solo = gm.times([Placement(params.name, tuple(model.node.cpus))])[0][0]
         one = gm.times([Placement(params.name, (model.node.cpus[0],))])[0][0]
         profile = None

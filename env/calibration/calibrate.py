@@ -33,8 +33,8 @@ from env.errors import InputError
 from env.measure.interference import Runner, curve_cpus, measure_interference, measure_node, to_placement
 from env.node.spec import NodeSpec
 from env.measure.probing import BUBBLE, PROBE, Measurement, MeasuringBackend, Placement
-from env.sim.nodemodel import HeldOutError, JobParamsDoc, ModelJob, NodeModel, Provenance, SimParamsDoc
-from env.sim.params import SimParams
+from env.sim.nodemodel import HeldOutError, ModelJob, NodeModel, Provenance, checked
+from env.sim.params import DEFAULT_PARAMS, SimParams
 from profiler.interference import InterferenceProfile, NodeBench, RunRecord
 from profiler.models import Profile
 
@@ -103,7 +103,8 @@ def base_params(node: NodeSpec, bench: NodeBench) -> tuple[SimParams, NodeSpec]:
     l3 = node.l3[0]
     l3_mb = l3.size_bytes / 2**20 if l3.size_bytes else float(l3.ways)  # discovery normally knows the size
     sp = SimParams(domain_bw_gbs=bw_local, link_gbs=link, remote_latency_ratio=ratio, overlap=0.5, l3_mb=l3_mb,
-                   clock_ghz=2.0, noise_sd=0.0, latency_ns=lat_local, bubble_gbs_per_core=6.0)
+                   clock_ghz=2.0, noise_sd=0.0, latency_ns=lat_local, bubble_gbs_per_core=6.0,
+                   iterations=DEFAULT_PARAMS.iterations)
     spec = node.model_copy(update={"numa": [d.model_copy(update={"memory_bandwidth_gbs": local[d.id].bandwidth_gbs})
                                             for d in node.numa]}, deep=True)
     return sp, spec
@@ -354,12 +355,12 @@ def build_model(node: NodeSpec, spec: NodeSpec, base: SimParams, space: Space, x
     model_jobs = []
     for j in jobs:
         prof = profiles.get(j)
-        model_jobs.append(ModelJob(params=JobParamsDoc.of(space.job_params(x, j)), role="train", suite="node",
+        model_jobs.append(ModelJob(params=space.job_params(x, j), role="train", suite="node",
                                    character="calibrated from its own measurements", interference=prof,
                                    profile=measured_profile(prof, backend_simulated) if prof else None))
     return NodeModel(
         node=spec.model_copy(update={"notes": {**spec.notes, "model": "calibrated by cosched calibrate"}}),
-        params=SimParamsDoc.of(sp), jobs=model_jobs, probe=JobParamsDoc.of(space.job_params(x, PROBE, PROBE)),
+        params=sp, jobs=model_jobs, probe=space.job_params(x, PROBE, PROBE),
         provenance=Provenance(
             source="calibrated", backend="sim" if backend_simulated else "real", measured_node=node.name,
             measured_node_id=node_id(node), noise_sd=noise_sd, corun_probes=probes, profiling_runs=profiling_runs,
@@ -380,20 +381,20 @@ def refit(model: NodeModel, records: Sequence[RunRecord], cfg: CalibrationConfig
     usable = [r for r in records if all(p.job in known for p in r.group)]
     if not usable:
         raise InputError(f"no stored measurement of {model.node.name}'s jobs to refit from: run 'cosched calibrate' first")
-    base = model.params.to_params()
+    base = model.params
     space = Space(jobs + [PROBE])
     profiles = {j.name: j.interference for j in model.jobs if j.interference is not None}
     bench = model.provenance.bench
     prior = initial_x(space, profiles, model.node, base, bench.probe_alone_s if bench else None)
-    x0 = space.encode(base, {**model.job_params(), PROBE: model.probe.to_params()})
+    x0 = space.encode(base, {**model.job_params(), PROBE: model.probe})
     fit = Fit(model.node, base, space, _obs(usable), prior)
     (progress or (lambda _m: None))(f"refit: {space.size} parameters from {len(fit.rows)} timed runs")
     res = fit.run(x0, cfg.max_nfev, progress)
     x = res.x
-    new_jobs = [j.model_copy(update={"params": JobParamsDoc.of(space.job_params(x, j.name))}) for j in model.jobs]
+    new_jobs = [j.model_copy(update={"params": checked(space.job_params(x, j.name))}) for j in model.jobs]
     prov = model.provenance.model_copy(update={"updates": model.provenance.updates + 1, "fit_rms_log": fit.rms_log(x)})
-    new = model.model_copy(update={"params": SimParamsDoc.of(space.node_params(x, base)), "jobs": new_jobs,
-                                   "probe": JobParamsDoc.of(space.job_params(x, PROBE, PROBE)), "provenance": prov})
+    new = model.model_copy(update={"params": checked(space.node_params(x, base)), "jobs": new_jobs,
+                                   "probe": checked(space.job_params(x, PROBE, PROBE)), "provenance": prov})
     return new, fit, len(usable)
 
 
@@ -402,7 +403,7 @@ def predict_times(model: NodeModel, records: Sequence[RunRecord]) -> list[list[f
     from env.measure.probing import BUILTINS
     from env.sim.probes import GroupModel
 
-    gm = GroupModel(model.node, model.params.to_params(), model.job_params(), model.probe.to_params())
+    gm = GroupModel(model.node, model.params, model.job_params(), model.probe)
     out: list[list[float | None] | None] = []
     for r in records:
         group = [to_placement(p) for p in r.group]

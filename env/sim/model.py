@@ -1,6 +1,6 @@
 """The contention model of the simulated node (docs/design/coscheduler.md §9). Python is its definition: a group has at most a
 handful of jobs and domains, where list arithmetic beats numpy's per-call overhead. A group's run (``run_group``:
-``solve``, ``_cache_mb``, ``traffic_gb``) also exists in C (``env.sim.kernel``, ``native/src/simgroup.c``), the
+``solve``, ``_cache_mb``, ``traffic_gb``) also exists in C (``env.sim.kernel``, ``native/src/simkernel/simgroup.c``), the
 same arithmetic in the same order, giving the same doubles about 10x faster (4 vs 44 us a group, measured);
 ``run_group`` uses it where it is built, and tests compare both bit for bit.
 
@@ -39,6 +39,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Annotated
+
+from pydantic import ConfigDict, Field
 
 from env.node.spec import NodeSpec
 from env.sim import kernel
@@ -47,21 +50,27 @@ from env.sim.params import DEFAULT_PARAMS, SimParams
 
 @dataclass(frozen=True)
 class JobParams:
-    """One program's character. Units: seconds, GB, MB, GB/s. See ``env/sim/catalogue.py`` for values and reasons."""
+    """One program's character. Units: seconds, GB, MB, GB/s. See ``env/sim/catalogue.py`` for values and reasons.
+    Also a job's ``params`` in a node-model file (``env.sim.nodemodel``: validated by these bounds, every field
+    required)."""
 
-    name: str
-    work_s: float  # single-core compute seconds (no memory stalls)
-    parallel: float  # Amdahl parallel fraction p
-    comm: float  # compute slowdown when its threads are split evenly over the domains
-    comm_gb: float  # inter-domain coherence / communication traffic (GB) at an even split
-    irregular: float  # share of memory accesses that go anywhere in its data (not to its own partition)
-    init_serial: float  # share of its data first-touched by the master thread
-    stream_gb: float  # memory traffic no cache removes
-    reuse_gb: float  # extra traffic when it has no L3 at all (both working sets miss)
-    ws_mb: float  # its first (smaller) working set, MB: half its misses go once the L3 holds this much
-    ws2_mb: float  # its second (larger) working set, MB
-    ws2_share: float  # the share of reuse_gb that belongs to the second working set
-    bw_core: float  # GB/s one of its cores can pull (its memory-level parallelism)
+    __pydantic_config__ = ConfigDict(extra="forbid", revalidate_instances="always")
+
+    name: Annotated[str, Field(min_length=1, max_length=128)]
+    work_s: Annotated[float, Field(gt=0)]  # single-core compute seconds (no memory stalls)
+    parallel: Annotated[float, Field(ge=0, le=1)]  # Amdahl parallel fraction p
+    comm: Annotated[float, Field(ge=0)]  # compute slowdown when its threads are split evenly over the domains
+    comm_gb: Annotated[float, Field(ge=0)]  # inter-domain coherence / communication traffic (GB) at an even split
+    # share of memory accesses that go anywhere in its data (not to its own partition)
+    irregular: Annotated[float, Field(ge=0, le=1)]
+    init_serial: Annotated[float, Field(ge=0, le=1)]  # share of its data first-touched by the master thread
+    stream_gb: Annotated[float, Field(ge=0)]  # memory traffic no cache removes
+    reuse_gb: Annotated[float, Field(ge=0)]  # extra traffic when it has no L3 at all (both working sets miss)
+    # its first (smaller) working set, MB: half its misses go once the L3 holds this much
+    ws_mb: Annotated[float, Field(gt=0)]
+    ws2_mb: Annotated[float, Field(gt=0)]  # its second (larger) working set, MB
+    ws2_share: Annotated[float, Field(ge=0, le=1)]  # the share of reuse_gb that belongs to the second working set
+    bw_core: Annotated[float, Field(gt=0)]  # GB/s one of its cores can pull (its memory-level parallelism)
 
     def miss(self, mb: float) -> float:
         """The miss ratio of its reuse traffic (0..1) with ``mb`` of L3 for all its data: monotone, falling."""

@@ -15,15 +15,15 @@ files too (``env/sim/nodes/*.json`` holding ``"kind": "cosched-node-model"``; ``
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import datetime, timezone
-from typing import Any, Literal
+from functools import lru_cache
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_serializer, model_validator
 
 from env.node.spec import NodeSpec
 from env.sim.model import JobParams
-from env.sim.params import SimParams
+from env.sim.params import FILE_ORDER, SimParams
 from profiler.interference import InterferenceProfile, NodeBench
 from profiler.models import Profile
 
@@ -38,53 +38,18 @@ def _utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-class JobParamsDoc(BaseModel):
-    """``env.sim.model.JobParams`` as a document (every field required: nothing defaults to the paper's machine)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    name: str = Field(min_length=1, max_length=128)
-    work_s: float = Field(gt=0)
-    parallel: float = Field(ge=0, le=1)
-    comm: float = Field(ge=0)
-    comm_gb: float = Field(ge=0)
-    irregular: float = Field(ge=0, le=1)
-    init_serial: float = Field(ge=0, le=1)
-    stream_gb: float = Field(ge=0)
-    reuse_gb: float = Field(ge=0)
-    ws_mb: float = Field(gt=0, description="its first (smaller) L3 working set, MB")
-    ws2_mb: float = Field(gt=0, description="its second (larger) L3 working set, MB")
-    ws2_share: float = Field(ge=0, le=1, description="the share of reuse_gb in the second working set")
-    bw_core: float = Field(gt=0)
-
-    def to_params(self) -> JobParams:
-        return JobParams(**self.model_dump())
-
-    @classmethod
-    def of(cls, p: JobParams) -> "JobParamsDoc":
-        return cls(**dataclasses.asdict(p))
+P = TypeVar("P", SimParams, JobParams)
 
 
-class SimParamsDoc(BaseModel):
-    """``env.sim.params.SimParams`` as a document: every node-level number of the model."""
+def checked(params: P) -> P:
+    """``params`` within a node-model file's bounds (pydantic's ValidationError if not): for parameters made in code
+    that go into a model without its constructor (``model_copy(update=...)`` does not validate)."""
+    return _adapter(type(params)).validate_python(params)
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    domain_bw_gbs: float = Field(gt=0)
-    link_gbs: float = Field(gt=0)
-    remote_latency_ratio: float = Field(ge=1)
-    overlap: float = Field(ge=0, le=1)
-    l3_mb: float = Field(gt=0)
-    clock_ghz: float = Field(gt=0)
-    noise_sd: float = Field(ge=0)
-    iterations: int = Field(ge=1)
-    latency_ns: float = Field(gt=0)
-    bubble_gbs_per_core: float = Field(gt=0)
 
-    def to_params(self) -> SimParams:
-        return SimParams(**self.model_dump())
-
-    @classmethod
-    def of(cls, p: SimParams) -> "SimParamsDoc":
-        return cls(**dataclasses.asdict(p))
+@lru_cache(maxsize=None)
+def _adapter(cls: type) -> TypeAdapter:
+    return TypeAdapter(cls)
 
 
 class ProfileColumns(BaseModel):
@@ -104,7 +69,7 @@ NEUTRAL_COLUMNS = ProfileColumns(footprint_gb=1.0, ipc=1.2, branch_mpki=3.0, l1i
 
 class ModelJob(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    params: JobParamsDoc
+    params: JobParams
     columns: ProfileColumns = NEUTRAL_COLUMNS
     role: Literal["train", "held-out", "other"] = "train"
     suite: str = "node"
@@ -163,13 +128,17 @@ class NodeModel(BaseModel):
         return data
 
     node: NodeSpec
-    params: SimParamsDoc
+    params: SimParams
     jobs: list[ModelJob] = Field(min_length=1)
-    probe: JobParamsDoc
+    probe: JobParams
     provenance: Provenance
 
+    @field_serializer("params")
+    def _params_in_file_order(self, sp: SimParams) -> dict[str, Any]:
+        return {k: getattr(sp, k) for k in FILE_ORDER}
+
     def job_params(self) -> dict[str, JobParams]:
-        return {j.name: j.params.to_params() for j in self.jobs}
+        return {j.name: j.params for j in self.jobs}
 
 
 def is_node_model(text: str) -> bool:

@@ -27,26 +27,39 @@ bubble_gbs_per_core    8.0         memory traffic per core of the pressure gener
 =====================  ==========  ==============================================================================
 
 These are a *model*: every figure the simulated node produces is labelled simulated.
+
+``SimParams`` is also the ``params`` section of a node-model file (``env.sim.nodemodel``: pydantic validates it by
+the bounds below, and a file must give every field: no default, so nothing falls back to the paper's machine).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import ConfigDict, Field
 
 
 @dataclass(frozen=True)
 class SimParams:
-    domain_bw_gbs: float = 76.8
-    link_gbs: float = 27.0
-    remote_latency_ratio: float = 1.6
-    overlap: float = 0.75
-    l3_mb: float = 16.5
-    clock_ghz: float = 2.1
-    noise_sd: float = 0.0
-    latency_ns: float = 90.0
-    bubble_gbs_per_core: float = 8.0
+    __pydantic_config__ = ConfigDict(extra="forbid", revalidate_instances="always")
+
+    domain_bw_gbs: Annotated[float, Field(gt=0)]
+    link_gbs: Annotated[float, Field(gt=0)]
+    remote_latency_ratio: Annotated[float, Field(ge=1)]
+    overlap: Annotated[float, Field(ge=0, le=1)]
+    l3_mb: Annotated[float, Field(gt=0)]
+    clock_ghz: Annotated[float, Field(gt=0)]
+    noise_sd: Annotated[float, Field(ge=0)]
+    latency_ns: Annotated[float, Field(gt=0)]
+    bubble_gbs_per_core: Annotated[float, Field(gt=0)]
     # fixed-point iterations of the bandwidth-sharing solve (converges in 3-5 for these sizes)
-    iterations: int = 8
+    iterations: Annotated[int, Field(ge=1)]
 
 
-DEFAULT_PARAMS = SimParams()
+#: The paper's machine (the table above).
+DEFAULT_PARAMS = SimParams(domain_bw_gbs=76.8, link_gbs=27.0, remote_latency_ratio=1.6, overlap=0.75, l3_mb=16.5,
+                           clock_ghz=2.1, noise_sd=0.0, latency_ns=90.0, bubble_gbs_per_core=8.0, iterations=8)
+#: The order of the fields in a node-model file (``iterations`` after ``noise_sd``, as files have always had it).
+FILE_ORDER = ("domain_bw_gbs", "link_gbs", "remote_latency_ratio", "overlap", "l3_mb", "clock_ghz", "noise_sd",
+              "iterations", "latency_ns", "bubble_gbs_per_core")

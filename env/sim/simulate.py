@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from functools import lru_cache
 
 from env.errors import InputError
 from env.plan.models import Plan, RunGroup, RunJob, RunReport
@@ -18,7 +19,7 @@ from env.plan.builder import check_plan_for_node
 from env.sim.catalogue import ALL_JOBS, catalogue
 from env.sim.model import Geometry, SimJob, geometry, run_group
 from env.sim.params import SimParams
-from env.sim.world import world_for
+from env.sim.world import World, world_for
 
 
 @dataclass(frozen=True)
@@ -40,39 +41,34 @@ def unknown_job_message(names: list[str], node_name: str, known: tuple[str, ...]
             f"{node_name}: the catalogue has {', '.join(known)} (see 'cosched jobs --backend sim --node {node_name}')")
 
 
-_JOB_CACHE: dict[tuple, tuple[Geometry, SimJob]] = {}
-_JOB_CACHE_MAX = 100_000
-
-
 def clear_caches() -> None:
     """Forget memoised SimJobs (benchmarks measure cold runs with it)."""
-    _JOB_CACHE.clear()
+    _model_job.cache_clear()
 
 
-def _sim_job(g: Geometry, node: NodeSpec, profile: str, cpus: list[int], memory: str,
-             l3: dict, mem_bw_percent: dict[str, int], entries: dict) -> SimJob:
+def _sim_job(g: Geometry, world: World, profile: str, cpus: list[int], memory: str, l3: dict,
+             mem_bw_percent: dict[str, int]) -> SimJob:
     """A plan job as the model's SimJob (memoised: identical inputs give the identical immutable job)."""
-    key = (id(g), id(entries), profile, tuple(cpus), memory, tuple((k, a.mask) for k, a in l3.items()), tuple(mem_bw_percent.items()))
-    hit = _JOB_CACHE.get(key)
-    if hit is not None and hit[0] is g:
-        return hit[1]
+    return _model_job(g, world, profile, tuple(cpus), memory, tuple((k, a.mask) for k, a in l3.items()),
+                      tuple(mem_bw_percent.items()))
+
+
+@lru_cache(maxsize=100_000)
+def _model_job(g: Geometry, world: World, profile: str, cpus: tuple[int, ...], memory: str,
+               l3: tuple[tuple[str, str], ...], mem_bw_percent: tuple[tuple[str, int], ...]) -> SimJob:
     masks = {}
-    for k, alloc in l3.items():
+    for k, mask in l3:
         li = g.l3_index.get(int(k))
         if li is None:
-            raise InputError(f"job {profile}: L3 domain {k} does not exist on {node.name} (it has {g.l3_ids})")
-        masks[li] = int(alloc.mask, 16)
+            raise InputError(f"job {profile}: L3 domain {k} does not exist on {g.name} (it has {g.l3_ids})")
+        masks[li] = int(mask, 16)
     mba = {}
-    for k, pct in mem_bw_percent.items():
+    for k, pct in mem_bw_percent:
         si = g.numa_index.get(int(k))
         if si is None:
-            raise InputError(f"job {profile}: memory domain {k} does not exist on {node.name} (it has {g.numa_ids})")
+            raise InputError(f"job {profile}: memory domain {k} does not exist on {g.name} (it has {g.numa_ids})")
         mba[si] = int(pct)
-    job = SimJob(g, entries[profile].params, cpus, memory, masks, mba)
-    if len(_JOB_CACHE) >= _JOB_CACHE_MAX:
-        _JOB_CACHE.clear()
-    _JOB_CACHE[key] = (g, job)
-    return job
+    return SimJob(g, world.entries[profile].params, cpus, memory, masks, mba)
 
 
 def simulate_plan(plan: Plan, node: NodeSpec, seed: int | None = None, params: SimParams | None = None) -> SimResult:
@@ -91,7 +87,7 @@ def simulate_plan(plan: Plan, node: NodeSpec, seed: int | None = None, params: S
     job_times: list[dict[str, float]] = []
     timeshare = 0.0
     for group in plan.groups:
-        jobs = [_sim_job(g, node, j.profile, j.cpus, j.memory, j.l3, j.mem_bw_percent, world.entries) for j in group.jobs]
+        jobs = [_sim_job(g, world, j.profile, j.cpus, j.memory, j.l3, j.mem_bw_percent) for j in group.jobs]
         factors = [math.exp(rng.gauss(0.0, params.noise_sd)) for _ in jobs] if rng is not None else None
         ends = run_group(g, jobs, factors)
         makespans.append(max(ends))

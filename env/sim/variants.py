@@ -17,7 +17,7 @@ from pathlib import Path
 
 from env.node.spec import CatInfo, L3Domain, NodeSpec, NumaDomain
 from env.sim.catalogue import ENTRIES, HELD_OUT_JOBS, TRAIN_JOBS
-from env.sim.nodemodel import JobParamsDoc, ModelJob, NodeModel, ProfileColumns, Provenance, SimParamsDoc
+from env.sim.nodemodel import ModelJob, NodeModel, ProfileColumns, Provenance
 from env.sim.params import DEFAULT_PARAMS, SimParams
 from env.sim.probes import DEFAULT_PROBE
 
@@ -32,7 +32,7 @@ def catalogue_jobs() -> list[ModelJob]:
     out = []
     for e in ENTRIES:
         role = "train" if e.params.name in TRAIN_JOBS else "held-out" if e.params.name in HELD_OUT_JOBS else "other"
-        out.append(ModelJob(params=JobParamsDoc.of(e.params), role=role, suite=e.suite, character=e.character,
+        out.append(ModelJob(params=e.params, role=role, suite=e.suite, character=e.character,
                             columns=ProfileColumns(footprint_gb=e.footprint_gb, ipc=e.ipc, branch_mpki=e.branch_mpki,
                                                    l1i_mpki=e.l1i_mpki, cs_per_cpu_s=e.cs_per_cpu_s)))
     return out
@@ -40,8 +40,8 @@ def catalogue_jobs() -> list[ModelJob]:
 
 def reference_model() -> NodeModel:
     """``sim:reference`` (the paper's node, hand-parameterised) as one node-model document."""
-    return NodeModel(node=_reference_spec(), params=SimParamsDoc.of(DEFAULT_PARAMS), jobs=catalogue_jobs(),
-                     probe=JobParamsDoc.of(DEFAULT_PROBE),
+    return NodeModel(node=_reference_spec(), params=DEFAULT_PARAMS, jobs=catalogue_jobs(),
+                     probe=DEFAULT_PROBE,
                      provenance=Provenance(source="reference", description="env/sim/params.py and env/sim/catalogue.py"))
 
 
@@ -77,7 +77,7 @@ def variant_models() -> dict[str, NodeModel]:
 
 
 def _variant(spec: NodeSpec, sp: SimParams, probe, what: str) -> NodeModel:
-    return NodeModel(node=spec, params=SimParamsDoc.of(sp), jobs=catalogue_jobs(), probe=JobParamsDoc.of(probe),
+    return NodeModel(node=spec, params=sp, jobs=catalogue_jobs(), probe=probe,
                      provenance=Provenance(source="variant", description=what))
 
 

@@ -63,13 +63,13 @@ def world_of_model(model) -> World:
     entries = _Entries()
     for j in model.jobs:
         c = j.columns
-        entries[j.name] = CatalogueEntry(j.params.to_params(), j.suite, j.character or "from the node model", "",
+        entries[j.name] = CatalogueEntry(j.params, j.suite, j.character or "from the node model", "",
                                          c.footprint_gb, c.ipc, c.branch_mpki, c.l1i_mpki, c.cs_per_cpu_s)
     names = tuple(j.name for j in model.jobs)
     train = tuple(j.name for j in model.jobs if j.role == "train") or names
     held = tuple(j.name for j in model.jobs if j.role == "held-out")
     profiles = {j.name: j.profile for j in model.jobs if j.profile is not None}
-    return World(model.params.to_params(), entries, train, held, names, model.probe.to_params(), profiles,
+    return World(model.params, entries, train, held, names, model.probe, profiles,
                  source=f"node model ({model.provenance.source})", model=model)
 
 

@@ -68,11 +68,11 @@ def test_the_model_file_holds_every_parameter(fitted):
 def test_space_round_trip():
     m = reference_model()
     s = Space(["MG", "EP", PROBE])
-    jobs = {**m.job_params(), PROBE: m.probe.to_params()}
-    x = s.encode(m.params.to_params(), jobs)
+    jobs = {**m.job_params(), PROBE: m.probe}
+    x = s.encode(m.params, jobs)
     assert s.job_params(x, "MG").stream_gb == pytest.approx(jobs["MG"].stream_gb)
     assert s.job_params(x, "EP").parallel == pytest.approx(jobs["EP"].parallel, abs=1e-9)
-    assert s.node_params(x, m.params.to_params()).overlap == pytest.approx(0.75)
+    assert s.node_params(x, m.params).overlap == pytest.approx(0.75)
     assert np.all(x >= s.lo) and np.all(x <= s.hi)
 
 
@@ -80,7 +80,7 @@ def test_the_l3_miss_ratio_curve_is_recovered_from_the_way_curves(fitted):
     """variant-a has CAT and MBA, so profiling measured each job's slowdown against L3 ways: the fitted traffic
     curve follows the hidden one over the capacities the runs saw (1 way of half a socket to a whole L3)."""
     truth, r = fitted
-    fit = {j.name: j.params.to_params() for j in r.model.jobs}
+    fit = {j.name: j.params for j in r.model.jobs}
     true = truth.job_params()
     for name in ("water_spatial", "MG"):
         f, t = fit[name], true[name]

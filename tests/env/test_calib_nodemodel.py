@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from env.errors import InputError
 from env.sim.nodes import load_node
 from env.sim.catalogue import catalogue
-from env.sim.nodemodel import JobParamsDoc, NodeModel
+from env.sim.model import JobParams
+from env.sim.nodemodel import NodeModel, is_node_model
+from env.sim.params import DEFAULT_PARAMS
 from env.sim.simulate import plan_from_actions, simulate_plan
 from env.sim.variants import NODES_DIR, reference_model, variant_models, write_variants
 from env.sim.world import world_for
@@ -22,17 +25,37 @@ def _write(tmp_path, model: NodeModel, name: str = "m.json"):
     return p
 
 
-def test_every_job_field_is_required():
-    doc = JobParamsDoc.of(reference_model().jobs[0].params.to_params()).model_dump()
-    doc.pop("ws_mb")
-    with pytest.raises(ValidationError):
-        JobParamsDoc.model_validate(doc)
+def test_every_field_is_required_and_bounded():
+    doc = dataclasses.asdict(reference_model().jobs[0].params)
+    assert TypeAdapter(JobParams).validate_python(doc) == reference_model().jobs[0].params
+    for bad in ({k: v for k, v in doc.items() if k != "ws_mb"}, {**doc, "parallel": 1.5}, {**doc, "extra": 1.0}):
+        with pytest.raises(ValidationError):
+            TypeAdapter(JobParams).validate_python(bad)
+    params = dataclasses.asdict(DEFAULT_PARAMS)
+    params.pop("iterations")
+    with pytest.raises(ValidationError, match="params.iterations"):
+        NodeModel.model_validate({**reference_model().model_dump(), "params": params})
+
+
+def test_the_file_format_is_unchanged(tmp_path):
+    """Every committed node-model file reads and writes back the same (its keys in the same order); the variants
+    are written as the same text."""
+    for path in [*NODES_DIR.glob("*.json"), NODES_DIR.parents[2] / "training" / "results" / "local" / "node-model.json"]:
+        text = path.read_text()
+        if not is_node_model(text):
+            continue
+        doc, back = json.loads(text), json.loads(NodeModel.model_validate_json(text).model_dump_json())
+        if "created_at" not in doc["provenance"]:
+            del back["provenance"]["created_at"]
+        assert back == doc and list(back["params"]) == list(doc["params"]), path
+    for path in write_variants(tmp_path):
+        assert path.read_text() == (NODES_DIR / path.name).read_text()
 
 
 def test_a_model_file_replaces_the_catalogue_and_the_parameters(tmp_path, ref_node):
     ref = reference_model()
     slow = ref.model_copy(update={
-        "params": ref.params.model_copy(update={"overlap": 0.2}),
+        "params": dataclasses.replace(ref.params, overlap=0.2),
         "jobs": [j for j in ref.jobs if j.name in ("MG", "EP", "CG")],
     })
     node = load_node(f"sim:{_write(tmp_path, slow)}")

@@ -7,6 +7,7 @@ evaluation). Stored curves and microbenchmarks are reused: a calibration after p
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 import pytest
@@ -15,7 +16,6 @@ from env.calibration.calibrate import CalibrationConfig, calibrate
 from env.measure.interference import measure_interference, measure_node
 from env.measure.probing import BUBBLE, BUILTINS, PROBE
 from env.sim.measuring import sim_measuring_backend
-from env.sim.nodemodel import JobParamsDoc
 from env.sim.variants import variant_models
 
 JOBS = ["EP", "MG", "water_spatial"]
@@ -26,18 +26,18 @@ def short_model(seconds: float = 0.3, bw: float = 12.0):
     """variant-a as a small real node: 12 GB/s per domain, and its jobs' (and the probe's) work and traffic scaled
     so each takes about ``seconds`` of compute and about as much of memory time on the whole node."""
     m = variant_models()["variant-a"]
-    params = m.params.model_copy(update={"domain_bw_gbs": bw, "link_gbs": bw / 3})
+    params = dataclasses.replace(m.params, domain_bw_gbs=bw, link_gbs=bw / 3)
     node = m.node.model_copy(update={"numa": [d.model_copy(update={"memory_bandwidth_gbs": bw}) for d in m.node.numa]})
     jobs = []
     for j in m.jobs:
         p = j.params
         f = seconds * 24 / p.work_s  # 24 cores: about ``seconds`` for the compute of a parallel job
         g = seconds * 2 * bw / max(p.stream_gb + p.reuse_gb, 1e-3)  # about ``seconds`` of traffic at the node's bandwidth
-        jobs.append(j.model_copy(update={"params": JobParamsDoc(**{**p.model_dump(), "work_s": p.work_s * f,
-                                          "stream_gb": p.stream_gb * g, "reuse_gb": p.reuse_gb * g, "comm_gb": p.comm_gb * g})}))
+        jobs.append(j.model_copy(update={"params": dataclasses.replace(p, work_s=p.work_s * f, stream_gb=p.stream_gb * g,
+                                                                         reuse_gb=p.reuse_gb * g, comm_gb=p.comm_gb * g)}))
     pr = m.probe  # the reference probe is a short program too (about a second here, measured)
     f = seconds / pr.work_s
-    probe = JobParamsDoc(**{**pr.model_dump(), "work_s": pr.work_s * f, "stream_gb": pr.stream_gb * f, "reuse_gb": pr.reuse_gb * f})
+    probe = dataclasses.replace(pr, work_s=pr.work_s * f, stream_gb=pr.stream_gb * f, reuse_gb=pr.reuse_gb * f)
     return m.model_copy(update={"jobs": jobs, "params": params, "node": node, "probe": probe})
 
 

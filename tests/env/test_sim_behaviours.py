@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from fractions import Fraction
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 from env.plan.actions import CORE_FRACTIONS
 from env.sim.catalogue import BY_NAME, catalogue
 from env.sim.model import SimJob, geometry, run_group, solo_time
-from env.sim.params import SimParams
+from env.sim.params import DEFAULT_PARAMS
 from env.sim.simulate import plan_from_actions, simulate_plan
 from env_helpers import job_action, sched_action
 
@@ -101,7 +102,7 @@ def test_7_deterministic_and_seeded_noise(ref_node):
     plan = plan_from_actions(ref_node, sched_action("distributed"),
                              [[("EP", job_action(Fraction(1, 2))), ("MG", job_action(Fraction(1, 2)))], [("CG", job_action(Fraction(7, 8)))]])
     assert simulate_plan(plan, ref_node) == simulate_plan(plan, ref_node)
-    noisy = SimParams(noise_sd=0.05)
+    noisy = dataclasses.replace(DEFAULT_PARAMS, noise_sd=0.05)
     a, b = simulate_plan(plan, ref_node, seed=1, params=noisy), simulate_plan(plan, ref_node, seed=1, params=noisy)
     c = simulate_plan(plan, ref_node, seed=2, params=noisy)
     assert a == b and a.makespans != c.makespans

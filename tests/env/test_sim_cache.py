@@ -97,7 +97,7 @@ def test_node_model_round_trips_the_cache_fields(tmp_path, ref_node):
     back = NodeModel.model_validate_json(path.read_text())
     for j, k in zip(ref.jobs, back.jobs):
         assert (k.params.ws_mb, k.params.ws2_mb, k.params.ws2_share) == (j.params.ws_mb, j.params.ws2_mb, j.params.ws2_share)
-        assert k.params.to_params() == BY_NAME[j.name].params
+        assert k.params == BY_NAME[j.name].params
     node = load_node(f"sim:{path}")
     assert catalogue(node)["water_spatial"].solo_s == pytest.approx(catalogue(ref_node)["water_spatial"].solo_s)
 

@@ -13,7 +13,8 @@ from env.calibration.store import CalibrationStore, model_path
 from env.node.discover import discover, local_node_id
 from env.plan.models import WindowJob
 from env.plan.builder import PlanBuilder
-from env.sim.nodemodel import JobParamsDoc, ModelJob, NodeModel, Provenance, SimParamsDoc
+from env.sim.model import JobParams
+from env.sim.nodemodel import ModelJob, NodeModel, Provenance
 from env.sim.params import DEFAULT_PARAMS
 from env.sim.probes import DEFAULT_PROBE
 from service.cli import main
@@ -40,12 +41,12 @@ def _plan(tmp_path, action=HALF):
 
 
 def _local_model() -> NodeModel:
-    jobs = [ModelJob(params=JobParamsDoc(name=n, work_s=0.2, parallel=0.0, comm=0.0, comm_gb=0.0, irregular=0.0,
-                                         init_serial=0.0, stream_gb=0.0, reuse_gb=0.0, ws_mb=1.0, ws2_mb=1.0,
-                                         ws2_share=0.0, bw_core=1.0))
+    jobs = [ModelJob(params=JobParams(name=n, work_s=0.2, parallel=0.0, comm=0.0, comm_gb=0.0, irregular=0.0,
+                                      init_serial=0.0, stream_gb=0.0, reuse_gb=0.0, ws_mb=1.0, ws2_mb=1.0,
+                                      ws2_share=0.0, bw_core=1.0))
             for n in ("st-1", "st-2")]
-    return NodeModel(node=discover("/"), params=SimParamsDoc.of(DEFAULT_PARAMS), jobs=jobs,
-                     probe=JobParamsDoc.of(DEFAULT_PROBE), provenance=Provenance(source="calibrated", backend="real"))
+    return NodeModel(node=discover("/"), params=DEFAULT_PARAMS, jobs=jobs,
+                     probe=DEFAULT_PROBE, provenance=Provenance(source="calibrated", backend="real"))
 
 
 @pytest.mark.parametrize("action", [HALF, ALL_WAYS], ids=["ways-of-its-own", "all-ways-shared"])
