@@ -13,8 +13,9 @@ from rich.table import Table
 from env.errors import InputError
 from env.planners.evaluate import DEFAULT_EVAL_POLICIES
 from env.sim.nodes import DEFAULT_SIM_NODE
-from env.planners.search import BUDGET_HELP, DEFAULT_BUDGET
+from env.planners.search import BUDGET_HELP
 from service.commands.schedule import _budget
+from service.chart import eval_chart
 from service.output import emit
 
 
@@ -66,53 +67,21 @@ def render(doc: dict[str, Any]) -> None:
                 console.print(f"{p}: {gap * 100:.1f} % below best-found on average ({kind})")
 
 
-def plot(doc: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    pols = doc["policies"]
-    kind = "simulated" if doc["simulated"] else "measured"
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(14, 4.5), gridspec_kw={"width_ratios": [1, 3]})
-    means = [doc["mean"][p] for p in pols]
-    ax1.bar(pols, means, color=[plt.get_cmap("tab10")(i) for i in range(len(pols))])
-    ax1.axhline(1.0, color="black", linewidth=0.8)
-    ax1.set_ylabel(f"throughput vs time sharing ({kind})")
-    ax1.set_title(f"mean over {len(doc['windows'])} windows")
-    for i, m in enumerate(means):
-        ax1.text(i, m, f"{m:.2f}", ha="center", va="bottom", fontsize=8)
-    ax1.tick_params(axis="x", rotation=30)
-    n = len(doc["windows"])
-    width = 0.8 / len(pols)
-    for k, p in enumerate(pols):
-        ax2.bar([i + k * width for i in range(n)], [w["results"][p]["throughput_vs_timeshare"] for w in doc["windows"]],
-                width=width, label=p, color=plt.get_cmap("tab10")(k))
-    ax2.axhline(1.0, color="black", linewidth=0.8)
-    ax2.set_xticks([i + 0.4 - width / 2 for i in range(n)], [str(w["index"]) for w in doc["windows"]], fontsize=7)
-    ax2.set_xlabel("window")
-    ax2.set_title(f"per window, {doc['node']} ({kind})")
-    ax2.legend(fontsize=7, ncol=len(pols))
-    fig.tight_layout()
-    try:
-        fig.savefig(path, dpi=120)
-    except OSError as exc:
-        raise InputError(f"cannot write the picture {path}: {exc.strerror or exc}") from None
-    finally:
-        plt.close(fig)
-
-
 def run(args: argparse.Namespace) -> int:
-    from env.planners.baselines import parse_policies
+    from dataclasses import replace
+
     from env.planners.evaluate import evaluate, read_windows
+    from env.sim.backend import SimBackend
     from env.sim.nodes import load_node
+    from env.sim.world import world_for
+    from training.policies import load_for_node, policy_registry
 
     if args.backend != "sim":
         raise InputError("evaluation on the real node runs every plan: use 'cosched run' window by window (eval is --backend sim)")
     node = load_node(args.node)
     if not node.name.startswith("sim:"):
         raise InputError(f"--backend sim needs a simulated node (sim:NAME), not {args.node!r}")
-    policies = parse_policies(args.policies)
+    policies = policy_registry().parse(args.policies)
     windows = read_windows(args.windows)
     if args.window_size < 1:
         raise InputError("--window-size must be at least 1")
@@ -128,37 +97,17 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0.0 <= args.noise <= 1.0:
         raise InputError("--noise must be between 0 and 1 (a log-normal standard deviation)")
-    from env.sim.backend import SimBackend
-    from dataclasses import replace
-
-    from env.sim.world import world_for
-
     backend = SimBackend(node, replace(world_for(node).params, noise_sd=args.noise))
     if args.search_budget is not None and "agent-search" not in policies:
         raise InputError("--search-budget is for the agent-search policy: add it to --policies")
-    from env.planners.baselines import POLICIES, register_policy
-    from training.policies import AgentPolicy, FifoPolicy, load_for_node
-    from training.search_policy import AgentSearchPolicy  # imported: the lazy policies are registered before saving
-
-    saved = dict(POLICIES)  # the overrides below are this evaluation's only (main() may run in a longer process)
-    if args.model is not None or args.search_budget is not None:
-        model = load_for_node(args.model, node) if args.model is not None else None  # one line if unreadable or another node's
-        budget = args.search_budget if args.search_budget is not None else DEFAULT_BUDGET
-        register_policy("agent-search", lambda: AgentSearchPolicy(model, budget))
-        if model is not None:
-            register_policy("agent", lambda: AgentPolicy(model))
-            register_policy("fifo", lambda: FifoPolicy(model))
-    try:
-        doc = evaluate(windows, node, policies, backend=backend, seed=args.seed, window_size=args.window_size,
-                       progress=progress, guard=not args.no_guard)
-    finally:
-        POLICIES.clear()
-        POLICIES.update(saved)
+    model = load_for_node(args.model, node) if args.model is not None else None  # one line if unreadable or another node's
+    doc = evaluate(windows, node, policies, backend=backend, seed=args.seed, window_size=args.window_size,
+                   progress=progress, guard=not args.no_guard, registry=policy_registry(model, args.search_budget))
     doc["guarded"] = not args.no_guard
     doc["noise_sd"] = args.noise
     emit(doc, args.json, lambda: render(doc))
     if args.plot:
-        plot(doc, Path(args.plot))
+        eval_chart(doc, Path(args.plot))
         if not args.json:
             Console().print(f"picture: {args.plot}")
     return 0

@@ -8,14 +8,15 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from env.planners.baselines import DEFAULT_POLICY, policy_names
-from env.node.cpulist import format_cpulist
 from env.errors import InputError
+from env.node.cpulist import format_cpulist
 from env.plan.models import Plan
-from env.sim.nodes import DEFAULT_SIM_NODE
+from env.planners.registry import DEFAULT_POLICY
 from env.planners.search import BUDGET_HELP, check_budget
+from env.sim.nodes import DEFAULT_SIM_NODE, load_node
 from service.documents import read_window
 from service.output import emit
+from training.policies import policy_registry
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("window", metavar="WINDOW.json", help="the window document")
     p.add_argument("--node", default="local", help=f"node to plan for: 'local' (this machine, the default; jobs need "
                    f"profiles on it) or 'sim:NAME' (e.g. {DEFAULT_SIM_NODE})")
-    p.add_argument("--policy", default=None, help=f"one of {', '.join(policy_names())} (default: agent-search when a model "
+    p.add_argument("--policy", default=None, help=f"one of {', '.join(policy_registry().names())} (default: agent-search when a model "
                    f"ships for the node or is given and the node has a node model to score plans on, agent with a model only, else {DEFAULT_POLICY})")
     p.add_argument("--model", default=None, help="model file for the agent policies")
     p.add_argument("--search-budget", type=_budget, default=None, metavar="N",
@@ -97,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     from service.planning import plan_window
 
     window = read_window(args.window)
-    plan = plan_window(window, args.node, policy=args.policy, model=args.model, pin_runtime=args.pin_runtime, seed=args.seed,
+    plan = plan_window(window, load_node(args.node), policy=args.policy, model=args.model, pin_runtime=args.pin_runtime, seed=args.seed,
                        search_budget=args.search_budget)
     emit(plan, args.json, lambda: render(plan))
     return 0
