@@ -79,7 +79,7 @@ def main() -> int:
     from env.measure.interference import Runner, to_placement
     from env.real.probes import local_backend
     from env.node.discover import local_node_id
-    from service.commands.calibrate import _stored
+    from env.real.profiling import stored_measurements as _stored
 
     def say(msg: str) -> None:
         print(f"[calibrate_real] {msg}", file=sys.stderr, flush=True)

@@ -5,10 +5,12 @@ whether curves can be measured here), then ``solo`` runs the command alone on th
 under perf and stores the profile, and ``curves`` measures the command next to the pressure generator and the
 reference probe (``env.measure.interference`` through the real ``MeasuringBackend``) and stores them.
 The command's output goes to ``$COSCHED_HOME/logs/profile-NAME.{out,err}``.
+``stored_measurements`` is what this node measured so far (curves, microbenchmarks), for ``cosched calibrate``.
 """
 
 from __future__ import annotations
 
+import statistics
 from functools import partial
 from typing import Callable
 
@@ -17,7 +19,7 @@ from env.node.discover import local_node_id
 from env.plan.launch import solo_prefix
 from env.sim.nodes import load_node
 from profiler.errors import ProfilerError, ProfilerInputError, ProfilerRunError, StoreError
-from profiler.interference import InterferenceProfile
+from profiler.interference import InterferenceProfile, NodeBench
 from profiler.models import Profile
 from profiler.perfrun import resolve_command
 from profiler.profiling import Phase, profile_command
@@ -94,3 +96,18 @@ class JobProfiling:
                            "profile again, or use --no-interference)") from None
         self.store.put_interference(curves)
         return curves
+
+
+def stored_measurements(node_key: str) -> tuple[dict[str, InterferenceProfile], NodeBench | None]:
+    """What this node already measured: each profiled job's curves ('cosched profile') and the median repeat of
+    'cosched node --bench' (by local bandwidth), so a calibration costs only its co-run probes."""
+    from env.measure.nodebench import load_bench
+
+    profiles = ProfileStore().list_interference(node_key)
+    report = load_bench(cosched_home(), node_key)
+    bench = None
+    if report is not None and report.runs:
+        def local_bw(b: NodeBench) -> float:
+            return statistics.median(d.bandwidth_gbs for d in b.domains if d.local)
+        bench = sorted(report.runs, key=local_bw)[len(report.runs) // 2]
+    return profiles, bench

@@ -112,7 +112,11 @@ def run(args: argparse.Namespace) -> int:
     store = CalibrationStore()  # opened (and checked) before hours of measuring, written only at the end
     console = Console(stderr=True)
     jobs = [j for j in args.jobs.split(",") if j] if args.jobs else None
-    stored_profiles, stored_bench = _stored(key) if args.backend == "real" and not args.remeasure else (None, None)
+    stored_profiles, stored_bench = (None, None)
+    if args.backend == "real" and not args.remeasure:
+        from env.real.profiling import stored_measurements
+
+        stored_profiles, stored_bench = stored_measurements(key)
     cfg = CalibrationConfig(probes=args.probes, heldout=args.heldout, seed=args.seed, jobs=jobs,
                             noise_sd=args.noise if args.backend == "sim" else None,
                             stored_profiles=stored_profiles, stored_bench=stored_bench)
@@ -134,22 +138,6 @@ def run(args: argparse.Namespace) -> int:
     doc["node_seconds_reused"] = ns.get("reused", 0.0)
     emit(doc, args.json, lambda: render(doc))
     return 0
-
-
-def _stored(key: str):
-    """What this node already measured: each profiled job's curves ('cosched profile') and the median repeat of
-    'cosched node --bench' (by local bandwidth), so a calibration costs only its co-run probes."""
-    from env.measure.nodebench import load_bench
-    from profiler.store import ProfileStore, cosched_home
-
-    profiles = ProfileStore().list_interference(key)
-    report = load_bench(cosched_home(), key)
-    bench = None
-    if report is not None and report.runs:
-        def local_bw(b):
-            return statistics.median(d.bandwidth_gbs for d in b.domains if d.local)
-        bench = sorted(report.runs, key=local_bw)[len(report.runs) // 2]
-    return profiles, bench
 
 
 def fit_document(model, out: Path, png: Path | None, key: str, store_path: Path) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from env.measure.nodebench import run_bench, save_bench
 from env.sim.measuring import sim_measuring_backend
 from env.sim.variants import variant_models
 from profiler.store import ProfileStore, cosched_home
-from service.commands.calibrate import _stored
+from env.real.profiling import stored_measurements as _stored
 
 
 def test_stored_curves_and_the_median_bench_repeat(tmp_path, monkeypatch):
