@@ -26,7 +26,7 @@ from typing import Callable, Iterator, Sequence
 from env.plan import actions
 from env.plan.allocate import _core_count
 from env.plan.models import CALLS_PER_ROLLOUT  # the budget's unit, defined with the plan's SearchInfo
-from env.planners.partitions import partition_table
+from env.planners.partitions import groups_of, least_total, partition_table
 from env.node.spec import NodeSpec
 
 Scorer = Callable[[int, Sequence[tuple[str, int]]], float]
@@ -246,26 +246,14 @@ class LocalSearch:
         better: every bound is at most its group's cost)."""
         n = len(self.names)
         full = (1 << n) - 1
-        groups, inside = partition_table(n, self.cmax)
+        groups, _ = partition_table(n, self.cmax)
         try:
             value = [0.0] * (full + 1)  # by group mask: its cost when known, else its bound
             for g in groups:
                 hit = self.cost_memo.get(g)
                 value[g] = hit[0] if hit is not None else self.group_bound(g)
             while True:
-                best = [0.0] + [math.inf] * full
-                choice = [0] * (full + 1)
-                for m in range(1, full + 1):
-                    bm, cm = math.inf, 0
-                    for g in inside[m]:
-                        t = value[g] + best[m ^ g]
-                        if t < bm:
-                            bm, cm = t, g
-                    best[m], choice[m] = bm, cm
-                parts, m = [], full
-                while m:
-                    parts.append(choice[m])
-                    m ^= choice[m]
+                parts = groups_of(least_total(value, self.cmax)[1], full)
                 unknown = [g for g in parts if g not in self.cost_memo]
                 if not unknown:
                     return parts
