@@ -1,4 +1,4 @@
-"""``cosched serve``: the HTTP service (``service.app``) on uvicorn.
+"""``cosched serve``: the HTTP service (``service.api``) on uvicorn.
 
 Binds 127.0.0.1 by default. Any other address needs ``COSCHED_TOKEN`` (refused with exit 2 otherwise); with a
 token set, every route but ``/healthz`` checks ``Authorization: Bearer <token>``. Logs are JSON lines on stderr
@@ -74,8 +74,11 @@ def _log_line(msg: str, **fields: object) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    token = os.environ.get("COSCHED_TOKEN") or None
-    check_bind(args.host, token)
+    from service.api.settings import ServiceSettings
+
+    # the arguments, and the token from the environment: what every worker starts from
+    settings = ServiceSettings.load(node=args.node, model=args.model, search_budget=args.search_budget)
+    check_bind(args.host, settings.token)
     if not 0 <= args.port <= 65535:
         raise InputError(f"--port must be 0-65535, not {args.port}")
     if args.workers < 1:
@@ -83,10 +86,11 @@ def run(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from service import app as service_app
+    from service.api.logs import log_config
+    from service.api.main import create_app
 
-    app = service_app.create_app(args.node, args.model, token, args.search_budget)  # a bad node, model or budget: one line
-    logging_config = service_app.log_config(args.log_level)
+    # a bad node, model or budget: one line, before serving
+    app = create_app(settings.node, settings.model, settings.token, settings.search_budget)
     stopped_by: list[str] = []
 
     def note(signum: int, frame: object) -> None:  # uvicorn re-raises the signal it caught after shutting down
@@ -96,17 +100,17 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, note)
 
     backends = server_backends()
-    common = dict(host=args.host, port=args.port, log_config=logging_config, access_log=False, server_header=False,
-                  timeout_graceful_shutdown=args.grace, proxy_headers=False, **backends)
+    common = dict(host=args.host, port=args.port, log_config=log_config(args.log_level), access_log=False,
+                  server_header=False, timeout_graceful_shutdown=args.grace, proxy_headers=False, **backends)
     _log_line("starting", workers=args.workers, **backends)
     if args.workers == 1:
         uvicorn.run(app, **common)  # type: ignore[arg-type]
     else:
-        os.environ[service_app.ENV_NODE] = args.node
-        if args.model:
-            os.environ[service_app.ENV_MODEL] = args.model
-        if args.search_budget is not None:
-            os.environ[service_app.ENV_BUDGET] = str(args.search_budget)
-        uvicorn.run("service.app:app_from_env", factory=True, workers=args.workers, **common)  # type: ignore[arg-type]
+        for name, value in settings.environ().items():  # the workers serve exactly what was checked above
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        uvicorn.run("service.api.main:app_from_env", factory=True, workers=args.workers, **common)  # type: ignore[arg-type]
     _log_line("stopped", by=stopped_by[0] if stopped_by else "server exit")
     return 0

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from svc_support import SIM_NODE, TOKEN, Server, planning_unavailable, running
 
-from service.app import create_app
+from service.api.main import create_app
 
 
 @pytest.fixture(scope="session")

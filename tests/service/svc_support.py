@@ -52,10 +52,11 @@ def running(app, home: Path) -> Iterator[Server]:  # noqa: ANN001 - an ASGI app
 
 def planning_unavailable() -> str | None:
     """Why planning cannot be tested yet (plan_window still the stub), or None when it works."""
+    from env.sim.nodes import load_node
     from service.planning import plan_window
 
     try:
-        plan_window(Window.model_validate({"jobs": [{"id": "MG"}]}), SIM_NODE, policy="greedy")
+        plan_window(Window.model_validate({"jobs": [{"id": "MG"}]}), load_node(SIM_NODE), policy="greedy")
     except InputError as exc:
         if "not available yet" in str(exc):
             return f"service.planning.plan_window is not wired yet ({exc})"
@@ -64,7 +65,7 @@ def planning_unavailable() -> str | None:
 
 @contextmanager
 def running_app(node: str = SIM_NODE, *, model_path: str | None = None, token: str | None = None, home: Path) -> Iterator[Server]:
-    from service.app import create_app
+    from service.api.main import create_app
 
     with running(create_app(node, model_path, token), home) as s:
         yield s

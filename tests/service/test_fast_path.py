@@ -1,4 +1,4 @@
-"""POST /schedule is one route (service.app): the raw body validated by ``Window`` in one call, planned once (real HTTP).
+"""POST /schedule is one route (service.api): the raw body validated by ``Window`` in one call, planned once (real HTTP).
 
 The same body sent as ``application/json`` and as ``application/json; charset=utf-8`` gets the same bytes back, valid
 or not (bad bodies are reported as FastAPI reports bad JSON bodies); a window is planned once a request, even when
@@ -18,7 +18,8 @@ from svc_support import SIM_NODE, Server, running
 from test_bad_bodies import CASES
 
 from env.plan.models import Window, WindowJob
-from service.app import INLINE_PLAN_JOBS, InlinePlanner, create_app
+from service.api.main import create_app
+from service.api.planner import INLINE_PLAN_JOBS, InlinePlanner
 
 FAST = {"content-type": "application/json"}
 ROUTED = {"content-type": "application/json; charset=utf-8"}

@@ -8,8 +8,9 @@ from svc_support import SIM_NODE
 
 from env.plan.models import Plan, Window
 from env.sim.nodes import load_node
-from service.app import load_served_model
-from service.planning import _sim_with_pipeline, plan_window
+from service.api.served import load_served_model
+from env.episode.jobinfo import _sim_with_pipeline
+from service.planning import plan_window
 
 
 def test_caches_are_per_object_and_answer_by_content(planning: None) -> None:
@@ -31,6 +32,6 @@ def test_caches_are_per_object_and_answer_by_content(planning: None) -> None:
     assert a.solo_s == b.solo_s and a.features.tobytes() == b.features.tobytes()
     window = Window.model_validate({"jobs": [{"id": n} for n in ("MG", "EP", "CG", "FT", "BT", "IS", "SP")],
                                     "max_concurrency": 3})
-    first = plan_window(window, SIM_NODE, policy="agent", model=served.loaded)
+    first = plan_window(window, load_node(SIM_NODE), policy="agent", model=served.loaded)
     assert isinstance(first, Plan)
-    assert plan_window(window, SIM_NODE, policy="agent", model=served.loaded) == first
+    assert plan_window(window, load_node(SIM_NODE), policy="agent", model=served.loaded) == first

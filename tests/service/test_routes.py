@@ -246,7 +246,7 @@ def test_model_route_describes_a_set_model(tiny_set_model: Path, cosched_home: P
     from svc_support import running_app
 
     from agent.modelfile import load_set_model
-    from service.app import ModelDescription
+    from service.api.served import ModelDescription
 
     meta = load_set_model(tiny_set_model).meta
     with running_app(SIM_NODE, model_path=str(tiny_set_model), home=cosched_home) as s:
@@ -346,7 +346,7 @@ def test_the_search_budget_reaches_the_served_plans(tmp_path: Path) -> None:
     """`cosched serve --search-budget N` (create_app's search_budget): POST /schedule's agent-search plans say
     budget N; a bad budget, or one for a service without a model, is refused before serving, in one line."""
     from env.errors import InputError
-    from service.app import create_app
+    from service.api.main import create_app
     from svc_support import running
 
     window = {"jobs": [{"id": n} for n in ("EP", "MG", "CG", "fft")], "max_concurrency": 2}

@@ -186,8 +186,8 @@ def test_serve_with_two_workers(tmp_path: Path) -> None:
 def test_the_service_import_path_is_light() -> None:
     """Start-up needs neither torch, the training stack, matplotlib nor scikit-learn (time to ready, memory)."""
     code = (
-        "import sys, service.cli, service.commands.serve, service.app\n"
-        "service.app.create_app('sim:reference')\n"
+        "import sys, service.cli, service.commands.serve, service.api.main\n"
+        "service.api.main.create_app('sim:reference')\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'matplotlib', 'sklearn', 'scipy')\n"
         "               or (m.startswith('training.') and m not in ('training.policies', 'training.search_policy')))  # numpy agent policies are light\n"
         "print(','.join(heavy))\n"

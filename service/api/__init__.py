@@ -1,0 +1,1 @@
+"""The HTTP service (FastAPI): ``main.create_app`` builds it, one router per resource under ``routers/``."""
