@@ -1,4 +1,4 @@
-"""The real backend: execute a plan on this node, group after group, losing nothing.
+"""The executor: a plan's groups on this node, one after another, losing nothing (``env.real.run`` wraps it into a run).
 
 * Each group's jobs start together with their ``launch`` argv (never through a shell), each in its own
   process group (``start_new_session``) with its ``env``; stdout/stderr go to files in the run directory.
