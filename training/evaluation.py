@@ -71,7 +71,7 @@ def evaluate_model(model: Any, node: Any, windows: Sequence[Any], policies: Sequ
 
     pols = list(policies)
     cached = None
-    if node.name.startswith("sim:") and (backend is None or backend.simulated) and not search and window_size == 6:
+    if node.simulated and (backend is None or backend.simulated) and not search and window_size == 6:
         from env.sim.world import fingerprint
 
         cached = (cached_search_results(node.name, windows, fingerprint(node))

@@ -41,7 +41,7 @@ def enforcement(node: NodeSpec, tool: RdtTool = "resctrl") -> Enforcement:
         reasons["mem_bw"] = "AMD MBA takes absolute 1/8 GB/s units: the node spec must give memory_bandwidth_gbs per NUMA domain"
     method: RdtTool | None = None
     if l3 or mem_bw:
-        if node.name.startswith("sim:"):
+        if node.simulated:
             method = None  # the simulator models partitioning; nothing is launched
         elif tool == "rdtset" and not caps.rdtset.available:
             l3 = mem_bw = False

@@ -92,7 +92,7 @@ def evaluate(windows: Sequence[Window], node: NodeSpec, policies: Sequence[str],
         out_windows.append({"index": i, "jobs": [j.profile_name for j in w.jobs],
                             "max_concurrency": w.max_concurrency, "timeshare_s": solo, "results": results})
     model_fp = None
-    if backend.simulated and node.name.startswith("sim:"):
+    if backend.simulated and node.simulated:
         from env.sim.world import fingerprint
 
         model_fp = fingerprint(node)  # which contention model and catalogue produced these figures

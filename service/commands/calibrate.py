@@ -87,7 +87,7 @@ def _backend(args: argparse.Namespace):
     from env.sim.variants import model_for_node
 
     node = load_node(args.node or "sim:reference")
-    if not node.name.startswith("sim:"):
+    if not node.simulated:
         raise InputError(f"--backend sim needs a simulated node (sim:NAME or sim:FILE), not {args.node!r}")
     return sim_measuring_backend(model_for_node(node), noise_sd=args.noise, seed=args.seed), node.name
 

@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     if args.backend != "sim":
         raise InputError("evaluation on the real node runs every plan: use 'cosched run' window by window (eval is --backend sim)")
     node = load_node(args.node)
-    if not node.name.startswith("sim:"):
+    if not node.simulated:
         raise InputError(f"--backend sim needs a simulated node (sim:NAME), not {args.node!r}")
     policies = policy_registry().parse(args.policies)
     windows = read_windows(args.windows)

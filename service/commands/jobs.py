@@ -31,7 +31,7 @@ def catalogue_document(node_name: str) -> dict[str, Any]:
     from profiler.features import FEATURE_NAMES
 
     node = load_node(node_name)
-    if not node.name.startswith("sim:"):
+    if not node.simulated:
         raise InputError(f"{node_name!r} is not a simulated node: the catalogue exists for sim:NAME nodes")
     world = world_for(node)  # a node model's own jobs, else the paper's catalogue
     ALL_JOBS, HELD_OUT_JOBS, TRAIN_JOBS = world.all_jobs, world.held_out_jobs, world.train_jobs

@@ -60,7 +60,7 @@ def _load_sim(name: str, _stamp: int) -> NodeSpec:
     if is_node_model(text):
         return _load_node_model(name, key, path, text)
     spec = _parse(NodeSpec, text, f"node spec {path}")
-    if not spec.name.startswith("sim:"):
+    if not spec.simulated:
         raise InputError(f"node spec {path} must be named 'sim:...', not {spec.name!r}")
     return spec.model_copy(update={"name": name if not key.endswith(".json") else spec.name})
 
