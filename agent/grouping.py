@@ -143,7 +143,9 @@ class GroupPlanner:
         """The exact partitions of every subset of the window's n jobs at once (a dynamic programme over the 2^n
         subsets, each one's lowest job's group chosen): ``f[m]`` the least predicted total of the jobs in m, ``pick[m]``
         the group (bitmask) of m's lowest job in it (ties: the lower bitmask). In Python over lists made once per
-        (n, cmax) (``_inside``): 12x faster than the same programme in numpy, whose per-subset calls dominated."""
+        (n, cmax) (``_inside``): 12x faster than the same programme in numpy, whose per-subset calls dominated.
+        The planners' ``env.planners.partitions.least_total`` is the same programme (agent/ imports nothing of env/):
+        tests/env/test_partitions.py holds the two equal."""
         size = 1 << n
         value = [math.inf] * size  # by group bitmask: its predicted time, inf for a group not in cost
         first = [0] * n  # each job's lowest-bitmask group in cost: the pick where no partition exists
