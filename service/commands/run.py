@@ -64,8 +64,6 @@ def _plan_for(args: argparse.Namespace, node_name: str) -> Plan:
         doc.require_commands()
     from service.planning import plan_window
 
-    from env.sim.nodes import load_node
-
     return plan_window(doc, load_node(node_name), policy=args.policy, model=args.model, pin_runtime=args.pin_runtime)
 
 
