@@ -1,4 +1,4 @@
-"""The routes' dependencies: the service's state, its planner, a profile name, and the bearer-token check."""
+"""The routes' dependencies: the service's state, a profile name, and the bearer-token check."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from env.node.spec import NodeSpec
 from env.plan.models import NAME_PATTERN
 from service.api.middleware import header
-from service.api.planner import InlinePlanner
 from service.api.served import ServedModel
 
 if TYPE_CHECKING:
@@ -52,12 +51,7 @@ async def service_state(request: Request) -> ServiceState:
     return request.app.state.cosched
 
 
-async def inline_planner(request: Request) -> InlinePlanner:
-    return request.app.state.planner
-
-
 State = Annotated[ServiceState, Depends(service_state)]
-Planner = Annotated[InlinePlanner, Depends(inline_planner)]
 ProfileName = Annotated[str, Path(pattern=NAME_PATTERN, description="1-128 characters of [A-Za-z0-9._:-]")]
 
 

@@ -16,7 +16,6 @@ from pydantic import TypeAdapter, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from env.plan.models import Plan, Window
-from service.api.deps import Planner
 from service.api.middleware import header
 
 router = APIRouter()
@@ -27,10 +26,11 @@ _WINDOW: TypeAdapter[Window] = TypeAdapter(Window)
              openapi_extra={"requestBody": {"required": True, "content": {
                  "application/json": {"schema": {"$ref": "#/components/schemas/Window"}}}}},
              responses={413: {"description": "body over 1 MiB"}, 422: {"description": "invalid window (field and reason)"}})
-async def schedule(request: Request, planner: Planner) -> Response:
+async def schedule(request: Request) -> Response:
     """The raw body validated by ``Window`` in one call (``window_of``), planned once, answered as bytes."""
     window = window_of(await request.body(), header(request.scope, b"content-type"))
-    return Response(await planner.planned(window), media_type="application/json")
+    # the planner from app.state, not a dependency: one costs about 0.03 ms of the route's 0.33 (service_overhead.py)
+    return Response(await request.app.state.planner.planned(window), media_type="application/json")
 
 
 def window_of(body: bytes, content_type: bytes | None) -> Window:
