@@ -110,28 +110,11 @@ def _exhaustive_subset(ev: GroupEvaluator, schedule: int, names: list[str], grid
 
 
 def _best_partition(sub: dict[int, tuple[float, list[int]]], full: int) -> tuple[float, dict[int, int]]:
-    """DP over subsets: the partition of ``full`` into groups in ``sub`` with the least total makespan (ties: the
-    group of the larger bitmask). Walks ``env.planners.partitions.partition_table``'s subset lists, so groups larger than
-    ``sub``'s largest are never visited."""
-    from env.planners.partitions import partition_table
+    """The partition of ``full`` into groups in ``sub`` with the least total makespan, and the group chosen by
+    subset (``env.planners.partitions.best_partition``: ties to the group of the larger bitmask)."""
+    from env.planners.partitions import best_partition
 
-    n = full.bit_length()
-    _, inside = partition_table(n, max((g.bit_count() for g in sub), default=1))
-    value = [float("inf")] * (full + 1)
-    for g, (t, _) in sub.items():
-        if g <= full:
-            value[g] = t
-    dp = [float("inf")] * (full + 1)
-    choice = [0] * (full + 1)
-    dp[0] = 0.0
-    for m in range(1, full + 1):
-        best, grp = dp[m], 0
-        for g in reversed(inside[m]):
-            t = dp[m ^ g] + value[g]
-            if t < best:
-                best, grp = t, g
-        dp[m], choice[m] = best, grp
-    return dp[full], dict(enumerate(choice))
+    return best_partition({g: t for g, (t, _) in sub.items()}, full)
 
 
 def _refine_order(ranked: Sequence[int], k: int) -> list[int]:
