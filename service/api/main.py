@@ -1,6 +1,6 @@
 """The HTTP service: FastAPI over the same planning code as ``cosched schedule``.
 
-Routes (``interfaces.md``, HTTP service), one router per resource under ``routers/``: ``POST /schedule`` (window
+Routes (docs/design/interfaces.md, HTTP service), one router per resource under ``routers/``: ``POST /schedule`` (window
 in, plan out), ``GET /healthz``, ``GET /node``, ``GET /model``, ``GET /profiles``, ``GET/PUT/DELETE
 /profiles/{name}``, and ``/docs`` and ``/openapi.json``.
 
