@@ -245,6 +245,81 @@ def training_pool(node: Any, synthetic_jobs: int, seed: int, jobs: Sequence[str]
     return train + (synthetic_names(synthetic_jobs, seed) if synthetic_jobs else [])
 
 
+# ----------------------------------------------------------------------------- beside a training run's learner
+def head_args(args: Any, workers: int = 2) -> GroupHeadArgs:
+    """The head's settings from a training run's ``Args`` (``training.set_sac``)."""
+    return GroupHeadArgs(groups=args.group_groups, epochs=args.group_epochs, seed=args.seed, workers=workers)
+
+
+def cached_head(args: Any, run_dir: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
+    """The head a run already fitted (RUN_DIR/group-head.npz and .json) with these settings, else None."""
+    import json
+
+    npz, doc = run_dir / "group-head.npz", run_dir / "group-head.json"
+    if npz.exists() and doc.exists():
+        head = json.loads(doc.read_text())
+        # the worker count changes nothing in the head (the labels are the same whatever it is)
+        if {**head["training"]["args"], "workers": 0} == {**asdict(head_args(args)), "workers": 0}:
+            with np.load(npz) as z:
+                return {k: z[k] for k in z.files}, head
+    return None
+
+
+def start_group_head(args: Any, run_dir: Path, progress: bool) -> Any:
+    """The group-cost head fitted in another process beside the learner, which it does not depend on: the learner
+    is one-threaded, so on a 2-CPU node the head costs no wall time until it outlasts the actor's training. None
+    without a head, or when the run already has it; ``group_head_phase`` waits for it."""
+    if not args.group_groups or cached_head(args, run_dir) is not None:
+        return None
+    proc = multiprocessing.get_context("spawn").Process(target=_head_process, args=(args, run_dir, progress),
+                                                        daemon=True, name="cosched-group-head")
+    proc.start()
+    return proc
+
+
+def group_head_phase(args: Any, problem: Any, run_dir: Path, progress: bool, proc: Any = None,
+                     cpus: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
+    """The group-cost head, fitted once per run: kept in RUN_DIR/group-head.npz (and its description in
+    group-head.json), so a resumed or exported run reuses it. None without one (0 groups). ``proc``: the process
+    ``start_group_head`` started, waited for (and, if it failed, the head is fitted here). ``cpus``: the labelling
+    processes and the fit's threads (default: every CPU)."""
+    import json
+
+    if not args.group_groups:
+        return None
+    if proc is not None:
+        if proc.is_alive() and progress:
+            print("waiting for the group-cost head (fitted beside the learner)", flush=True)
+        proc.join()
+        if proc.exitcode and progress:
+            print(f"the group-cost head's process failed (exit code {proc.exitcode}): fitting it here", flush=True)
+    cached = cached_head(args, run_dir)
+    if cached is not None:
+        return cached
+    import torch
+
+    pool = list(dict.fromkeys(problem.pool))  # the jobs the actor's windows are drawn from, once each
+    threads, cpus = torch.get_num_threads(), cpus or max(1, os.cpu_count() or 1)
+    torch.set_num_threads(cpus)  # the learner's one thread; the fit has the machine
+    try:
+        params, head = train_head(problem.node, pool, problem.provider, head_args(args, cpus), max(args.cmaxes),
+                                  say=(lambda m: print(m, flush=True)) if progress else None)
+    finally:
+        torch.set_num_threads(threads)
+    np.savez(run_dir / "group-head.tmp.npz", **params)  # each file appears whole (a resumed run may find them)
+    (run_dir / "group-head.tmp.json").write_text(json.dumps(head, indent=1))
+    os.replace(run_dir / "group-head.tmp.npz", run_dir / "group-head.npz")
+    os.replace(run_dir / "group-head.tmp.json", run_dir / "group-head.json")
+    return params, head
+
+
+def _head_process(args: Any, run_dir: Path, progress: bool) -> None:
+    """The head phase in its own process (spawned: nothing of the learner's state is inherited), on one CPU."""
+    from training.setup import Problem
+
+    group_head_phase(args, Problem(args), run_dir, progress, cpus=1)
+
+
 def cli(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True, help="the model file whose actor the head joins")

@@ -1,5 +1,8 @@
 """``cosched train``: the one training algorithm (``training.set_sac``: masked discrete SAC of the set-encoder
-policy, with search distillation and DAgger where a node model exists) for a node; writes a model file."""
+policy, with search distillation and DAgger where a node model exists) for a node; writes a model file.
+
+The options are this command's own (``OPTIONS``: each sets one field of ``training.set_sac.Args``, whose defaults
+they keep; lists are comma-separated); ``python -m training.set_sac`` parses the same ``Args`` with tyro."""
 
 from __future__ import annotations
 
@@ -7,12 +10,66 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from env.errors import InputError
 
+#: flag -> (the Args field it sets, its kind, help). Kinds: int, float, str, bool (--x / --no-x), "ints" (a
+#: comma-separated list of whole numbers), "names" (a comma-separated list of names).
+OPTIONS: dict[str, tuple[str, Any, str]] = {
+    "--backend": ("backend", str, "sim: the node model (fast); real: this node, every group run for real (slow)"),
+    "--node": ("node", str, "sim:NAME or sim:FILE (a node-model file), or local (this node's calibrated model)"),
+    "--window": ("window_file", str, "real: the window document whose jobs are trained on (default examples/window.json)"),
+    "--seed": ("seed", int, "seed of the run (networks, episodes, replay samples)"),
+    "--steps": ("total_steps", int, "environment steps (transitions) to train for; with --resume the new total"),
+    "--windows": ("windows", "ints", "LO,HI: the training windows' sizes, uniform in [LO, HI]"),
+    "--cmaxes": ("cmaxes", "ints", "the training windows' Cmax, comma-separated, uniform"),
+    "--synthetic-jobs": ("synthetic_jobs", int, "generated jobs beside the training programs (sim)"),
+    "--jobs": ("jobs", "names", "training programs, comma-separated (default: the node's training programs)"),
+    "--reward-scale": ("reward_scale", float, "the return is reward-scale x (1 - co-run time / time sharing)"),
+    "--gamma": ("gamma", float, "discount"),
+    "--tau": ("tau", float, "the target critics' soft update"),
+    "--lr-actor": ("lr_actor", float, "the actor's learning rate"),
+    "--lr-critic": ("lr_critic", float, "the critics' learning rate"),
+    "--lr-alpha": ("lr_alpha", float, "α's learning rate"),
+    "--adam-eps": ("adam_eps", float, "Adam's epsilon"),
+    "--batch-size": ("batch_size", int, "transitions a batch"),
+    "--buffer-size": ("buffer_size", int, "transitions the replay buffer holds"),
+    "--learning-starts": ("learning_starts", int, "steps of uniformly random valid actions first"),
+    "--update-every": ("update_every", int, "updates every this many steps"),
+    "--updates-per-step": ("updates_per_step", int, "updates each time"),
+    "--target-entropy-ratio": ("target_entropy_ratio", float, "α's target entropy: this x log(valid actions)"),
+    "--initial-alpha": ("initial_alpha", float, "α at the start"),
+    "--d-model": ("d_model", int, "the set encoder's width"),
+    "--heads": ("heads", int, "attention heads"),
+    "--layers": ("layers", int, "encoder layers"),
+    "--d-ff": ("d_ff", int, "the encoder's feed-forward width"),
+    "--d-head-hidden": ("d_head_hidden", int, "the action head's hidden width"),
+    "--factored": ("factored", bool, "the head also scores the actions' options"),
+    "--search-every": ("search_every", int, ("one training episode in this many is also searched with the actor "
+                                            "(search distillation; 0: none)")),
+    "--expert-max-window": ("expert_max_window", int, ("windows of up to this many jobs are labelled by the "
+                                                      "expert (DAgger; 0: none)")),
+    "--expert-grid": ("expert_grid", str, "the expert's options: teacher (with ways and bandwidth) or cores"),
+    "--soft-labels": ("soft_labels", float, "temperature of the expert's soft join-or-skip labels (0: hard labels)"),
+    "--search-budget": ("search_budget", int, "rollouts of the search distillation's search"),
+    "--distill-coef": ("distill_coef", float, "weight of the imitation loss in the actor's loss"),
+    "--teacher-workers": ("teacher_workers", int, ("processes making the expert's labels and the searched plans "
+                                                  "(0: in the learner's process)")),
+    "--teacher-lag": ("teacher_lag", int, "episodes after the episode they teach that the workers' lessons are used"),
+    "--group-groups": ("group_groups", int, ("the group-cost head (fitted beside the learner, in its own process): "
+                                            "random groups of the training jobs run on the node model under every "
+                                            "core split and schedule, to regress on; 0: no head (the agent plans "
+                                            "with the actor)")),
+    "--group-epochs": ("group_epochs", int, "the group-cost head's epochs over those groups"),
+    "--eval-every": ("eval_every", int, "validate every this many steps"),
+    "--eval-per-cell": ("eval_per_cell", int, "validation windows per (W, Cmax) cell"),
+    "--checkpoint-every": ("checkpoint_every", int, "checkpoint every this many steps"),
+}
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from training.set_sac import add_arguments
+    from training.set_sac import Args
 
     p = sub.add_parser("train", help="train the agent (discrete SAC) for a node; writes a model file",
                        description="Train the co-scheduling agent (one set-encoder policy for every window size and "
@@ -20,8 +77,60 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "model, 'cosched calibrate'); or on this node with real runs of a window's jobs (--backend "
                        "real; slow; resumable; measured identical groups are reused). Shows progress, validates "
                        "periodically, checkpoints, draws the training curves and writes the model file.")
-    add_arguments(p)
+    p.add_argument("--run-dir", default=None, help="checkpoints, log, curves (default runs/train-<backend>-<node>-s<seed>)")
+    p.add_argument("--out", default=None, metavar="MODEL", help="model file to write (default RUN_DIR/model.npz)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its checkpoint")
+    p.add_argument("--export-only", action="store_true",
+                   help="write --out from RUN_DIR's best validated actor so far (a run stopped early), train nothing")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    defaults = Args()
+    for flag, (name, kind, text) in OPTIONS.items():
+        default = getattr(defaults, name)
+        text += f" (default {','.join(map(str, default)) if isinstance(default, tuple) else default})" if default is not None else ""
+        if kind is bool:
+            p.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=text)
+        else:
+            p.add_argument(flag, dest=name, type=kind if kind in (int, float) else str, default=None, help=text)
     p.set_defaults(handler=run)
+
+
+def _ints(text: str, what: str) -> tuple[int, ...]:
+    try:
+        vals = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise InputError(f"{what} takes whole numbers separated by commas, not {text!r}") from None
+    if not vals:
+        raise InputError(f"{what} is empty")
+    return vals
+
+
+def training_args(ns: argparse.Namespace) -> Any:
+    """The run's ``Args`` from the options given (a real run's defaults where none is given); a resumed or exported
+    run keeps its own settings, only its length may change. ``InputError`` names the bad option."""
+    from training.set_sac import REAL_DEFAULTS, Args, saved_args
+
+    kw: dict[str, Any] = {}
+    for flag, (name, kind, _) in OPTIONS.items():
+        value = getattr(ns, name, None)
+        if value is None:
+            continue
+        if kind == "ints":
+            value = _ints(value, flag)
+        elif kind == "names":
+            value = tuple(j.strip() for j in value.split(",") if j.strip())
+        kw[name] = value
+    if "windows" in kw and len(kw["windows"]) != 2:
+        raise InputError(f"--windows takes LO,HI (e.g. 2,12), not {ns.windows!r}")
+    if kw.get("backend") == "real":
+        kw = {**REAL_DEFAULTS, **kw}
+    try:
+        if ns.run_dir and (ns.resume or ns.export_only):
+            saved = saved_args(Path(ns.run_dir), kw.get("total_steps"))
+            if saved is not None:
+                return saved
+        return Args(**kw)
+    except ValueError as e:
+        raise InputError(str(e)) from None
 
 
 def _calibrated_local(synthetic: int, seed: int) -> str:
@@ -53,16 +162,15 @@ def _calibrated_local(synthetic: int, seed: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from training.set_sac import args_from, export_only, main
+    import dataclasses
 
-    try:
-        a = args_from(args)
-    except ValueError as e:
-        raise InputError(str(e)) from None
+    from training.set_sac import export_only, main
+
+    a = training_args(args)
     tag = f"{a.backend}-{'local' if a.backend == 'real' else a.node.replace(':', '-')}"
     if a.backend == "sim" and a.node == "local":  # this node's calibrated model, its jobs and jobs drawn around them
-        a.node = _calibrated_local(a.synthetic_jobs if args.synthetic_jobs is not None else 0, a.seed)
-        a.synthetic_jobs = 0
+        a = dataclasses.replace(a, node=_calibrated_local(a.synthetic_jobs if args.synthetic_jobs is not None else 0, a.seed),
+                                synthetic_jobs=0)
         tag = "sim-local"
     run_dir = Path(args.run_dir or f"runs/train-{tag}-s{a.seed}")
     out = Path(args.out) if args.out else run_dir / "model.npz"
@@ -81,5 +189,5 @@ def run(args: argparse.Namespace) -> int:
           + f"; the actor of step "
           f"{sel.get('step')} (validation {sel.get('agent', float('nan')):.3f} vs time sharing, greedy "
           f"{f['validation_baselines']['greedy']:.3f}, {label})")
-    print(f"run directory: {run_dir} (log.jsonl, curves.png, checkpoint.pt, figures.json, actors/)")
+    print(f"run directory: {run_dir} (log.jsonl, tensorboard/, curves.png, checkpoint.pt, figures.json, actors/)")
     return 0

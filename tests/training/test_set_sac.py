@@ -108,20 +108,20 @@ def test_dagger_labels_are_the_experts_actions_in_the_actors_states() -> None:
     expert plays, and its plan is as good as the search on its grid (simulated)."""
     from env.planners.baselines import search
     from training.expert import Expert, expert_grid
-    from training.set_sac import Problem, play
+    from training.setup import Problem, play
 
     args = Args(seed=1, windows=(4, 4), cmaxes=(4,), synthetic_jobs=0, expert_max_window=4)
     problem = Problem(args)
     ex = Expert(problem.node, expert_grid("cores"))
     names = ["EP", "MG", "fft", "lu_cb"]
     labels: list = []
-    trans, _ = play(problem, args.shape(problem.d_token), None, names, 4, np.random.default_rng(0), 1.0,
-                    labels=labels, expert=ex)
+    trans = play(problem, args.shape(problem.d_token), None, (names, 4), np.random.default_rng(0), labels=labels,
+                 expert=ex).transitions
     assert len(labels) == len(trans) and all(mask[a] for _, mask, a, _ in labels)
     assert all(np.array_equal(lab[0][0], tr[0][0]) for lab, tr in zip(labels, trans))  # the actor's states
     labels = []
-    _, thr = play(problem, args.shape(problem.d_token), None, names, 4, None, 1.0, labels=labels, expert=ex,
-                  follow_expert=True)
+    thr = play(problem, args.shape(problem.d_token), None, (names, 4), None, labels=labels, expert=ex,
+               follow_expert=True).throughput
     canonical = [i.name for i in problem.episode(names, 4).infos]  # the set episode places jobs in this order
     best = search(problem.node, canonical, 4, expert_grid("cores"))
     solo = sum(problem.provider.get(n).solo_s for n in names)
@@ -207,9 +207,10 @@ def test_teacher_workers_change_nothing_but_where_the_lessons_are_made(tmp_path)
 def test_the_head_fitted_beside_the_learner_is_the_one_fitted_after_it(tmp_path) -> None:
     """The group-cost head runs in its own process during the actor's training (it does not depend on the actor);
     the model is the same as where it is fitted in the driver's process afterwards: same labels, same fit."""
-    from training.set_sac import Problem, group_head_phase, start_group_head
+    from training.group_head import group_head_phase, start_group_head
+    from training.setup import Problem
 
-    args = dataclasses.replace(_args(300), group_groups=120, group_epochs=3)
+    args = dataclasses.replace(_args(300), group_groups=120, group_epochs=3).resolved()
     beside = start_group_head(args, tmp_path / "beside", progress=False)
     assert beside is not None and beside.name == "cosched-group-head"
     (tmp_path / "beside").mkdir(exist_ok=True)

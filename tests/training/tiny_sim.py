@@ -14,8 +14,7 @@ NODE = load_node("sim:reference")
 
 
 def tiny_setup():
-    return sim_setup(NODE, window_size=3, cmaxes=(2,), jobs=("EP", "MG", "CG"), n_validation=3, reward=RewardConfig(),
-                     obs_layout="queue-v2")
+    return sim_setup(NODE, window_size=3, cmaxes=(2,), jobs=("EP", "MG", "CG"), n_validation=3, reward=RewardConfig())
 
 
 def random_actor(obs_dim: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
