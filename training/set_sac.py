@@ -11,7 +11,7 @@ softmax, store its transitions, update.
 * Episodes: ``env.episode.gym_env.SetCoScheduleEnv`` (``training.setup``): ``reset`` draws a training window of W
   jobs (W uniform in ``windows``), Cmax uniform in ``cmaxes``, from the training programs and generated jobs, with
   the episode's generator (seeded by the run's seed and the episode's number), and plays it on
-  ``env.episode.window.set_episode`` (the one episode factory the planner uses too); ``step`` takes an action that
+  ``env.episode.planning.set_episode`` (the one episode factory the planner uses too); ``step`` takes an action that
   ``info["action_mask"]`` allows.
 * Reward: the step that closes group g gets ``reward_scale · (solo_g − makespan_g) / solo_total``, makespans
   from the simulated node (``GroupEvaluator``, the model ``best-found`` searches) or measured (``--backend real``).
