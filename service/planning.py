@@ -16,7 +16,8 @@ from env.plan.models import Plan, RunReport, Window
 from env.planners.baselines import PlanContext
 from env.planners.guard import guard_plan
 from env.sim.nodes import load_node
-from training.policies import MODEL_POLICIES, default_policy, policy_registry, shipped_model_for
+from training.policies import MODEL_POLICIES, default_policy, shipped_model_for
+from training.registry import policy_registry
 
 
 def plan_window(window: Window, node: NodeSpec, *, policy: str | None = None, model: object | None = None,

@@ -17,24 +17,11 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from env.planners.registry import BASELINES, Registry
 
 STANDARD_WINDOWS = Path(__file__).resolve().parent / "eval_windows.json"
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 CHEAP_POLICIES = ("agent", "fifo", "timeshare", "greedy", "random")
 SEARCH_POLICIES = ("pairs", "best-found")
-
-
-def model_registry(model: Any, search_budget: int | None = None) -> Registry:
-    """Every policy by name, with ``agent``, ``fifo`` and ``agent-search`` planning with ``model`` (a path or a
-    LoadedSetModel) and agent-search's budget (None: its default)."""
-    from env.planners.search import DEFAULT_BUDGET
-    from training.policies import AgentPolicy, FifoPolicy
-    from training.search_policy import AgentSearchPolicy
-
-    budget = DEFAULT_BUDGET if search_budget is None else search_budget
-    return BASELINES.extended({"agent": lambda: AgentPolicy(model), "fifo": lambda: FifoPolicy(model),
-                               "agent-search": lambda: AgentSearchPolicy(model, budget)})
 
 
 def baseline_cache(node_name: str) -> Path:
@@ -65,9 +52,10 @@ def evaluate_model(model: Any, node: Any, windows: Sequence[Any], policies: Sequ
                    provider: Any = None, seed: int = 0, search: bool = False, window_size: int = 6,
                    progress: Callable[[int, str, float], None] | None = None,
                    search_budget: int | None = None, extra: dict[str, Callable[[], Any]] | None = None) -> dict[str, Any]:
-    """``env.planners.evaluate.evaluate`` with the agent policies bound to ``model`` (``model_registry``; ``extra``: more policies by name); the search baselines from the cache
+    """``env.planners.evaluate.evaluate`` with the agent policies bound to ``model`` (``training.registry.policy_registry``; ``extra``: more policies by name); the search baselines from the cache
     when allowed and available (``doc["from_cache"]`` lists them)."""
     from env.planners.evaluate import evaluate
+    from training.registry import policy_registry
 
     pols = list(policies)
     cached = None
@@ -80,7 +68,7 @@ def evaluate_model(model: Any, node: Any, windows: Sequence[Any], policies: Sequ
             pols = [p for p in pols if p not in SEARCH_POLICIES]
     live = [p for p in pols if not (cached and p in SEARCH_POLICIES)]
     doc = evaluate(windows, node, live, backend=backend, provider=provider, seed=seed, progress=progress,
-                   window_size=window_size, registry=model_registry(model, search_budget).extended(extra or {}))
+                   window_size=window_size, registry=policy_registry(model, search_budget).extended(extra or {}))
     if cached:
         from_cache = [p for p in pols if p in SEARCH_POLICIES]
         for w, cw in zip(doc["windows"], cached["windows"]):

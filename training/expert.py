@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import itertools
 from fractions import Fraction
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from env.plan import actions
 from env.plan.actions import SKIP
 from env.episode.planning import placed_actions
 
@@ -103,7 +102,6 @@ class Expert:
         self.last_values = None
         if ep.schedule_index is None:
             if self._schedule is None:
-                from env.planners.baselines import search
 
                 self._schedule = self._best_schedule(names, ep.max_concurrency)
                 self._schedules[key] = self._schedule

@@ -10,7 +10,8 @@ Which model: the one given (a path or a loaded model), else the model that ships
 simulated node, ``local`` with the same shape, preferring the same node id, for this machine). A model trained
 for another node shape or feature set is refused with one line (``agent.errors.ModelFileError``, exit 2).
 
-``policy_registry`` is every policy by name (the baselines' registry, ``env.planners.registry``, with these added),
+``training.registry.policy_registry`` is every policy by name (the baselines' registry, ``env.planners.registry``,
+with these added),
 built where it is used: the service and the command line.
 """
 
@@ -26,7 +27,7 @@ from agent.setpolicy import SetPolicy
 from env.episode.window import SET_MAX_WINDOW
 from env.episode.planning import plan_window
 from env.errors import InputError
-from env.planners.registry import BASELINES, DEFAULT_POLICY, Registry
+from env.planners.registry import DEFAULT_POLICY
 from env.plan.models import ModelRef, Plan, Window
 from env.node.spec import NodeSpec
 
@@ -197,19 +198,6 @@ def _cached_policy(name: str, model: str | LoadedSetModel, _stamp: int) -> Agent
     return (AgentPolicy if name == "agent" else FifoPolicy)(model)
 
 
-def policy_registry(model: str | os.PathLike[str] | LoadedSetModel | None = None,
-                    search_budget: int | None = None) -> Registry:
-    """Every policy by name: the baselines, and the agent policies with ``model`` (None: the node's shipped or user
-    model, looked up when planning) and agent-search's budget (None: its default)."""
-    from env.planners.search import DEFAULT_BUDGET
-    from training.search_policy import agent_search_policy
-
-    budget = DEFAULT_BUDGET if search_budget is None else search_budget
-    return BASELINES.extended({"agent": lambda: agent_policy("agent", model),
-                               "fifo": lambda: agent_policy("fifo", model),
-                               "agent-search": lambda: agent_search_policy(model, budget)})
-
-
 MODEL_POLICIES = ("agent", "fifo", "agent-search")
 
 
@@ -223,4 +211,4 @@ def default_policy(node: NodeSpec, model: object | None = None) -> str:
     return "agent-search" if node_scorer(node) is not None else "agent"
 
 
-__all__ = ["AgentPolicy", "FifoPolicy", "agent_policy", "policy_registry", "default_policy", "MODEL_POLICIES", "shipped_model_for", "load_for_node", "node_shape", "MODELS_DIR"]
+__all__ = ["AgentPolicy", "FifoPolicy", "agent_policy", "default_policy", "MODEL_POLICIES", "shipped_model_for", "load_for_node", "node_shape", "MODELS_DIR"]

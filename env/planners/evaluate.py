@@ -55,7 +55,7 @@ def evaluate(windows: Sequence[Window], node: NodeSpec, policies: Sequence[str],
              window_size: int = 6, progress: Callable[[int, str, float], None] | None = None,
              guard: bool = False, registry: Registry = BASELINES) -> dict[str, Any]:
     """Every window planned by every policy (by name, from ``registry``: the agent policies are
-    ``training.policies.policy_registry``'s), each plan run on ``backend`` (default: the simulated node).
+    ``training.registry.policy_registry``'s), each plan run on ``backend`` (default: the simulated node).
     ``guard``: every plan passes ``env.planners.guard.guard_plan`` (as ``cosched schedule`` and the service plan), so a
     plan predicted below time sharing is replaced by the best baseline's; a result then names the policy that made it."""
     backend = backend if backend is not None else SimBackend(node)

@@ -1,5 +1,5 @@
 """Policies by name, built explicitly where they are used: the baselines here (``BASELINES``); the policies that need a
-trained model (``agent``, ``fifo``, ``agent-search``) are added by ``training.policies.policy_registry``, which the
+trained model (``agent``, ``fifo``, ``agent-search``) are added by ``training.registry.policy_registry``, which the
 service and the command line call. ``env`` never imports ``training``."""
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ BASELINES = Registry({"timeshare": TimeSharing, "greedy": Greedy, "random": Rand
 
 
 def get_policy(name: str) -> Policy:
-    """A baseline by name (the agent policies: ``training.policies.policy_registry().get``)."""
+    """A baseline by name (the agent policies: ``training.registry.policy_registry().get``)."""
     return BASELINES.get(name)
 
 

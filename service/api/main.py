@@ -56,7 +56,7 @@ def create_app(node_name: str = "local", model_path: str | None = None, token: s
     """
     from env.planners.search import check_budget
     from service.planning import plan_window
-    from training.policies import policy_registry
+    from training.registry import policy_registry
 
     node = load_node(node_name)
     served = load_served_model(model_path, node)

@@ -74,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
     from env.sim.backend import SimBackend
     from env.sim.nodes import load_node
     from env.sim.world import world_for
-    from training.policies import load_for_node, policy_registry
+    from training.policies import load_for_node
+    from training.registry import policy_registry
 
     if args.backend != "sim":
         raise InputError("evaluation on the real node runs every plan: use 'cosched run' window by window (eval is --backend sim)")

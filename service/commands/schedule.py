@@ -16,7 +16,7 @@ from env.planners.search import BUDGET_HELP, check_budget
 from env.sim.nodes import DEFAULT_SIM_NODE, load_node
 from service.documents import read_window
 from service.output import emit
-from training.policies import policy_registry
+from training.registry import policy_registry
 
 
 def register(sub: argparse._SubParsersAction) -> None:
