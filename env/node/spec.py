@@ -83,7 +83,8 @@ class NodeSpec(BaseModel):
     """What the scheduler knows about a node. ``name`` is ``local`` or ``sim:NAME``.
 
     Frozen, and hashed by its canonical JSON (made once): caches key on the node itself, so equal specs share
-    entries and a spec is never confused with another that reused its memory. Change one with ``model_copy``.
+    entries and a spec is never confused with another that reused its memory. Its lists are not changed in place
+    either (they would not change the hash); a changed spec is a ``model_copy(update=...)``.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -141,7 +142,7 @@ class NodeSpec(BaseModel):
         return self._key == other._key
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> NodeSpec:
-        """A copy; with ``update``, the derived views below (and the hash) are made again from the new fields."""
+        """A copy; with ``update``, its cached values (the hash key, the domain maps, the ways) are made anew."""
         copied = super().model_copy(update=update, deep=deep)
         if update:
             for name in _DERIVED:
