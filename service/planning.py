@@ -41,9 +41,9 @@ def plan_window(window: Window, node: NodeSpec, *, policy: str | None = None, mo
 
 def simulate(plan: Plan, seed: int | None = None) -> RunReport:
     """The run report of ``plan`` on the simulated node it was made for."""
-    from env.sim.simulate import run_report
+    from env.sim.backend import SimBackend
 
     if not plan.node.name.startswith("sim:"):
         raise InputError(f"the plan is for node {plan.node.name!r}; the sim backend runs plans made for a simulated "
                          "node: plan the window again with --node sim:reference")
-    return run_report(plan, load_node(plan.node.name), seed=seed)
+    return SimBackend(load_node(plan.node.name)).run(plan, seed=seed)
