@@ -39,7 +39,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from agent_heldout import best_found, windows  # noqa: E402
-from env.planners.bestfound import _best_partition, _optimise_subset  # noqa: E402
+from env.planners.bestfound import _optimise_subset  # noqa: E402
+from env.planners.partitions import best_partition  # noqa: E402
 from env.planners.scoring import GroupEvaluator  # noqa: E402
 from env.episode.jobinfo import sim_provider  # noqa: E402
 from env.sim.nodes import load_node  # noqa: E402
@@ -150,8 +151,8 @@ def plan_share(net, prov, seed: int, n_windows: int) -> list[float]:
         groups = {s: tuple(names[i] for i in range(len(names)) if s >> i & 1) for s in masks}
         with torch.no_grad():
             gain = net(*features([groups[s] for s in masks], prov)).numpy()
-        predicted = {s: (sum(prov.get(j).solo_s for j in groups[s]) / math.exp(float(g)), []) for s, g in zip(masks, gain)}
-        _, choice = _best_partition(predicted, full)
+        predicted = {s: sum(prov.get(j).solo_s for j in groups[s]) / math.exp(float(g)) for s, g in zip(masks, gain)}
+        _, choice = best_partition(predicted, full)
         parts, rest = [], full
         while rest:
             parts.append(groups[choice[rest]])

@@ -145,11 +145,11 @@ class Expert:
 
     @staticmethod
     def _dp(sub: dict[int, tuple[float, list[int]]], full: int) -> tuple[float, dict[int, int]]:
-        from env.planners.bestfound import _best_partition
+        from env.planners.partitions import best_partition
 
         if full == 0:
             return 0.0, {0: 0}
-        return _best_partition(sub, full)
+        return best_partition({g: t for g, (t, _) in sub.items()}, full)
 
     def _fill_open(self, schedule: int, fixed: list[tuple[str, int]], new: list[str], free: int) -> tuple[float, list[int]]:
         """Best actions for ``new`` jobs joining a group whose first members (and actions) are ``fixed``."""

@@ -111,7 +111,7 @@ def load_for_node(model: str | os.PathLike[str] | LoadedSetModel | None, node: N
         found = shipped_model_for(node)
         if found is None:
             raise InputError(f"no trained model for node {node.name!r} ({node_shape(node).describe()}): train one with "
-                             f"`cosched train --backend {'sim --node ' + node.name if node.name.startswith('sim:') else 'real'}` "
+                             f"`cosched train --backend {'sim --node ' + node.name if node.simulated else 'real'}` "
                              "and pass --model, or choose a baseline with --policy greedy")
         model = found
     return load_set_model(model, expect_node_shape=node_shape(node), expect_feature_set=FEATURE_SET_ID)

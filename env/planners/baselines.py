@@ -187,7 +187,7 @@ class _SearchPolicy(_ScriptPolicy):
         self._evaluator: GroupEvaluator | None = None
 
     def script(self, ep: Episode, ctx: PlanContext) -> Script:
-        if not ctx.simulated or not ctx.node.name.startswith("sim:"):
+        if not ctx.simulated or not ctx.node.simulated:
             raise InputError(f"policy {self.name!r} searches on the simulated node: use a sim node (e.g. --node sim:reference)")
         if self._evaluator is None or self._evaluator.node is not ctx.node:
             self._evaluator = GroupEvaluator(ctx.node)

@@ -353,10 +353,10 @@ class _GiveUp(Exception):
 def recombine(result: SearchResult, seen: Seen,
               new_episode: Callable[[], Episode], scorer: Scorer) -> SearchResult:
     """The best partition of the chunk into groups the rollouts have scored (any mix of rollouts, per schedule
-    action: dynamic programming over subsets, ``env.planners.baselines._best_partition``, up to RECOMBINE_MAX_JOBS jobs;
+    action: dynamic programming over subsets, ``env.planners.partitions.best_partition``, up to RECOMBINE_MAX_JOBS jobs;
     ``sparse_partition``, bounded, above), replayed through a fresh episode; the result when it predicts less time
     than the best single rollout. No new group is simulated."""
-    from env.planners.bestfound import _best_partition
+    from env.planners.partitions import best_partition
     from env.planners.script import Script, ScriptChooser
 
     probe = new_episode()
@@ -366,7 +366,7 @@ def recombine(result: SearchResult, seen: Seen,
     for schedule in sorted(seen):
         sub = seen[schedule]
         if n <= RECOMBINE_MAX_JOBS:
-            total, choice = _best_partition({m: (t, []) for m, (t, _) in sub.items()}, full)
+            total, choice = best_partition({m: t for m, (t, _) in sub.items()}, full)
             masks, m = [], full
             while m and math.isfinite(total):
                 masks.append(choice[m])

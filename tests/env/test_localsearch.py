@@ -6,7 +6,7 @@ import random
 
 from env.plan import actions
 from env.plan.allocate import core_count
-from env.planners.bestfound import _best_partition
+from env.planners.partitions import best_partition
 from env.planners.scoring import GroupEvaluator
 from env.planners.localsearch import LocalSearch, maximal_core_splits, regroup, tune
 from env.sim.nodes import load_node
@@ -75,14 +75,14 @@ def test_regroup_and_tune_keep_to_their_budget_and_gives_the_same_result_cold_or
 
         seen: dict = {}
         made = regroup(NODE, NAMES, 3, 0, [start], counting, seen, budget // 2)
-        total, choice = _best_partition({m: (t, []) for m, (t, _) in seen.items()}, full_mask)
+        total, choice = best_partition({m: t for m, (t, _) in seen.items()}, full_mask)
         groups, m = [], full_mask
         while m:
             groups.append(seen[choice[m]][1])
             m ^= choice[m]
         made += tune(NODE, NAMES, 0, groups, counting, seen, budget - made)
         assert made == calls[0] <= budget
-        total, _ = _best_partition({m: (t, []) for m, (t, _) in seen.items()}, full_mask)
+        total, _ = best_partition({m: t for m, (t, _) in seen.items()}, full_mask)
         runs.append((sorted((m, round(t, 9)) for m, (t, _) in seen.items()), total))
     assert runs[0] == runs[1]  # the second run found the evaluator warm: the same groups, the same costs
     start_total = sum(ev.makespan(0, [(n, a)]) for n in NAMES)

@@ -236,7 +236,7 @@ def test_sparse_recombination_matches_the_subset_dp_and_gives_up_past_its_bound(
     3^W subset DP where both run, None (the best rollout stands) when the work cap is reached."""
     import random
 
-    from env.planners.bestfound import _best_partition
+    from env.planners.partitions import best_partition
     from env.planners.search import sparse_partition
 
     rng = random.Random(3)
@@ -248,7 +248,7 @@ def test_sparse_recombination_matches_the_subset_dp_and_gives_up_past_its_bound(
             m = sum(1 << i for i in rng.sample(range(n), rng.randint(2, 4)))
             sub[m] = rng.uniform(4, 16)
         total, masks = sparse_partition(sub, full)
-        want, _ = _best_partition({m: (t, []) for m, t in sub.items()}, full)
+        want, _ = best_partition(sub, full)
         assert total == pytest.approx(want) and sum(masks) == full and sum(sub[m] for m in masks) == pytest.approx(total)
         assert all(a & b == 0 for i, a in enumerate(masks) for b in masks[i + 1:])
     assert sparse_partition(sub, full, max_steps=3) is None

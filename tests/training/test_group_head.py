@@ -16,7 +16,7 @@ from agent.modelfile import NodeShape, TrainedFor, load_set_model, write_set_mod
 from agent.setnet import ARCHITECTURE, SetNetShape
 from agent.setnet_torch import SetNet
 from agent.setpolicy import SetPolicy
-from env.planners.bestfound import _best_partition
+from env.planners.partitions import best_partition
 from env.planners.scoring import GroupEvaluator
 from env.episode.window import SET_CONTEXT_NAMES, SET_TOKEN_NAMES
 from env.episode.planning import placed_groups, plan_window
@@ -66,8 +66,8 @@ def _optimum(names: list[str], cmax: int) -> float:
             g = [names[i] for i in range(len(names)) if mask >> i & 1]
             if len(g) <= cmax:
                 cost[mask] = (min(ev.makespan(SCHEDULES[s], [(j, core_action(c)) for j, c in zip(g, cores)])
-                                  for si, cores in options_of(NODE, len(g)) if si == s), [])
-        best = min(best, _best_partition(cost, full)[0])
+                                  for si, cores in options_of(NODE, len(g)) if si == s))
+        best = min(best, best_partition(cost, full)[0])
     return sum(prov.get(n).solo_s for n in names) / best
 
 
