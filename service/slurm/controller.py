@@ -58,21 +58,19 @@ class StepResult:
     error: str | None = None
 
 
+@dataclass
 class Controller:
-    def __init__(self, cfg: ControllerConfig, slurm: SlurmAPI, planner: Planner, journal: Journal,
-                 plan_node: Callable[[], NodeSpec | None] = lambda: None, log: Callable[[str], None] = print,
-                 clock: Callable[[], float] = time.time) -> None:
-        self.cfg = cfg
-        self.slurm = slurm
-        self.planner = planner
-        self.journal = journal
-        self.plan_node = plan_node
-        self.log = log
-        self.clock = clock
-        self.release_delays: list[float] = []  # seconds from a job's eligibility to its group's release
-        self._planner_down_logged = False
-        self._slurm_down_logged = False
-        self._known: set[int] | None = None  # job ids in the journal
+    cfg: ControllerConfig
+    slurm: SlurmAPI
+    planner: Planner
+    journal: Journal
+    plan_node: Callable[[], NodeSpec | None] = lambda: None
+    log: Callable[[str], None] = print
+    clock: Callable[[], float] = time.time
+    release_delays: list[float] = field(default_factory=list)  # seconds from a job's eligibility to its group's release
+    _planner_down_logged: bool = field(default=False, repr=False)
+    _slurm_down_logged: bool = field(default=False, repr=False)
+    _known: set[int] | None = field(default=None, repr=False)  # job ids in the journal
 
     # ------------------------------------------------------------------ one cycle
 
