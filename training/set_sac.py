@@ -71,9 +71,12 @@ class Args:
 
     backend: str = "sim"  # sim: the node model (sim:NAME or a node-model file sim:FILE); real: this node, measured
     node: str = "sim:reference"  # sim:NAME or sim:FILE (a node-model file)
-    window_file: Annotated[str | None, tyro.conf.arg(aliases=("--window",))] = None  # real: the window whose jobs are trained on (default examples/window.json)
+    # real: the window whose jobs are trained on (default examples/window.json)
+    window_file: Annotated[str | None, tyro.conf.arg(aliases=("--window",))] = None
     seed: int = 1  # the networks', the episodes' and the replay samples' seed
-    total_steps: Annotated[int, tyro.conf.arg(aliases=("--steps",))] = 15_000  # environment steps (with --resume: the new total); measured: with the head, 5,000-20,000 plan alike (docs/training.md, commit 0b0caf3)
+    # environment steps (with --resume: the new total); measured: with the head, 5,000-20,000 plan alike
+    # (docs/training.md, commit 0b0caf3)
+    total_steps: Annotated[int, tyro.conf.arg(aliases=("--steps",))] = 15_000
     windows: tuple[int, int] = (2, 12)  # W of the training windows: uniform in [lo, hi]
     cmaxes: tuple[int, ...] = (1, 2, 3, 4)  # Cmax of the training windows: uniform among these
     synthetic_jobs: int = 1_000  # generated jobs beside the paper's 12 training programs (env.sim.synthetic)

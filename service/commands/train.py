@@ -14,58 +14,81 @@ from typing import Any
 
 from env.errors import InputError
 
-#: flag -> (the Args field it sets, its kind, help). Kinds: int, float, str, bool (--x / --no-x), "ints" (a
-#: comma-separated list of whole numbers), "names" (a comma-separated list of names).
-OPTIONS: dict[str, tuple[str, Any, str]] = {
-    "--backend": ("backend", str, "sim: the node model (fast); real: this node, every group run for real (slow)"),
-    "--node": ("node", str, "sim:NAME or sim:FILE (a node-model file), or local (this node's calibrated model)"),
-    "--window": ("window_file", str, "real: the window document whose jobs are trained on (default examples/window.json)"),
-    "--seed": ("seed", int, "seed of the run (networks, episodes, replay samples)"),
-    "--steps": ("total_steps", int, "environment steps (transitions) to train for; with --resume the new total"),
-    "--windows": ("windows", "ints", "LO,HI: the training windows' sizes, uniform in [LO, HI]"),
-    "--cmaxes": ("cmaxes", "ints", "the training windows' Cmax, comma-separated, uniform"),
-    "--synthetic-jobs": ("synthetic_jobs", int, "generated jobs beside the training programs (sim)"),
-    "--jobs": ("jobs", "names", "training programs, comma-separated (default: the node's training programs)"),
-    "--reward-scale": ("reward_scale", float, "the return is reward-scale x (1 - co-run time / time sharing)"),
-    "--gamma": ("gamma", float, "discount"),
-    "--tau": ("tau", float, "the target critics' soft update"),
-    "--lr-actor": ("lr_actor", float, "the actor's learning rate"),
-    "--lr-critic": ("lr_critic", float, "the critics' learning rate"),
-    "--lr-alpha": ("lr_alpha", float, "α's learning rate"),
-    "--adam-eps": ("adam_eps", float, "Adam's epsilon"),
-    "--batch-size": ("batch_size", int, "transitions a batch"),
-    "--buffer-size": ("buffer_size", int, "transitions the replay buffer holds"),
-    "--learning-starts": ("learning_starts", int, "steps of uniformly random valid actions first"),
-    "--update-every": ("update_every", int, "updates every this many steps"),
-    "--updates-per-step": ("updates_per_step", int, "updates each time"),
-    "--target-entropy-ratio": ("target_entropy_ratio", float, "α's target entropy: this x log(valid actions)"),
-    "--initial-alpha": ("initial_alpha", float, "α at the start"),
-    "--d-model": ("d_model", int, "the set encoder's width"),
-    "--heads": ("heads", int, "attention heads"),
-    "--layers": ("layers", int, "encoder layers"),
-    "--d-ff": ("d_ff", int, "the encoder's feed-forward width"),
-    "--d-head-hidden": ("d_head_hidden", int, "the action head's hidden width"),
-    "--factored": ("factored", bool, "the head also scores the actions' options"),
-    "--search-every": ("search_every", int, ("one training episode in this many is also searched with the actor "
-                                            "(search distillation; 0: none)")),
-    "--expert-max-window": ("expert_max_window", int, ("windows of up to this many jobs are labelled by the "
-                                                      "expert (DAgger; 0: none)")),
-    "--expert-grid": ("expert_grid", str, "the expert's options: teacher (with ways and bandwidth) or cores"),
-    "--soft-labels": ("soft_labels", float, "temperature of the expert's soft join-or-skip labels (0: hard labels)"),
-    "--search-budget": ("search_budget", int, "rollouts of the search distillation's search"),
-    "--distill-coef": ("distill_coef", float, "weight of the imitation loss in the actor's loss"),
-    "--teacher-workers": ("teacher_workers", int, ("processes making the expert's labels and the searched plans "
-                                                  "(0: in the learner's process)")),
-    "--teacher-lag": ("teacher_lag", int, "episodes after the episode they teach that the workers' lessons are used"),
-    "--group-groups": ("group_groups", int, ("the group-cost head (fitted beside the learner, in its own process): "
-                                            "random groups of the training jobs run on the node model under every "
-                                            "core split and schedule, to regress on; 0: no head (the agent plans "
-                                            "with the actor)")),
-    "--group-epochs": ("group_epochs", int, "the group-cost head's epochs over those groups"),
-    "--eval-every": ("eval_every", int, "validate every this many steps"),
-    "--eval-per-cell": ("eval_per_cell", int, "validation windows per (W, Cmax) cell"),
-    "--checkpoint-every": ("checkpoint_every", int, "checkpoint every this many steps"),
-}
+#: The options: flag, the ``Args`` field it sets, its kind (int, float, str; bool: --x / --no-x; ints: whole numbers
+#: separated by commas; names: names separated by commas), help (an indented line goes on with it). Their defaults
+#: are the fields'.
+_TABLE = """
+--backend               backend               str    sim: the node model (fast); real: this node, every group run for
+                                                     real (slow)
+--node                  node                  str    sim:NAME or sim:FILE (a node-model file), or local (this node's
+                                                     calibrated model)
+--window                window_file           str    real: the window document whose jobs are trained on (default
+                                                     examples/window.json)
+--seed                  seed                  int    seed of the run (networks, episodes, replay samples)
+--steps                 total_steps           int    environment steps (transitions) to train for; with --resume the
+                                                     new total
+--windows               windows               ints   LO,HI: the training windows' sizes, uniform in [LO, HI]
+--cmaxes                cmaxes                ints   the training windows' Cmax, comma-separated, uniform
+--synthetic-jobs        synthetic_jobs        int    generated jobs beside the training programs (sim)
+--jobs                  jobs                  names  training programs, comma-separated (default: the node's training
+                                                     programs)
+--reward-scale          reward_scale          float  the return is reward-scale x (1 - co-run time / time sharing)
+--gamma                 gamma                 float  discount
+--tau                   tau                   float  the target critics' soft update
+--lr-actor              lr_actor              float  the actor's learning rate
+--lr-critic             lr_critic             float  the critics' learning rate
+--lr-alpha              lr_alpha              float  α's learning rate
+--adam-eps              adam_eps              float  Adam's epsilon
+--batch-size            batch_size            int    transitions a batch
+--buffer-size           buffer_size           int    transitions the replay buffer holds
+--learning-starts       learning_starts       int    steps of uniformly random valid actions first
+--update-every          update_every          int    updates every this many steps
+--updates-per-step      updates_per_step      int    updates each time
+--target-entropy-ratio  target_entropy_ratio  float  α's target entropy: this x log(valid actions)
+--initial-alpha         initial_alpha         float  α at the start
+--d-model               d_model               int    the set encoder's width
+--heads                 heads                 int    attention heads
+--layers                layers                int    encoder layers
+--d-ff                  d_ff                  int    the encoder's feed-forward width
+--d-head-hidden         d_head_hidden         int    the action head's hidden width
+--factored              factored              bool   the head also scores the actions' options
+--search-every          search_every          int    one training episode in this many is also searched with the actor
+                                                     (search distillation; 0: none)
+--expert-max-window     expert_max_window     int    windows of up to this many jobs are labelled by the expert
+                                                     (DAgger; 0: none)
+--expert-grid           expert_grid           str    the expert's options: teacher (with ways and bandwidth) or cores
+--soft-labels           soft_labels           float  temperature of the expert's soft join-or-skip labels (0: hard
+                                                     labels)
+--search-budget         search_budget         int    rollouts of the search distillation's search
+--distill-coef          distill_coef          float  weight of the imitation loss in the actor's loss
+--teacher-workers       teacher_workers       int    processes making the expert's labels and the searched plans (0:
+                                                     in the learner's process)
+--teacher-lag           teacher_lag           int    episodes after the episode they teach that the workers' lessons
+                                                     are used
+--group-groups          group_groups          int    the group-cost head (fitted beside the learner, in its own
+                                                     process): random groups of the training jobs run on the node
+                                                     model under every core split and schedule, to regress on; 0: no
+                                                     head (the agent plans with the actor)
+--group-epochs          group_epochs          int    the group-cost head's epochs over those groups
+--eval-every            eval_every            int    validate every this many steps
+--eval-per-cell         eval_per_cell         int    validation windows per (W, Cmax) cell
+--checkpoint-every      checkpoint_every      int    checkpoint every this many steps
+"""
+
+
+def _options(table: str) -> dict[str, tuple[str, str, str]]:
+    """flag -> (field, kind, help) from ``_TABLE``."""
+    rows: list[list[str]] = []
+    for ln in table.strip("\n").splitlines():
+        if ln[:1].isspace():
+            rows[-1][3] += " " + ln.strip()
+        else:
+            rows.append(ln.split(None, 3))
+    return {flag: (name, kind, text) for flag, name, kind, text in rows}
+
+
+OPTIONS = _options(_TABLE)
+_TYPES = {"int": int, "float": float}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -87,10 +110,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     for flag, (name, kind, text) in OPTIONS.items():
         default = getattr(defaults, name)
         text += f" (default {','.join(map(str, default)) if isinstance(default, tuple) else default})" if default is not None else ""
-        if kind is bool:
+        if kind == "bool":
             p.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=text)
         else:
-            p.add_argument(flag, dest=name, type=kind if kind in (int, float) else str, default=None, help=text)
+            p.add_argument(flag, dest=name, type=_TYPES.get(kind, str), default=None, help=text)
     p.set_defaults(handler=run)
 
 
