@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Sequence
 from functools import lru_cache
 
 from env.plan.actions import Affinity, JobAction, MemoryPolicy, Split
@@ -190,3 +191,14 @@ def allocate(node: NodeSpec, affinity: Affinity, memory: MemoryPolicy, action: J
         l3=l3,
         mem_bw_percent=split_bandwidth(node, cpus, action.bw_percent, action.split),
     )
+
+
+def plain_allocation(node: NodeSpec, cpus: Sequence[int], memory: MemoryPolicy = "first-touch") -> Allocation:
+    """``cpus`` with nothing partitioned: every way of the L3 domains they are in, no bandwidth cap on their memory
+    domains (what Slurm's node sharing gives a job, and time sharing the whole node)."""
+    cpus = tuple(cpus)
+    l3_ids = sorted({node.l3_of(c) for c in cpus})
+    numa_ids = tuple(sorted({node.numa_of(c) for c in cpus}))
+    ways = {d.id: d.ways for d in node.l3}
+    return Allocation(cpus=cpus, numa_nodes=numa_ids, memory=memory,
+                      l3={d: (ways[d], (1 << ways[d]) - 1) for d in l3_ids}, mem_bw_percent={m: 100 for m in numa_ids})

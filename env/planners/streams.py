@@ -1,0 +1,137 @@
+"""The stream baselines (decided at every event, ``env.episode.stream``); ``packing`` is the bar to beat.
+
+* ``timeshare``: each job alone on the whole node, first come first served.
+* ``packing``: what Slurm's node sharing gives (select/cons_tres, task/affinity block binding, each job asking for
+  N/Cmax CPUs): the node's CPUs, listed NUMA domain by domain, cut into Cmax slots of floor(N/Cmax) consecutive CPUs;
+  first come first served, a job starts in the lowest free slot as soon as one is free and it has arrived;
+  first-touch memory, every way, no bandwidth cap, nothing re-partitioned.
+* ``greedy-continuous``: packing's slots, but at each event, for each free slot in turn, the job among the first W
+  queued that maximises the node model's instantaneous work rate (the sum over the running jobs of solo time x
+  progress per second) is started there. A myopic rule: it never waits and never looks past the next event.
+* ``groups``: the window planner's plans (with barriers), windows of W taken from the head of the queue as jobs
+  arrive: a window's groups run one after another, each when the whole previous group has ended; the next window is
+  planned when the last group of this one has ended. The window planner is given by the caller (``env`` plans
+  windows without a model; the agent's planners live in ``training``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from env.episode.stream import WAIT, Decision, StreamJob, StreamView
+from env.node.spec import NodeSpec
+from env.plan.allocate import Allocation, plain_allocation
+from env.plan.models import Plan, Window, WindowJob
+from env.sim.model import solve
+
+#: Jobs at the head of the queue a stream policy may choose among (the window).
+DEFAULT_STREAM_WINDOW = 8
+
+
+def slots(node: NodeSpec, max_concurrency: int) -> list[tuple[int, ...]]:
+    """packing's slots: the CPUs listed NUMA domain by domain, cut into Cmax runs of floor(N/Cmax) CPUs."""
+    cpus = [c for d in node.numa for c in sorted(d.cpus)]
+    size = len(cpus) // max_concurrency
+    if size < 1:
+        raise ValueError(f"Cmax {max_concurrency} is above this node's {len(cpus)} CPUs")
+    return [tuple(cpus[i * size:(i + 1) * size]) for i in range(max_concurrency)]
+
+
+def _free_slots(view: StreamView, all_slots: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    free = view.free_cpus()
+    return [s for s in all_slots if set(s) <= free]
+
+
+class TimeShare:
+    name = "timeshare"
+
+    def reset(self, node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int) -> None:
+        self.whole = plain_allocation(node, node.cpus)
+
+    def decide(self, view: StreamView) -> Decision:
+        if view.running or not view.queue:
+            return WAIT
+        return Decision(starts=((view.queue[0].id, self.whole),))
+
+
+class Packing:
+    name = "packing"
+
+    def reset(self, node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int) -> None:
+        self.slots = slots(node, max_concurrency)
+        self.node = node
+
+    def decide(self, view: StreamView) -> Decision:
+        free = _free_slots(view, self.slots)[:view.places()]
+        return Decision(starts=tuple((j.id, plain_allocation(self.node, s)) for j, s in zip(view.queue, free)))
+
+
+class GreedyContinuous(Packing):
+    name = "greedy-continuous"
+
+    def __init__(self, window: int = DEFAULT_STREAM_WINDOW) -> None:
+        self.window = window
+
+    def reset(self, node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int) -> None:
+        super().reset(node, jobs, max_concurrency)
+        self.solo = {j.name: j.solo_s for j in jobs}
+
+    def decide(self, view: StreamView) -> Decision:
+        sim = view.sim
+        running = [(r.sim, self.solo[r.name]) for r in sim.running.values()]
+        queue = list(view.queue[:self.window])
+        starts: list[tuple[str, Allocation]] = []
+        for s in _free_slots(view, self.slots)[:view.places()]:
+            if not queue:
+                break
+            alloc = plain_allocation(self.node, s)
+            best: tuple[float, StreamJob, object] | None = None
+            for j in queue:
+                job = sim.sim_job(j.params, alloc)
+                trial = running + [(job, j.solo_s)]
+                rate = sum(solo / t for (_, solo), t in zip(trial, solve(sim.g, [t for t, _ in trial])))
+                if best is None or rate > best[0] + 1e-12:  # ties: the earlier job
+                    best = (rate, j, job)
+            assert best is not None
+            _, j, job = best
+            queue.remove(j)
+            starts.append((j.id, alloc))
+            running.append((job, j.solo_s))
+        return Decision(starts=tuple(starts))
+
+
+class Groups:
+    """Window plans run with barriers; ``plan(window) -> Plan`` is the window planner."""
+
+    name = "groups"
+
+    def __init__(self, plan: Callable[[Window], Plan], window: int = DEFAULT_STREAM_WINDOW) -> None:
+        self.plan = plan
+        self.window = window
+
+    def reset(self, node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int) -> None:
+        self.cmax = max_concurrency
+        self.todo: list[list[tuple[str, Allocation]]] = []  # the current window's groups not started yet
+
+    def decide(self, view: StreamView) -> Decision:
+        if view.running:
+            return WAIT  # the barrier
+        if not self.todo:
+            if not view.queue:
+                return WAIT
+            head = view.queue[:self.window]
+            plan = self.plan(Window(jobs=[WindowJob(id=j.id, profile=j.name) for j in head],
+                                    max_concurrency=self.cmax))
+            self.todo = [[(pj.id, _allocation(pj)) for pj in g.jobs] for g in plan.groups]
+            if plan.excluded:
+                raise ValueError(f"the window planner excluded {', '.join(e.id for e in plan.excluded)}")
+        return Decision(starts=tuple(self.todo.pop(0)))
+
+
+def _allocation(pj) -> Allocation:  # noqa: ANN001 - a PlanJob
+    return Allocation(cpus=tuple(pj.cpus), numa_nodes=tuple(pj.numa_nodes), memory=pj.memory,
+                      l3={int(d): (a.ways, int(a.mask, 16)) for d, a in pj.l3.items()},
+                      mem_bw_percent={int(d): v for d, v in pj.mem_bw_percent.items()})
+
+
+__all__ = ["DEFAULT_STREAM_WINDOW", "TimeShare", "Packing", "GreedyContinuous", "Groups", "slots"]
