@@ -1,2 +1,2 @@
-"""Calibration: a node model fitted from the node's own measurements (``calibrate``), and the calibration data
-every run adds to (``store``). See docs/node-model.md."""
+"""Calibration: a node model fitted from the node's own measurements (``calibrate``), the calibration data
+every run adds to (``store``), and what ``cosched calibrate`` does with them (``workflow``). See docs/node-model.md."""

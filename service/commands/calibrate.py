@@ -9,13 +9,14 @@
 
 With ``--backend sim`` the node is black-box hardware (``env.sim.measuring``): the calibrator sees only the
 measuring protocol; every figure is simulated. Nothing is written unless the whole calibration succeeded.
+
+The command line only: the work is ``env.calibration.workflow``'s (this module picks the measuring backend, a real
+node's from ``env.real.probes``, and prints, draws and writes the output).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 from rich.console import Console
 
 from env.calibration.store import model_path as default_model_path
-from env.errors import InputError, RunError
+from env.errors import InputError
 from service.chart import calibration_scatter, drift_chart
 from service.output import emit
 
@@ -49,24 +50,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run)
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def _check_writable(path: Path) -> None:
-    """Before hours of measuring: the model file can be written where asked (nothing is left behind)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        probe = path.with_name(f".{path.name}.{os.getpid()}.check")
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise InputError(f"cannot write the node model to {path}: {exc.strerror or exc} (choose another --out)") from None
-
-
 def _backend(args: argparse.Namespace):
     """(the MeasuringBackend, its node key in the calibration data)."""
     if args.backend == "real":
@@ -75,7 +58,7 @@ def _backend(args: argparse.Namespace):
         if args.noise:
             raise InputError("--noise is for the simulated node; a real node's noise is its own")
         try:
-            from env.real.probes import local_backend  # engineer B's real MeasuringBackend (branch nm-real)
+            from env.real.probes import local_backend  # the real node's MeasuringBackend
         except ImportError:
             raise InputError("the real measuring backend is not in this build yet (env.real.probes): "
                              "use --backend sim --node sim:NAME for now") from None
@@ -97,8 +80,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("give --update or --report, not both")
     if args.update or args.report:
         return _update_or_report(args)
-    from env.calibration.calibrate import CalibrationConfig, calibrate
-    from env.calibration.store import CalibrationStore
+    from env.calibration.calibrate import CalibrationConfig
+    from env.calibration.workflow import calibrate_node, calibration_document
 
     if args.probes is not None and args.probes < 1:
         raise InputError(f"--probes must be at least 1, not {args.probes}: the fit is judged and refined on co-runs")
@@ -108,52 +91,19 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--noise must be between 0 and 1 (a log-normal standard deviation)")
     backend, key = _backend(args)
     out = Path(args.out) if args.out else default_model_path(key)
-    _check_writable(out)
-    store = CalibrationStore()  # opened (and checked) before hours of measuring, written only at the end
     console = Console(stderr=True)
     jobs = [j for j in args.jobs.split(",") if j] if args.jobs else None
-    stored_profiles, stored_bench = (None, None)
+    stored = None
     if args.backend == "real" and not args.remeasure:
-        from env.real.profiling import stored_measurements
-
-        stored_profiles, stored_bench = stored_measurements(key)
+        from env.real.profiling import stored_measurements as stored
     cfg = CalibrationConfig(probes=args.probes, heldout=args.heldout, seed=args.seed, jobs=jobs,
-                            noise_sd=args.noise if args.backend == "sim" else None,
-                            stored_profiles=stored_profiles, stored_bench=stored_bench)
-    result = calibrate(backend, cfg, progress=lambda m: console.print(m, highlight=False))
-    model = result.model
-    if result.fit_problem:
-        store.add(key, result.records, "calibrate", str(out.resolve()))  # measured: kept for a later --update
-        raise RunError(f"the node model of {key} did not fit: {result.fit_problem}; nothing written to {out} "
-                       f"(the measurements are kept in {store.path})")
-    _write_atomic(out, model.model_dump_json(indent=1) + "\n")
-    model_ref = str(out.resolve())
-    store.add(key, result.records, "calibrate", model_ref)
-    store.add(key, result.heldout_records, "heldout", model_ref)
+                            noise_sd=args.noise if args.backend == "sim" else None)
+    result, store_path = calibrate_node(backend, key, out, cfg, lambda m: console.print(m, highlight=False), stored)
     png = out.with_suffix(".png")
-    calibration_scatter(result.heldout, png, model, simulated=args.backend == "sim")
-    doc = fit_document(model, out, png, key, store.path)
-    ns = result.node_seconds
-    doc["node_seconds_this_run"] = ns["profiling"] + ns["probes"] + ns["heldout"]
-    doc["node_seconds_reused"] = ns.get("reused", 0.0)
+    calibration_scatter(result.heldout, png, result.model, simulated=args.backend == "sim")
+    doc = calibration_document(result, out, png, key, store_path)
     emit(doc, args.json, lambda: render(doc))
     return 0
-
-
-def fit_document(model, out: Path, png: Path | None, key: str, store_path: Path) -> dict[str, Any]:
-    prov = model.provenance
-    h = prov.heldout
-    return {
-        "node": key, "backend": prov.backend, "simulated": prov.backend == "sim", "noise_sd": prov.noise_sd,
-        "heldout": {"median_abs_error_pct": h.median_abs_error_pct, "p90_abs_error_pct": h.p90_abs_error_pct, "n": h.n} if h else None,
-        "probes": prov.corun_probes, "profiling_runs": prov.profiling_runs,
-        "node_seconds": prov.node_seconds_profiling + prov.node_seconds_probes,
-        "node_seconds_detail": {"profiling": prov.node_seconds_profiling, "probes": prov.node_seconds_probes,
-                                "heldout": prov.node_seconds_heldout},
-        "fit_rms_log": prov.fit_rms_log, "jobs": [j.name for j in model.jobs], "updates": prov.updates,
-        "out": str(out), "scatter_png": str(png) if png else None, "calibration_data": str(store_path),
-        "use": f"--node sim:{out.resolve()}",
-    }
 
 
 def render(doc: dict[str, Any]) -> None:
@@ -177,40 +127,25 @@ def render(doc: dict[str, Any]) -> None:
     c.print(f"use it: cosched schedule ... {doc['use']}")
 
 
-def _load_model(args: argparse.Namespace):
-    from env.sim.nodes import load_node
-    from env.sim.world import world_for
-
+def _model_file(args: argparse.Namespace) -> Path:
+    """The node-model file --update and --report read: --out, else the node's default place."""
     if args.out:
-        path = Path(args.out)
-    else:
-        if args.backend == "real":
-            from env.node.discover import local_node_id
+        return Path(args.out)
+    if args.backend == "real":
+        from env.node.discover import local_node_id
 
-            path = default_model_path(local_node_id())
-        else:
-            path = default_model_path(load_node(args.node or "sim:reference").name)
-    if not path.exists():
-        raise InputError(f"no node model at {path}: run 'cosched calibrate' first (or give --out FILE)")
-    node = load_node(f"sim:{path.resolve()}")
-    model = world_for(node).model
-    if model is None:
-        raise InputError(f"{path} is a node spec, not a node model: give the file 'cosched calibrate' wrote")
-    prov = model.provenance
-    key = prov.measured_node_id if prov.backend == "real" else prov.measured_node
-    if not key:
-        raise InputError(f"{path} was not calibrated (its provenance is {prov.source!r}): nothing measured to refit from")
-    return path, model, key
+        return default_model_path(local_node_id())
+    from env.sim.nodes import load_node
+
+    return default_model_path(load_node(args.node or "sim:reference").name)
 
 
 def _update_or_report(args: argparse.Namespace) -> int:
-    from env.calibration.store import CalibrationStore
+    from env.calibration.workflow import drift_document, load_calibrated, stored_runs, update_model
 
-    path, model, key = _load_model(args)
-    store = CalibrationStore()
-    rows = store.runs(key)
-    if not rows:
-        raise InputError(f"the calibration data {store.path} has nothing measured on {key}")
+    path = _model_file(args)
+    model, key = load_calibrated(path)
+    rows, store_path = stored_runs(key)
     if args.report:
         doc = drift_document(rows, key, path)
         png = path.with_name(path.stem + "-drift.png")
@@ -218,19 +153,8 @@ def _update_or_report(args: argparse.Namespace) -> int:
         doc["drift_png"] = str(png)
         emit(doc, args.json, lambda: render_drift(doc))
         return 0
-    from env.calibration.calibrate import CalibrationConfig, error_summary, predict_records, refit
-
     console = Console(stderr=True)
-    checked = [r for r in rows if r.source in ("heldout", "run")]
-    new, _, used = refit(model, [r.record for r in rows], CalibrationConfig(), progress=lambda m: console.print(m, highlight=False))
-    after = predict_records(new, [r.record for r in checked])
-    before = [r.predicted_s for r in checked]
-    def errs(preds):
-        return [abs(p - r.measured_s) / r.measured_s * 100 for p, r in zip(preds, checked) if p is not None and r.measured_s]
-    _write_atomic(path, new.model_dump_json(indent=1) + "\n")
-    doc = fit_document(new, path, None, key, store.path)
-    doc["update"] = {"runs_used": used, "checked_groups": len(checked),
-                     "before": error_summary(errs(before)).model_dump(), "after_in_sample": error_summary(errs(after)).model_dump()}
+    doc = update_model(path, model, key, rows, store_path, lambda m: console.print(m, highlight=False))
     emit(doc, args.json, lambda: _render_update(doc))
     return 0
 
@@ -242,24 +166,6 @@ def _render_update(doc: dict[str, Any]) -> None:
     b, a = u["before"], u["after_in_sample"]
     c.print(f"{u['checked_groups']} held-out / run groups: median abs error {b['median_abs_error_pct']:.1f} % as predicted "
             f"-> {a['median_abs_error_pct']:.1f} % after the refit (in-sample: they are now fitted)")
-
-
-def drift_document(rows, key: str, path: Path) -> dict[str, Any]:
-    judged = [r for r in rows if r.source in ("heldout", "run") and r.abs_error_pct is not None]
-    batches: list[dict[str, Any]] = []
-    for r in judged:  # consecutive rows of one source and one model make a batch (a calibration, a run)
-        if not batches or batches[-1]["source"] != r.source or batches[-1]["model"] != r.model or \
-                (r.at - batches[-1]["_last"]).total_seconds() > 600:
-            batches.append({"source": r.source, "model": r.model, "at": r.at.isoformat(), "errors": [], "_last": r.at})
-        batches[-1]["errors"].append(r.abs_error_pct)
-        batches[-1]["_last"] = r.at
-    over_time = [{"at": b["at"], "source": b["source"], "n": len(b["errors"]),
-                  "median_abs_error_pct": statistics.median(b["errors"])} for b in batches]
-    worst = sorted(judged, key=lambda r: -(r.abs_error_pct or 0))[:5]
-    return {"node": key, "model": str(path), "runs": len(rows), "over_time": over_time,
-            "worst": [{"at": r.at.isoformat(), "source": r.source, "jobs": [p.job for p in r.record.group],
-                       "measured_s": r.measured_s, "predicted_s": r.predicted_s, "abs_error_pct": r.abs_error_pct}
-                      for r in worst]}
 
 
 def render_drift(doc: dict[str, Any]) -> None:
