@@ -1,16 +1,17 @@
-"""``cosched jobs --backend sim``: the simulated node's job catalogue (all figures simulated)."""
+"""``cosched jobs --backend sim``: the simulated node's job catalogue (all figures simulated).
+
+The command line only: the document is ``env.episode.listing.catalogue_document``'s."""
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from env.errors import InputError
-from env.sim.nodes import DEFAULT_SIM_NODE, load_node
+from env.sim.nodes import DEFAULT_SIM_NODE
 from service.output import emit
 
 
@@ -22,42 +23,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--node", default=DEFAULT_SIM_NODE, help=f"a simulated node (default {DEFAULT_SIM_NODE})")
     p.add_argument("--json", action="store_true", help="print the catalogue as one JSON document")
     p.set_defaults(handler=run)
-
-
-def catalogue_document(node_name: str) -> dict[str, Any]:
-    from env.episode.jobinfo import sim_provider
-    from env.sim.catalogue import catalogue
-    from env.sim.world import world_for
-    from profiler.features import FEATURE_NAMES
-
-    node = load_node(node_name)
-    if not node.simulated:
-        raise InputError(f"{node_name!r} is not a simulated node: the catalogue exists for sim:NAME nodes")
-    world = world_for(node)  # a node model's own jobs, else the paper's catalogue
-    ALL_JOBS, HELD_OUT_JOBS, TRAIN_JOBS = world.all_jobs, world.held_out_jobs, world.train_jobs
-    prov = sim_provider(node)
-    jobs = []
-    cat = catalogue(node)
-    for name in ALL_JOBS:
-        job = cat[name]
-        info = prov.get(name)
-        assert info is not None and info.profile is not None
-        jobs.append({
-            "name": name,
-            "suite": job.entry.suite,
-            "set": "held-out" if name in HELD_OUT_JOBS else "train" if name in TRAIN_JOBS else "other",
-            "solo_s": job.solo_s,
-            "one_core_s": job.one_core_s,
-            "scale_factor": job.scale_factor,
-            "l3_misses_per_s": info.l3_misses_per_s,
-            "character": job.entry.character,
-            "why": job.entry.why,
-            "params": asdict(job.entry.params),
-            "counters": info.profile.counters,
-            "features": dict(zip(FEATURE_NAMES, (float(x) for x in info.features))),
-        })
-    return {"backend": "sim", "node": node.name, "simulated": True, "train_jobs": list(TRAIN_JOBS),
-            "held_out_jobs": list(HELD_OUT_JOBS), "jobs": jobs}
 
 
 def render(doc: dict[str, Any]) -> None:
@@ -78,6 +43,8 @@ def render(doc: dict[str, Any]) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.backend == "real":
         raise InputError("the real node has no catalogue: its jobs are the stored profiles ('cosched profiles list')")
+    from env.episode.listing import catalogue_document
+
     doc = catalogue_document(args.node)
     emit(doc, args.json, lambda: render(doc))
     return 0

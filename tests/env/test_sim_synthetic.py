@@ -66,7 +66,7 @@ def test_every_sim_component_resolves_a_generated_job() -> None:
 
 def test_the_catalogue_listing_is_unchanged_by_use() -> None:
     catalogue(NODE)[synthetic_names(1, 3)[0]]
-    from service.commands.jobs import catalogue_document
+    from env.episode.listing import catalogue_document
 
     doc = catalogue_document("sim:reference")
     assert [j["name"] for j in doc["jobs"]] == list(ALL_JOBS)
