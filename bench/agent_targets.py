@@ -1,4 +1,4 @@
-"""The agent's targets (issue 6), all simulated: on the standard evaluation file, the shipped (or given) model's
+"""The agent's targets, all simulated: on the standard evaluation file, the shipped (or given) model's
 mean throughput vs time sharing against every baseline, its fraction of best-found, the training time recorded
 in the model (wall and CPU), and the planning time of one W = 6 window with the agent (numpy, one thread).
 

@@ -1,5 +1,5 @@
 """An agent trained on a calibrated node model, evaluated on the true (simulated) node, vs the same recipe trained
-on the true node (issue 14's >= 97 % target). SIMULATED throughout.
+on the true node (the >= 97 % target of the calibrated node model). SIMULATED throughout.
 
 The recipe is the project's (``cosched train``'s defaults: the set-encoder driver with DAgger and search
 distillation) with ``--steps`` (default 30,000: the recipe's length until 2026-11-25 (commit 0b0caf3), which measured the figures

@@ -1,4 +1,4 @@
-"""The real target of issue 14: calibrate THIS node on real programs, judge it on held-out real co-runs.
+"""The real node's calibration target: calibrate THIS node on real programs, judge it on held-out real co-runs.
 
 1. profile (only those missing) the programs of ``examples/calibration-jobs.json`` with ``cosched profile`` (solo
    runs and interference curves, stored in the profile store of ``--home``);

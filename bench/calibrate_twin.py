@@ -1,4 +1,4 @@
-"""The twin test (issue 14 item 6): calibrate simulated nodes used as black-box hardware, judge on held-out co-runs.
+"""The twin test: calibrate simulated nodes used as black-box hardware, judge on held-out co-runs.
 
 For each node (``sim:reference`` and the variants ``sim:variant-a`` / ``sim:variant-b``, whose bandwidth, link,
 remote latency, overlap, L3 size / ways and core count differ), the calibrator sees only the measuring protocol

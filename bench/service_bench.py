@@ -14,9 +14,9 @@ together with random think times: the latency a client sees at that load). The p
 (plan_window in the bench's process) and the service's CPU time per request are printed too: they tell the
 service's overhead from the planning, and they hold on a busy machine where wall-clock figures do not. Loopback only; bounded (about repeat x levels x (duration + warm-up) seconds).
 
-Targets (issue 7, the default greedy planner; this 2-CPU machine, shared, so figures are noisy): p50 <= 5 ms and
+Targets (the default greedy planner; this 2-CPU machine, shared, so figures are noisy): p50 <= 5 ms and
 p99 <= 25 ms at 32 concurrent clients, >= 300 requests/s, ready within 2 s, resident memory <= 150 MB. With
-``--model`` the service plans with agent-search, and the targets are issue 15's: p50 <= 60 ms for one client
+``--model`` the service plans with agent-search, and the targets are agent-search's: p50 <= 60 ms for one client
 (``--concurrency 1``), resident memory <= 150 MB.
 """
 
@@ -40,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 W = 6
 TARGETS = {"p50_ms": 5.0, "p99_ms": 25.0, "rps": 300.0, "startup_s": 2.0, "rss_mb": 150.0}
-#: Issue 15's targets when the service plans with agent-search (a model is given): p50 of one client (closed loop,
+#: The targets when the service plans with agent-search (a model is given): p50 of one client (closed loop,
 #: --concurrency 1), resident memory.
 SEARCH_TARGETS = {"p50_ms_one_client": 60.0, "rss_mb": 150.0}
 
@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     capacity = max(x["rps"] for x in result["levels"][:-1]) if len(result["levels"]) > 1 else paced["rps"]
     result["capacity_rps"] = capacity
     one = [x for x in result["levels"] if x["concurrency"] == 1 and not x["offered_rps"]]
-    if policy == "agent-search":  # issue 15's targets for the searching planner: one client, memory, no torch
+    if policy == "agent-search":  # the searching planner's targets: one client, memory, no torch
         checks = {"p50_ms_one_client": bool(one) and one[0]["p50_ms"] <= SEARCH_TARGETS["p50_ms_one_client"],
                   "rss_mb": result["rss_peak_mb"] <= SEARCH_TARGETS["rss_mb"]}
     else:
@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{x['requests']:>9.0f} {x['non_2xx']:>8.0f} {x['errors']:>7.0f} {x['cpu_ms_per_request']:>10.2f}")
         print(f"machine load average during the runs: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
               "(others' work shares them: latencies and req/s suffer, CPU ms per request much less)")
-        what = ("issue 15, agent-search: p50 of one client <= 60 ms (closed loop, --concurrency 1), resident memory <= 150 MB"
+        what = ("agent-search: p50 of one client <= 60 ms (closed loop, --concurrency 1), resident memory <= 150 MB"
                 if policy == "agent-search" else
                 f"latency: {args.paced_clients} clients paced at {args.rate:g} req/s; req/s: paced and closed loop")
         print(f"targets ({what}): " + ", ".join(f"{k} {'ok' if v else 'MISSED'}" for k, v in checks.items()))
