@@ -1,0 +1,66 @@
+"""The stream baselines side by side on saturated streams (simulated): packing (Slurm's node sharing) against time
+sharing, greedy-continuous and groups (the window planner's plans with barriers, windows of W from the queue head).
+
+Each stream is N jobs drawn (seeded, with repeats) from the node's catalogue, all submitted at 0; every policy runs
+the same stream on the node model (``env.episode.stream.run_stream``), and the table gives each one's throughput vs
+time sharing and its ratio to packing's, per stream and Cmax. ``groups`` plans its windows as ``cosched schedule``
+does (the node's default policy: agent-search with the shipped model on sim:reference).
+
+    .venv/bin/python bench/stream_baselines.py [--seeds 1,2,3] [--cmaxes 2,3,4] [--jobs 48] [--window 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from env.episode.stream import StreamJob, run_stream  # noqa: E402
+from env.planners.streams import GreedyContinuous, Groups, Packing, TimeShare  # noqa: E402
+from env.sim.catalogue import catalogue  # noqa: E402
+from env.sim.nodes import load_node  # noqa: E402
+from env.sim.world import world_for  # noqa: E402
+
+
+def saturated_stream(node, n: int, seed: int) -> list[StreamJob]:  # noqa: ANN001 - NodeSpec
+    world, cat = world_for(node), catalogue(node)
+    rng = random.Random(seed)
+    names = [rng.choice(list(world.all_jobs)) for _ in range(n)]
+    return [StreamJob(f"{k}-{x}", x, world.entries[x].params, cat[x].solo_s) for k, x in enumerate(names)]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--node", default="sim:reference")
+    ap.add_argument("--seeds", default="1,2,3")
+    ap.add_argument("--cmaxes", default="2,3,4")
+    ap.add_argument("--jobs", type=int, default=48)
+    ap.add_argument("--window", type=int, default=8, help="W: the jobs groups' windows and greedy-continuous choose among")
+    args = ap.parse_args()
+    from service.planning import plan_window
+
+    node = load_node(args.node)
+    print(f"{args.node} (simulated), saturated streams of {args.jobs} jobs: throughput vs time sharing (x packing)")
+    for cmax in (int(c) for c in args.cmaxes.split(",")):
+        for seed in (int(s) for s in args.seeds.split(",")):
+            jobs = saturated_stream(node, args.jobs, seed)
+            cells = []
+            packing = None
+            for pol in (Packing(), TimeShare(), GreedyContinuous(args.window),
+                        Groups(lambda w: plan_window(w, node), args.window)):
+                t0 = time.perf_counter()
+                thr = run_stream(node, jobs, cmax, pol).metrics()["throughput_vs_timeshare"]
+                ms = (time.perf_counter() - t0) * 1000
+                packing = packing or thr
+                cells.append(f"{pol.name} {thr:.3f} ({thr / packing:.3f}, {ms:.0f} ms)")
+            print(f"Cmax {cmax}, seed {seed}: " + "  ".join(cells), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
