@@ -195,5 +195,19 @@ def run_stream(node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int, 
     return out
 
 
-__all__ = ["Decision", "WAIT", "StreamJob", "StreamView", "StreamPolicy", "StreamRun", "JobRun", "run_stream",
+__all__ = ["Decision", "WAIT", "StreamJob", "sim_stream", "StreamView", "StreamPolicy", "StreamRun", "JobRun", "run_stream",
            "check_decision", "SLOWDOWN_FLOOR_S"]
+
+
+def sim_stream(node: NodeSpec, jobs: Sequence) -> list[StreamJob]:  # noqa: ANN001 - WindowJobs
+    """A stream document's jobs on a simulated node: each job's program from the node's catalogue (one line naming
+    the unknown ones)."""
+    from env.sim.catalogue import catalogue
+    from env.sim.world import world_for
+
+    world, cat = world_for(node), catalogue(node)
+    unknown = [j.profile_name for j in jobs if not world.is_known(j.profile_name)]
+    if unknown:
+        raise InputError(f"{node.name} does not know {', '.join(dict.fromkeys(unknown))} (see 'cosched jobs --backend sim')")
+    return [StreamJob(j.id, j.profile_name, world.entries[j.profile_name].params, cat[j.profile_name].solo_s,
+                      j.submit_s or 0.0) for j in jobs]

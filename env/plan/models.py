@@ -37,6 +37,8 @@ class WindowJob(BaseModel):
     profile: Name | None = Field(None, description="stored profile (or sim catalogue job); default: the id")
     command: list[Arg] | None = Field(None, max_length=MAX_ARGS, description="argv, never run through a shell")
     env: dict[EnvName, Arg] = Field(default_factory=dict, max_length=MAX_ENV)
+    submit_s: float | None = Field(None, ge=0, le=1e9, allow_inf_nan=False,
+                                   description="in a stream: when the job is submitted (s); absent: 0, a saturated queue")
 
     @field_validator("command")
     @classmethod

@@ -25,20 +25,23 @@ from env.sim.backend import Backend, SimBackend
 DEFAULT_EVAL_POLICIES = ("timeshare", "greedy", "random", "pairs", "best-found")
 
 
-def read_windows(path: str | Path) -> list[Window]:
+def read_windows(path: str | Path, what: str = "window") -> list[Window]:
+    """A JSON array of window documents (``what="stream"``: of stream documents, windows whose jobs may carry
+    ``submit_s``; a top-level ``{"windows": [...]}`` or ``{"streams": [...]}`` is read too), one line when bad."""
     p = Path(path)
+    flag = f"--{what}s"
     try:
         doc = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise InputError(f"{p}: no such file (--windows takes a JSON array of window documents)") from None
+        raise InputError(f"{p}: no such file ({flag} takes a JSON array of {what} documents)") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read {p}: {exc}") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{p} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    if isinstance(doc, dict) and isinstance(doc.get("windows"), list):
-        doc = doc["windows"]
+    if isinstance(doc, dict) and isinstance(doc.get(f"{what}s"), list):
+        doc = doc[f"{what}s"]
     if not isinstance(doc, list) or not doc:
-        raise InputError(f"{p}: expected a non-empty JSON array of window documents ({{\"jobs\": [...]}})")
+        raise InputError(f"{p}: expected a non-empty JSON array of {what} documents ({{\"jobs\": [...]}})")
     windows = []
     for i, w in enumerate(doc):
         try:
@@ -46,7 +49,7 @@ def read_windows(path: str | Path) -> list[Window]:
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(str(x) for x in err["loc"]) or "document"
-            raise InputError(f"{p}: window {i} is not valid: {where}: {err['msg']}") from None
+            raise InputError(f"{p}: {what} {i} is not valid: {where}: {err['msg']}") from None
     return windows
 
 

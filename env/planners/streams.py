@@ -16,13 +16,16 @@
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from env.episode.stream import WAIT, Decision, StreamJob, StreamView
 from env.node.spec import NodeSpec
 from env.plan.allocate import Allocation, plain_allocation
 from env.plan.models import Plan, Window, WindowJob
 from env.sim.model import solve
+
+if TYPE_CHECKING:
+    from env.planners.registry import Registry
 
 #: Jobs at the head of the queue a stream policy may choose among (the window).
 DEFAULT_STREAM_WINDOW = 8
@@ -134,4 +137,50 @@ def _allocation(pj) -> Allocation:  # noqa: ANN001 - a PlanJob
                       mem_bw_percent={int(d): v for d, v in pj.mem_bw_percent.items()})
 
 
-__all__ = ["DEFAULT_STREAM_WINDOW", "TimeShare", "Packing", "GreedyContinuous", "Groups", "slots"]
+#: The stream policies ``cosched eval --streams`` compares by default.
+STREAM_POLICIES = ("timeshare", "packing", "groups", "greedy-continuous")
+_NOT_YET = ("the continuous {} policy needs the stream learner, which is not trained yet: "
+            "choose from timeshare, packing, groups, greedy-continuous")
+
+
+def stream_registry(plan: Callable[[Window], Plan] | None = None, window: int = DEFAULT_STREAM_WINDOW) -> Registry:
+    """The stream policies by name; ``plan``: the window planner ``groups`` runs (absent: groups is refused)."""
+    from env.planners.registry import Registry
+
+    factories: dict = {"timeshare": TimeShare, "packing": Packing, "greedy-continuous": lambda: GreedyContinuous(window)}
+    later = {"agent": _NOT_YET.format("agent"), "agent-search": _NOT_YET.format("agent-search")}
+    if plan is not None:
+        factories["groups"] = lambda: Groups(plan, window)
+    else:
+        later["groups"] = "groups needs a window planner here"
+    return Registry(factories, later)
+
+
+def evaluate_streams(streams: Sequence[Window], node: NodeSpec, policies: Sequence[str], registry: Registry, *,
+                     progress: Callable[[int, str, float], None] | None = None) -> dict:
+    """Every stream run by every policy on the node model: the ``cosched eval --streams --json`` document
+    (per stream and mean: makespan_s, throughput_vs_timeshare, mean_turnaround_s, mean_bounded_slowdown)."""
+    import time
+
+    from env.episode.stream import run_stream, sim_stream
+
+    pols = {name: registry.get(name) for name in policies}
+    out, sums = [], {name: {} for name in policies}
+    for i, w in enumerate(streams):
+        jobs = sim_stream(node, w.jobs)
+        results = {}
+        for name, pol in pols.items():
+            t0 = time.perf_counter()
+            results[name] = run_stream(node, jobs, w.max_concurrency, pol).metrics()  # type: ignore[arg-type]
+            for k, v in results[name].items():
+                sums[name][k] = sums[name].get(k, 0.0) + v
+            if progress is not None:
+                progress(i, name, time.perf_counter() - t0)
+        out.append({"index": i, "jobs": len(jobs), "max_concurrency": w.max_concurrency, "results": results})
+    mean = {name: {k: v / len(streams) for k, v in sums[name].items()} for name in policies}
+    return {"backend": "sim", "node": node.name, "simulated": True, "policies": list(policies), "streams": out,
+            "mean": mean}
+
+
+__all__ = ["DEFAULT_STREAM_WINDOW", "STREAM_POLICIES", "TimeShare", "Packing", "GreedyContinuous", "Groups", "slots",
+           "stream_registry", "evaluate_streams"]

@@ -1,4 +1,5 @@
-"""``cosched eval --backend sim --windows FILE``: policies compared on many windows (all figures simulated)."""
+"""``cosched eval --backend sim --windows FILE``: policies compared on many windows; ``--streams FILE``: on job streams
+decided at every event (``env.planners.streams``). All figures simulated."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from rich.table import Table
 
 from env.errors import InputError
 from env.planners.evaluate import DEFAULT_EVAL_POLICIES
+from env.planners.streams import DEFAULT_STREAM_WINDOW, STREAM_POLICIES
 from env.sim.nodes import DEFAULT_SIM_NODE
 from env.planners.search import BUDGET_HELP
 from service.commands.schedule import _budget
@@ -25,9 +27,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "throughput vs time sharing per window and on average (arithmetic mean).")
     p.add_argument("--backend", choices=("sim", "real"), default="sim", help="sim (default); real evaluation is 'cosched run'")
     p.add_argument("--node", default=DEFAULT_SIM_NODE, help=f"a simulated node (default {DEFAULT_SIM_NODE})")
-    p.add_argument("--windows", required=True, metavar="FILE", help="JSON array of window documents, e.g. training/eval_windows.json")
-    p.add_argument("--policies", default=",".join(DEFAULT_EVAL_POLICIES), help=f"comma-separated (default {','.join(DEFAULT_EVAL_POLICIES)})")
-    p.add_argument("--window-size", type=int, default=6, metavar="W", help="jobs planned together (longer windows are planned W at a time; default 6)")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--windows", metavar="FILE", help="JSON array of window documents, e.g. training/eval_windows.json")
+    what.add_argument("--streams", metavar="FILE",
+                      help="JSON array of stream documents (windows whose jobs may carry submit_s): decided at every event")
+    p.add_argument("--policies", default=None,
+                   help=f"comma-separated (default {','.join(DEFAULT_EVAL_POLICIES)}; streams: {','.join(STREAM_POLICIES)})")
+    p.add_argument("--window-size", type=int, default=None, metavar="W",
+                   help=f"jobs planned together (longer windows are planned W at a time; default 6); streams: the queued "
+                        f"jobs a decision chooses among and groups' windows (default {DEFAULT_STREAM_WINDOW})")
     p.add_argument("--max-concurrency", type=int, default=None, metavar="C", help="override every window's max_concurrency (Cmax)")
     p.add_argument("--search-budget", type=_budget, default=None, metavar="N",
                    help=BUDGET_HELP)
@@ -82,7 +90,10 @@ def run(args: argparse.Namespace) -> int:
     node = load_node(args.node)
     if not node.simulated:
         raise InputError(f"--backend sim needs a simulated node (sim:NAME), not {args.node!r}")
-    policies = policy_registry().parse(args.policies)
+    if args.streams is not None:
+        return run_streams(args, node)
+    args.window_size = 6 if args.window_size is None else args.window_size
+    policies = policy_registry().parse(args.policies or ",".join(DEFAULT_EVAL_POLICIES))
     windows = read_windows(args.windows)
     if args.window_size < 1:
         raise InputError("--window-size must be at least 1")
@@ -112,3 +123,55 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             Console().print(f"picture: {args.plot}")
     return 0
+
+
+def run_streams(args: argparse.Namespace, node: Any) -> int:
+    """``--streams``: every stream decided at every event by every policy, on the node model."""
+    from env.planners.evaluate import read_windows
+    from env.planners.streams import evaluate_streams, stream_registry
+    from service.planning import plan_window
+
+    for flag, value in (("--model", args.model), ("--search-budget", args.search_budget), ("--plot", args.plot)):
+        if value is not None:
+            raise InputError(f"{flag} is not used with --streams (the stream policies take no model yet)")
+    if args.noise or args.no_guard or args.max_concurrency is not None:
+        raise InputError("--noise, --no-guard and --max-concurrency are for --windows; a stream document sets its own "
+                         "max_concurrency")
+    window = DEFAULT_STREAM_WINDOW if args.window_size is None else args.window_size
+    if window < 1:
+        raise InputError("--window-size must be at least 1")
+    registry = stream_registry(lambda w: plan_window(w, node, seed=args.seed), window)
+    policies = registry.parse(args.policies or ",".join(STREAM_POLICIES))
+    streams = read_windows(args.streams, "stream")
+    status = Console(stderr=True)
+
+    def progress(i: int, name: str, dt: float) -> None:
+        if not args.json and sys.stderr.isatty():
+            status.print(f"stream {i + 1}/{len(streams)}: {name} ({dt:.1f} s)", end="\r")
+
+    doc = evaluate_streams(streams, node, policies, registry, progress=progress)
+    doc["window"] = window
+    emit(doc, args.json, lambda: render_streams(doc))
+    return 0
+
+
+def render_streams(doc: dict[str, Any]) -> None:
+    console = Console()
+    table = Table(title=f"job streams on {doc['node']} (simulated): throughput vs time sharing, mean turnaround (s), "
+                        f"mean bounded slowdown")
+    table.add_column("stream")
+    table.add_column("jobs")
+    for p in doc["policies"]:
+        table.add_column(p, justify="right")
+    rows = [(str(s["index"]), f"{s['jobs']} (Cmax {s['max_concurrency']})", s["results"]) for s in doc["streams"]]
+    rows.append(("mean", f"{len(doc['streams'])} streams", doc["mean"]))
+    for label, jobs, res in rows:
+        table.add_row(label, jobs, *(f"{res[p]['throughput_vs_timeshare']:.3f}  {res[p]['mean_turnaround_s']:.0f}  "
+                                     f"{res[p]['mean_bounded_slowdown']:.2f}" for p in doc["policies"]))
+    console.print(table)
+    if "packing" in doc["policies"]:
+        base = doc["mean"]["packing"]["throughput_vs_timeshare"]
+        for p in doc["policies"]:
+            if p != "packing":
+                console.print(f"{p}: {doc['mean'][p]['throughput_vs_timeshare'] / base:.3f} x packing's mean throughput (simulated)")
+

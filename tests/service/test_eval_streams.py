@@ -1,0 +1,72 @@
+"""``cosched eval --streams``: job streams decided at every event, per stream and mean, simulated."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from service.cli import main
+
+FIELDS = {"makespan_s", "throughput_vs_timeshare", "mean_turnaround_s", "mean_bounded_slowdown"}
+
+
+def _streams(tmp_path: Path, docs: list) -> str:
+    p = tmp_path / "streams.json"
+    p.write_text(json.dumps(docs))
+    return str(p)
+
+
+def test_the_document_has_every_policy_per_stream_and_mean(tmp_path: Path, capsys) -> None:
+    path = _streams(tmp_path, [
+        {"jobs": [{"id": "mg", "profile": "MG"}, {"id": "ep", "profile": "EP", "submit_s": 12.5},
+                  {"id": "cg", "profile": "CG"}, {"id": "sp", "profile": "SP"}], "max_concurrency": 2},
+        {"jobs": [{"id": n, "profile": n} for n in ("FT", "IS", "lu_cb", "EP", "MG")], "max_concurrency": 4}])
+    assert main(["eval", "--streams", path, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["simulated"] is True and doc["node"] == "sim:reference" and doc["backend"] == "sim"
+    assert doc["policies"] == ["timeshare", "packing", "groups", "greedy-continuous"]
+    assert [s["jobs"] for s in doc["streams"]] == [4, 5]
+    for s in doc["streams"]:
+        for p in doc["policies"]:
+            assert set(s["results"][p]) == FIELDS
+    assert doc["streams"][1]["results"]["timeshare"]["throughput_vs_timeshare"] == pytest.approx(1.0)
+    for p in doc["policies"]:
+        for k in FIELDS:
+            assert doc["mean"][p][k] == pytest.approx(sum(s["results"][p][k] for s in doc["streams"]) / 2)
+    # arrivals: the first stream's makespan runs from the first submit, so EP's 12.5 s is inside it
+    first = doc["streams"][0]["results"]["packing"]
+    assert first["mean_bounded_slowdown"] >= 1.0 and first["makespan_s"] > 0
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--policies", "agent"], "not trained yet"),
+    (["--policies", "nope"], "unknown policy 'nope'"),
+    (["--model", "m.npz"], "--model is not used with --streams"),
+    (["--noise", "0.1"], "are for --windows"),
+])
+def test_bad_requests_are_one_line(tmp_path: Path, capsys, argv: list[str], words: str) -> None:
+    path = _streams(tmp_path, [{"jobs": [{"id": "a", "profile": "EP"}], "max_concurrency": 2}])
+    assert main(["eval", "--streams", path, *argv]) == 2
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("doc, words", [
+    ([{"jobs": [{"id": "a", "profile": "NOPE"}]}], "does not know NOPE"),
+    ([{"jobs": [{"id": "a", "profile": "EP", "submit_s": -1}]}], "stream 0 is not valid: jobs.0.submit_s"),
+    ([], "non-empty JSON array of stream documents"),
+])
+def test_bad_stream_files_are_one_line(tmp_path: Path, capsys, doc: list, words: str) -> None:
+    assert main(["eval", "--streams", _streams(tmp_path, doc)]) == 2
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1
+
+
+def test_windows_and_streams_are_one_or_the_other(tmp_path: Path, capsys) -> None:
+    path = _streams(tmp_path, [{"jobs": [{"id": "a", "profile": "EP"}]}])
+    with pytest.raises(SystemExit) as exc:
+        main(["eval", "--streams", path, "--windows", path])
+    assert exc.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
