@@ -34,7 +34,8 @@ def plan_window(window: Window, node: NodeSpec, *, policy: str | None = None, mo
     pol = policy_registry(chosen, search_budget).get(name)  # type: ignore[arg-type]
     pipeline = pol.pipeline(node) if name in MODEL_POLICIES else None  # type: ignore[attr-defined] # as in training
     ctx = PlanContext(node=node, provider=provider_for(node, pipeline), seed=seed, simulated=node.simulated,
-                      pin_runtime=PINRT_LIB if pin_runtime else None, baseline_provider=provider_for(node))
+                      pin_runtime=PINRT_LIB if pin_runtime else None,
+                      baseline_provider=provider_for(node) if pipeline is not None else None)  # else the same one
     plan = pol.plan(window, ctx)
     return guard_plan(plan, window, ctx) if guard else plan
 

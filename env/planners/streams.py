@@ -16,16 +16,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import Callable, Sequence
 
 from env.episode.stream import WAIT, Decision, StreamJob, StreamView
 from env.node.spec import NodeSpec
 from env.plan.allocate import Allocation, plain_allocation
 from env.plan.models import Plan, Window, WindowJob
+from env.planners.registry import Registry
 from env.sim.model import solve
-
-if TYPE_CHECKING:
-    from env.planners.registry import Registry
 
 #: Jobs at the head of the queue a stream policy may choose among (the window).
 DEFAULT_STREAM_WINDOW = 8
@@ -145,8 +143,6 @@ _NOT_YET = ("the continuous {} policy needs the stream learner, which is not tra
 
 def stream_registry(plan: Callable[[Window], Plan] | None = None, window: int = DEFAULT_STREAM_WINDOW) -> Registry:
     """The stream policies by name; ``plan``: the window planner ``groups`` runs (absent: groups is refused)."""
-    from env.planners.registry import Registry
-
     factories: dict = {"timeshare": TimeShare, "packing": Packing, "greedy-continuous": lambda: GreedyContinuous(window)}
     later = {"agent": _NOT_YET.format("agent"), "agent-search": _NOT_YET.format("agent-search")}
     if plan is not None:
