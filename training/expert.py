@@ -138,6 +138,8 @@ class Expert:
                         hit = _optimise_subset(self.ev, schedule, list(gkey[1]), self.grid, rounds=self.rounds, starts=2)
                         self._groups[gkey] = hit
                     t, acts = hit
+                    if not acts:  # no core split fits (more jobs than the node has CPUs): never a group
+                        continue
                     by_slot = dict(zip(slots, acts))
                     sub[m] = (t, [by_slot[i] for i in range(w) if m >> i & 1])
             self._sub[key] = sub

@@ -184,6 +184,29 @@ def _calibrated_local(synthetic: int, seed: int) -> str:
     return f"sim:{out.resolve()}"
 
 
+def _cmaxes_for_node(a: Any, *, explicit: bool) -> Any:
+    """``a`` with its training Cmax values bounded by the node's CPUs (a group runs each job on CPUs of its own),
+    said in one line; a Cmax given on the command line beyond them is bad input."""
+    import dataclasses
+
+    from env.sim.nodes import load_node
+
+    try:
+        n_cpus = len(load_node("local" if a.backend == "real" else a.node).cpus)
+    except (InputError, ValueError, OSError):
+        return a  # the node is judged where the run loads it, with its own message
+    kept = tuple(c for c in a.cmaxes if c <= n_cpus)
+    if kept == tuple(a.cmaxes):
+        return a
+    flag = ",".join(map(str, a.cmaxes))
+    if explicit:
+        raise InputError(f"--cmaxes {flag}: the node has {n_cpus} CPUs, so at most {n_cpus} jobs run at once; "
+                         f"give --cmaxes {','.join(map(str, kept)) or '1'}")
+    print(f"training Cmax {','.join(map(str, kept))} (not {flag}): the node has {n_cpus} CPUs, at most {n_cpus} jobs "
+          "at once", file=sys.stderr)
+    return dataclasses.replace(a, cmaxes=kept, eval_cells=tuple(c for c in a.eval_cells if c[1] <= n_cpus))
+
+
 def run(args: argparse.Namespace) -> int:
     import dataclasses
 
@@ -195,6 +218,8 @@ def run(args: argparse.Namespace) -> int:
         a = dataclasses.replace(a, node=_calibrated_local(a.synthetic_jobs if args.synthetic_jobs is not None else 0, a.seed),
                                 synthetic_jobs=0)
         tag = "sim-local"
+    if not (args.resume or args.export_only):
+        a = _cmaxes_for_node(a, explicit=args.cmaxes is not None)
     run_dir = Path(args.run_dir or f"runs/train-{tag}-s{a.seed}")
     out = Path(args.out) if args.out else run_dir / "model.npz"
     if args.export_only:

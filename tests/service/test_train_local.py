@@ -52,3 +52,39 @@ def test_trains_in_the_calibrated_model_and_names_it(home, capsys):
     # drawn around, not copied: sizes differ from their base job's
     base = {j["params"]["name"]: j["params"]["work_s"] for j in doc["jobs"][:2]}
     assert all(j["params"]["work_s"] != base[j["params"]["name"].split(":g")[0]] for j in generated)
+
+
+def _two_cpu_local_model(home, capsys):
+    """This node's calibrated model, standing in for a 2-CPU node's whatever the machine: a calibrated model of a
+    simulated node whose node is cut down to two CPUs, one NUMA domain and one L3."""
+    assert main(["calibrate", *TINY, "--json"]) == 0
+    doc = json.loads(open(json.loads(capsys.readouterr().out)["out"]).read())
+    node = doc["node"]
+    node["cpus"] = [0, 1]
+    node["numa"] = [{**node["numa"][0], "cpus": [0, 1]}]
+    node["l3"] = [{**node["l3"][0], "cpus": [0, 1]}]
+    local = model_path(local_node_id())
+    local.write_text(json.dumps(doc))
+    return local
+
+
+def test_defaults_on_a_two_cpu_node_bound_cmax_by_its_cpus_in_one_line(home, capsys):
+    _two_cpu_local_model(home, capsys)
+    out = home / "m.npz"
+    # the defaults (windows 2-12, Cmax 1-4, DAgger and search distillation) with a tiny budget
+    assert main(["train", "--node", "local", "--steps", "40", "--learning-starts", "10", "--eval-every", "40",
+                 "--eval-per-cell", "1", "--synthetic-jobs", "4", "--group-groups", "50", "--group-epochs", "1",
+                 "--quiet", "--out", str(out)]) == 0
+    err = [ln for ln in capsys.readouterr().err.splitlines() if "Cmax" in ln]
+    assert len(err) == 1 and "1,2" in err[0] and "2 CPUs" in err[0]
+    from agent.modelfile import load_set_model
+
+    assert tuple(load_set_model(out).meta.training["args"]["cmaxes"]) == (1, 2)
+
+
+def test_a_cmax_beyond_the_cpus_given_by_hand_is_one_line(home, capsys):
+    _two_cpu_local_model(home, capsys)
+    assert main(["train", "--node", "local", "--cmaxes", "2,4", "--steps", "10", "--quiet"]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if "error" in ln]
+    assert len(err) == 1 and "--cmaxes 2" in err[0] and "2 CPUs" in err[0]
+    assert not (home / "runs").exists()
