@@ -5,9 +5,10 @@
 * ``fifo``: the paper's "RL - FIFO": the window's jobs in queue order, never skipped or reordered; the
   schedule action and every allocation still come from the actor (skip is taken away from its choices).
 
-Which model: the one given (a path or a loaded model), else the model that ships for the node being planned
-(``shipped_model_for``: ``training/models/*.npz`` whose ``trained_for`` names this node: ``sim:NAME`` for a
-simulated node, ``local`` with the same shape, preferring the same node id, for this machine). A model trained
+Which model: the one given (a path or a loaded model), else a user's own model for the node
+(``$COSCHED_HOME/models/*.npz``), else the one that ships for it (``training/models/*.npz``, or
+``$COSCHED_MODELS_DIR``'s in their place); ``shipped_model_for``: a model whose ``trained_for`` names this node:
+``sim:NAME`` for a simulated node, ``local`` with the same shape, preferring the same node id, for this machine. A model trained
 for another node shape or feature set is refused with one line (``agent.errors.ModelFileError``, exit 2).
 
 ``training.registry.policy_registry`` is every policy by name (the baselines' registry, ``env.planners.registry``,
@@ -62,23 +63,25 @@ def local_model_path() -> Path:
 
 
 def shipped_model_for(node: NodeSpec) -> Path | None:
-    """The model file for ``node``, or None: the shipped ones, then the user's (``$COSCHED_HOME/models``).
-    Simulated nodes: ``trained_for.name`` equal to the node's name. The local node: ``trained_for.name ==
-    'local'`` and the same shape; the same node id wins. Cached until a models folder changes."""
-    paths = [p for d in (models_dir(), user_models_dir()) if d.is_dir() for p in sorted(d.glob("*.npz"))]
-    stamp = tuple((str(p), p.stat().st_mtime_ns) for p in paths)
+    """The model file for ``node`` when none is given, or None: a user's own (``$COSCHED_HOME/models``) always
+    before a shipped one (``training/models``, or ``$COSCHED_MODELS_DIR`` in its place). Simulated nodes:
+    ``trained_for.name`` equal to the node's name. The local node: ``trained_for.name == 'local'`` and the same
+    shape; the same node id first. Among a user's equals the newest file, among shipped ones the first by name. Cached until a folder changes."""
+    user = user_models_dir()
+    paths = [(p, d == user) for d in (models_dir(), user) if d.is_dir() for p in sorted(d.glob("*.npz"))]
+    stamp = tuple((str(p), p.stat().st_mtime_ns, own) for p, own in paths)
     return _model_for(node, stamp)
 
 
 @lru_cache(maxsize=16)
-def _model_for(node: NodeSpec, stamp: tuple[tuple[str, int], ...]) -> Path | None:
+def _model_for(node: NodeSpec, stamp: tuple[tuple[str, int, bool], ...]) -> Path | None:
     from env.node.discover import node_id
     from profiler.features import FEATURE_SET_ID
 
     shape = node_shape(node)
     want_id = None if node.simulated else node_id(node)
-    best: tuple[int, Path] | None = None
-    for path in (Path(p) for p, _ in stamp):
+    best: tuple[tuple[bool, int, int], Path] | None = None
+    for path, mtime, own in ((Path(p), m, o) for p, m, o in stamp):
         try:
             meta = load_set_model(path).meta
         except Exception:  # noqa: BLE001 - a broken file in the folder is skipped here, refused when named
@@ -90,8 +93,9 @@ def _model_for(node: NodeSpec, stamp: tuple[tuple[str, int], ...]) -> Path | Non
             score = 2 if tf.name == node.name else -1
         else:
             score = -1 if tf.name.startswith("sim:") else (2 if tf.node_id == want_id else 1)
-        if score > 0 and (best is None or score > best[0]):
-            best = (score, path)
+        rank = (own, score, mtime if own else 0)  # shipped equals: the first by name, as always
+        if score > 0 and (best is None or rank > best[0]):
+            best = (rank, path)
     return best[1] if best else None
 
 
