@@ -35,6 +35,8 @@ class ModelInfo(BaseModel):
     format: str  # cosched-model/2 (the set encoder)
     path: str
     shipped: bool
+    #: where it came from: "given" (--model), "user" ($COSCHED_HOME/models: always before a shipped one) or "shipped"
+    source: Literal["given", "user", "shipped"] = "given"
     trained_for: TrainedFor
     window_size: int  # the most jobs planned in one episode: the set model's max_window
     max_concurrency: int
@@ -44,13 +46,15 @@ class ModelInfo(BaseModel):
     training: dict[str, Any]
 
     @classmethod
-    def of(cls, loaded: Any, shipped: bool) -> ModelInfo:
-        """``loaded``: agent.modelfile.LoadedSetModel."""
+    def of(cls, loaded: Any, shipped: bool, source: str | None = None) -> ModelInfo:
+        """``loaded``: agent.modelfile.LoadedSetModel; ``shipped``: not given by hand (``source``: "user" or
+        "shipped", as ``model_source`` tells)."""
         from profiler.features import FEATURE_NAMES
 
         meta: SetModelMeta = loaded.meta
         network = SetNetwork(architecture=meta.architecture, shape=meta.net, observation=meta.observation)
-        return cls(id=meta.model_id, format=meta.format, path=str(loaded.path), shipped=shipped,
+        source = source or (model_source(loaded.path) if shipped else "given")
+        return cls(id=meta.model_id, format=meta.format, path=str(loaded.path), shipped=source == "shipped", source=source,
                    trained_for=meta.trained_for, window_size=meta.max_window, max_concurrency=meta.max_concurrency,
                    features=ModelFeatures(feature_set=meta.feature_set, names=list(FEATURE_NAMES)),
                    action_encoding=meta.action_encoding, network=network, training=meta.training)
@@ -62,6 +66,15 @@ class ModelDescription(BaseModel):
     policy: str
     model: ModelInfo | None
     reason: str | None = None  # left out of the document when there is a model
+
+
+def model_source(path: Any) -> str:
+    """"user" for a model of ``$COSCHED_HOME/models`` (a user's own), else "shipped"."""
+    from pathlib import Path
+
+    from training.policies import user_models_dir
+
+    return "user" if Path(path).resolve().parent == user_models_dir().resolve() else "shipped"
 
 
 @dataclass(frozen=True)

@@ -210,6 +210,7 @@ def _cmaxes_for_node(a: Any, *, explicit: bool) -> Any:
 def run(args: argparse.Namespace) -> int:
     import dataclasses
 
+    from training.policies import user_models_dir
     from training.set_sac import export_only, main
 
     a = training_args(args)
@@ -238,4 +239,5 @@ def run(args: argparse.Namespace) -> int:
           f"{sel.get('step')} (validation {sel.get('agent', float('nan')):.3f} vs time sharing, greedy "
           f"{f['validation_baselines']['greedy']:.3f}, {label})")
     print(f"run directory: {run_dir} (log.jsonl, tensorboard/, curves.png, checkpoint.pt, figures.json, actors/)")
+    print(f"plan with it: --model {out}, or copy it into {user_models_dir()}/ to make it the default for its node")
     return 0
