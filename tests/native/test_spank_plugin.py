@@ -11,7 +11,7 @@ from pinrt_helpers import BUILD, require_build
 
 PLUGIN = BUILD / "cosched_spank.so"
 HOOKS = {"slurm_spank_init", "slurm_spank_init_post_opt", "slurm_spank_task_init_privileged",
-         "slurm_spank_task_init", "slurm_spank_exit"}
+         "slurm_spank_task_init", "slurm_spank_task_exit", "slurm_spank_exit"}
 # What a SPANK plugin may take from its host (slurmstepd, srun, sbatch) besides libc.
 HOST = {"slurm_error", "slurm_info", "spank_context", "spank_get_item", "spank_getenv", "spank_option_register",
         "spank_remote", "spank_setenv"}

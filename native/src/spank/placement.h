@@ -9,6 +9,7 @@
  *   resctrl.c         the job's resctrl group (on any root: a fake one in tests)
  *   task_env.c        the task's environment for the pinning runtime
  *   apply.c           CPU affinity and memory policy of the calling process
+ *   marker.c          the job's once-only start, end and refusal records
  *
  * Every function that can fail returns 0 or -1 with one line (no newline)
  * in err (common/errmsg.h). */
@@ -16,6 +17,7 @@
 #define COSCHED_PLACEMENT_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "common/cpuset.h"
@@ -102,6 +104,18 @@ int cp_build_env(cp_env *e, const cp_placement *p, const cp_opts *o, const char 
 /* Applies cpus= (sched_setaffinity) and mempolicy= (set_mempolicy) to the
  * calling process; both survive execve. */
 int cp_apply_self(const cp_placement *p, char *err, size_t elen);
+
+/* marker.c */
+
+/* The record name of a step: "JOB.STEP.NODEID", STEP a number or batch,
+ * extern, interactive (Slurm's special step ids). */
+void cp_step_name(char *buf, size_t len, unsigned jobid, uint32_t stepid, unsigned nodeid);
+/* Creates DIR/KIND/NAME (KIND: started, ended, refused) holding text, with
+ * O_CREAT|O_EXCL, and makes it durable (file and directory fsynced).
+ * Returns 0 when created, 1 when it was already there (prev[plen]: its
+ * first line), -1 on error. */
+int cp_mark(const char *dir, const char *kind, const char *name, const char *text, char *prev, size_t plen, char *err,
+            size_t elen);
 
 /* One phrase describing what was applied ("cpus=0-3 mempolicy=bind mems=0 ..."). */
 void cp_describe(const cp_placement *p, int runtime, char *buf, size_t len);
