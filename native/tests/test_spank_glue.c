@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <slurm/slurm.h>
 #include <slurm/spank.h>
 
 #include "check.h"
@@ -31,6 +32,8 @@ static struct {
     spank_context_t ctx;
     struct spank_option *opt;
     uint32_t jobid;
+    uint32_t stepid;
+    int exit_status;
     char cores[64];
     int nenv;
     char env[16][2][1024];
@@ -54,6 +57,12 @@ spank_err_t spank_get_item(spank_t sp, spank_item_t item, ...)
     spank_err_t rc = ESPANK_SUCCESS;
     if (item == S_JOB_ID)
         *va_arg(ap, uint32_t *) = H.jobid;
+    else if (item == S_JOB_STEPID)
+        *va_arg(ap, uint32_t *) = H.stepid;
+    else if (item == S_JOB_NODEID || item == S_SLURM_RESTART_COUNT)
+        *va_arg(ap, uint32_t *) = 0;
+    else if (item == S_TASK_EXIT_STATUS)
+        *va_arg(ap, int *) = H.exit_status;
     else if (item == S_STEP_ALLOC_CORES)
         *va_arg(ap, char **) = H.cores;
     else if (item == S_TASK_ID)
@@ -336,6 +345,113 @@ static void bad_option(void)
     CHECK(H.opt->cb(0, "strict,pinrt", 0) == 0 && H.opt->cb(0, NULL, 0) == 0);
 }
 
+/* The once-only records: DIR/started/JOB.STEP.NODEID before the task, DIR/ended/ after. */
+static int read_text(const char *path, char *buf, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, len - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return 0;
+}
+
+static void start_recorded_once(void)
+{
+    H.jobid = 110;
+    H.stepid = SLURM_BATCH_SCRIPT;
+    H.exit_status = 3 << 8; /* exit(3) */
+    H.nenv = 1;
+    strcpy(H.env[0][0], "SLURMD_NODENAME");
+    strcpy(H.env[0][1], "n7");
+    char text[256], path[400], rec[512];
+    snprintf(text, sizeof text, "version=1\ncpus=%d\n", cpu_a);
+    write_placement(text);
+    run_hooks(&(scenario){"", fake_resctrl, 0, 0});
+    snprintf(path, sizeof path, "%s/placements/started/110.batch.0", tmpdir);
+    CHECK(read_text(path, rec, sizeof rec) == 0 && !strncmp(rec, "node=n7 time=", 13) && strstr(rec, " restarts=0\n"));
+    snprintf(path, sizeof path, "%s/placements/ended/110.batch.0", tmpdir);
+    CHECK(!exists(path));
+    struct spank_handle h = {1};
+    CHECK(slurm_spank_task_exit(&h, 0, NULL) == 0 && slurm_spank_exit(&h, 0, NULL) == 0);
+    CHECK(read_text(path, rec, sizeof rec) == 0 && !strncmp(rec, "node=n7 ", 8) && strstr(rec, " exit=3\n"));
+    CHECK(H.nlog == 1 && strstr(H.log[0], "applied cpus="));
+}
+
+static void second_start_refused(void)
+{
+    /* the same job's batch step again (run after start_recorded_once): its tasks fail before they run */
+    H.jobid = 110;
+    H.stepid = SLURM_BATCH_SCRIPT;
+    char text[256], path[400], now[256];
+    snprintf(text, sizeof text, "version=1\ncpus=%d\n", cpu_a);
+    write_placement(text);
+    run_hooks(&(scenario){"", fake_resctrl, -1, -1});
+    CHECK(H.nlog == 1 && strstr(H.log[0], "error: cosched: job 110: not run again: step 110.batch.0 already started "
+                                          "once (node=") &&
+          strstr(H.log[0], "); Slurm started it a second time"));
+    cpus_now(now, sizeof now);
+    CHECK(!strcmp(now, start_cpus) && H.nenv == 0);
+    snprintf(path, sizeof path, "ls %s/placements/refused | grep -q '^110\\.batch\\.0\\.[0-9]*$'", tmpdir);
+    CHECK(system(path) == 0);
+    struct spank_handle h = {1};
+    CHECK(slurm_spank_exit(&h, 0, NULL) == 0 && H.nlog == 1); /* no end recorded for a refused start */
+}
+
+static void later_step_runs(void)
+{
+    /* step 0 of the same job (an srun inside the batch script) is its own first start */
+    H.jobid = 110;
+    H.stepid = 0;
+    run_hooks(&(scenario){"", fake_resctrl, 0, 0});
+    char path[400];
+    snprintf(path, sizeof path, "%s/placements/started/110.0.0", tmpdir);
+    CHECK(exists(path) && H.nlog == 1 && strstr(H.log[0], "applied"));
+}
+
+static void no_option_no_record(void)
+{
+    H.jobid = 111;
+    H.stepid = SLURM_BATCH_SCRIPT;
+    run_hooks(&(scenario){NULL, fake_resctrl, 0, 0});
+    char path[400];
+    snprintf(path, sizeof path, "%s/placements/started/111.batch.0", tmpdir);
+    CHECK(!exists(path) && H.nlog == 0);
+}
+
+static void record_impossible(int strict)
+{
+    /* placement_dir/started is a file: no record can be made */
+    H.jobid = 112;
+    H.stepid = SLURM_BATCH_SCRIPT;
+    char dir[320], path[340];
+    snprintf(dir, sizeof dir, "%s/broken", tmpdir);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/started", dir);
+    FILE *f = fopen(path, "w");
+    if (f)
+        fclose(f);
+    struct spank_handle h = {1};
+    char pd[340];
+    snprintf(pd, sizeof pd, "placement_dir=%s", dir);
+    char *av[] = {pd};
+    H.ctx = S_CTX_REMOTE;
+    CHECK(slurm_spank_init(&h, 1, av) == 0);
+    CHECK(H.opt->cb(H.opt->val, strict ? "strict" : NULL, 1) == 0 && slurm_spank_init_post_opt(&h, 1, av) == 0);
+    CHECK(slurm_spank_task_init_privileged(&h, 1, av) == (strict ? -1 : 0));
+    if (strict)
+        CHECK(H.nlog == 1 && strstr(H.log[0], "error: cosched: job 112: cannot record its start (cannot create ") &&
+              strstr(H.log[0], "failing the task (--cosched=strict)"));
+    else
+        CHECK(H.nlog == 2 && strstr(H.log[0], "error: cosched: job 112: cannot record its start, so a second start "
+                                              "would not be refused: cannot create ") &&
+              strstr(H.log[1], "no placement file"));
+}
+
+static void record_impossible_lax(void) { record_impossible(0); }
+static void record_impossible_strict(void) { record_impossible(1); }
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "%s/test_spank_glue.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -376,6 +492,12 @@ int main(void)
     in_child(bad_file, "bad placement file");
     in_child(bad_option, "bad option");
     in_child(bad_plugstack_line, "bad plugstack.conf line");
+    in_child(start_recorded_once, "start and end recorded");
+    in_child(second_start_refused, "a second start refused");
+    in_child(later_step_runs, "a later step of the job runs");
+    in_child(no_option_no_record, "no record without --cosched");
+    in_child(record_impossible_lax, "no record possible");
+    in_child(record_impossible_strict, "no record possible, strict");
     snprintf(path, sizeof path, "rm -rf '%s'", tmpdir);
     if (system(path))
         printf("could not remove %s\n", tmpdir);
