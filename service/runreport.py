@@ -24,7 +24,7 @@ def render_report(report: RunReport) -> None:
             cpus = "all (solo, profiled)" if g.solo_profile else ",".join(map(str, plan_jobs[j.id].cpus)) if j.id in plan_jobs else "?"
             status = "timeout" if j.timed_out else str(j.exit_code) if j.exit_code is not None else f"signal {j.signal}"
             pred = (f"{g.predicted_makespan_s:.2f}" if g.predicted_makespan_s is not None else "-") if k == 0 else ""
-            table.add_row(str(g.index) if k == 0 else "", j.id, cpus, status, f"{j.wall_s:.2f}", f"{g.makespan_s:.2f}" if k == 0 else "",
+            table.add_row(str(g.index + 1) if k == 0 else "", j.id, cpus, status, f"{j.wall_s:.2f}", f"{g.makespan_s:.2f}" if k == 0 else "",
                           *((pred,) if predicted else ()))
     console.print(table)
     console.print(f"total {report.total_s:.2f} s ({kind})")
@@ -70,6 +70,11 @@ class LiveProgress:
             self.console.print(f"  {info['job']}: {what} after {info['wall_s']:.2f} s", highlight=False)
         elif kind == "group_end":
             self.console.print(f"  group {info['group'] + 1} done in {info['makespan_s']:.2f} s", highlight=False)
+        elif kind == "orphans_stopped":
+            jobs = info["jobs"]
+            self.console.print(f"stopped {len(jobs)} process(es) the interrupted run left running: "
+                               + ", ".join(f"{j['job']} (pid {j['pid']}, group {j['group'] + 1})" for j in jobs)
+                               + "; their group runs again whole", highlight=False, soft_wrap=True)
         elif kind == "timeshare_start":
             self.console.print(f"time sharing: {info['jobs']} job(s) alone on the whole node ({info['run_dir']})", highlight=False)
 
