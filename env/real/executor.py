@@ -199,6 +199,8 @@ class Executor:
             solo = sum(1 for e in self.plan.excluded if e.command)
             journal.write("run_start", resumed=state is not None, groups=len(self.plan.groups), solo=solo)
             self.progress("run_start", {"groups": len(self.plan.groups), "solo": solo, "resumed": state is not None})
+            if state is not None and state.stopped:
+                self.progress("orphans_stopped", {"jobs": state.stopped})
             for index, what in self.stages():
                 if state is not None and index in state.done_groups:
                     results.append(self._from_journal(index, what, state))
@@ -332,22 +334,30 @@ def resume_state(run_dir: Path) -> JournalState:
     if not os.access(run_dir, os.R_OK | os.W_OK | os.X_OK):
         raise InputError(f"{run_dir} is not readable and writable: cannot resume there")
     state = read_journal(run_dir / "journal.jsonl")
-    for rec in state.orphans():
-        _kill_orphan(rec)
+    state.stopped = [{"job": rec.get("job"), "group": rec.get("group"), "pid": rec.get("pid")}
+                     for rec in state.orphans() if _kill_orphan(rec)]
+    if state.stopped:  # said in the journal before anything runs again (and by the run's progress)
+        journal = Journal(run_dir / "journal.jsonl")
+        try:
+            journal.write("orphans_stopped", jobs=state.stopped)
+        finally:
+            journal.close()
     return state
 
 
-def _kill_orphan(rec: dict[str, Any]) -> None:
+def _kill_orphan(rec: dict[str, Any]) -> bool:
     """Stop a job a killed runner left behind, but only if its pid still runs that job's argv
-    (a pid may have been reused since)."""
+    (a pid may have been reused since); whether it was stopped."""
     pid, argv = rec.get("pid"), rec.get("argv") or []
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
     except OSError:
-        return
+        return False
     words = [a.encode() for a in argv]
     if cmdline and any(cmdline == words[i:] for i in range(len(words))):
         try:
             os.killpg(pid, signal.SIGKILL)
+            return True
         except OSError:
             pass
+    return False

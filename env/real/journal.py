@@ -1,6 +1,7 @@
 """The run journal: one JSON line per event, flushed as it happens, so an interrupted run can resume.
 
-Events: run_start, group_start, job_start, job_cpus, job_end, group_end, interrupted, run_end.
+Events: run_start, group_start, job_start, job_cpus, job_end, group_end, interrupted, run_end; on resume,
+orphans_stopped (the jobs a killed runner left running, stopped before anything runs again).
 A group counts as done only when its ``group_end`` is in the journal; a group that was cut off is run
 again whole on resume (its jobs were meant to run together).
 """
@@ -41,6 +42,7 @@ class JournalState:
     cpus: dict[str, list[int]] = field(default_factory=dict)
     started: dict[str, dict[str, Any]] = field(default_factory=dict)  # job id -> latest job_start
     finished: bool = False
+    stopped: list[dict[str, Any]] = field(default_factory=list)  # on resume: orphans stopped ({job, group, pid})
 
     def orphans(self) -> list[dict[str, Any]]:
         """job_start records of jobs that never ended: a runner killed with SIGKILL leaves them running."""

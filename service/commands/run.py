@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _print_dry_run(plan: Plan) -> None:
     print(f"plan for {plan.node.name} (policy {plan.policy}), nothing is run:")
     for g in plan.groups:
-        print(f"group {g.index}:")
+        print(f"group {g.index + 1}:")
         for j in g.jobs:
             print(f"  {j.id}: cpus {j.cpus}")
             print(f"    {shlex.join(j.launch)}")

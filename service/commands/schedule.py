@@ -73,7 +73,7 @@ def render(plan: Plan, console: Console | None = None) -> None:
         for k, j in enumerate(g.jobs):
             name = j.id if j.profile == j.id else f"{j.id} ({j.profile})"
             pred = f"{g.predicted_makespan_s:.1f}" if (k == 0 and g.predicted_makespan_s is not None) else ""
-            table.add_row(str(g.index) if k == 0 else "", name, format_cpulist(j.cpus), j.memory,
+            table.add_row(str(g.index + 1) if k == 0 else "", name, format_cpulist(j.cpus), j.memory,
                           _domains({d: a.ways for d, a in j.l3.items()}), _domains(j.mem_bw_percent), pred)
     console.print(table)
     for e in plan.excluded:
