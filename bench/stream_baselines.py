@@ -1,5 +1,6 @@
-"""The stream baselines side by side on saturated streams (simulated): packing (Slurm's node sharing) against time
-sharing, greedy-continuous and groups (the window planner's plans with barriers, windows of W from the queue head).
+"""The stream policies side by side on saturated streams (simulated): packing (Slurm's node sharing) against time
+sharing, greedy-continuous, groups (the window planner's plans with barriers, windows of W from the queue head) and
+rollout (continuous decisions searched by rollouts on the node model).
 
 Each stream is N jobs drawn (seeded, with repeats) from the node's catalogue, all submitted at 0; every policy runs
 the same stream on the node model (``env.episode.stream.run_stream``), and the table gives each one's throughput vs
@@ -7,6 +8,9 @@ time sharing and its ratio to packing's, per stream and Cmax. ``groups`` plans i
 does (the node's default policy: agent-search with the shipped model on sim:reference).
 
     .venv/bin/python bench/stream_baselines.py [--seeds 1,2,3] [--cmaxes 2,3,4] [--jobs 48] [--window 8]
+
+Seeds 1-3 chose rollout's design (candidates, rankers, objective); its figures count on other seeds (101-110).
+The last lines: per Cmax, each policy's throughput / packing's as median [min, max] over the seeds.
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from env.episode.stream import StreamJob, run_stream  # noqa: E402
+import statistics  # noqa: E402
+
+from env.planners.continuous import Rollout  # noqa: E402
 from env.planners.streams import GreedyContinuous, Groups, Packing, TimeShare  # noqa: E402
 from env.sim.catalogue import catalogue  # noqa: E402
 from env.sim.nodes import load_node  # noqa: E402
@@ -41,24 +48,33 @@ def main() -> int:
     ap.add_argument("--cmaxes", default="2,3,4")
     ap.add_argument("--jobs", type=int, default=48)
     ap.add_argument("--window", type=int, default=8, help="W: the jobs groups' windows and greedy-continuous choose among")
+    ap.add_argument("--no-groups", action="store_true", help="leave out groups (its window plans are the slowest part)")
     args = ap.parse_args()
     from service.planning import plan_window
 
     node = load_node(args.node)
     print(f"{args.node} (simulated), saturated streams of {args.jobs} jobs: throughput vs time sharing (x packing)")
+    ratios: dict[tuple[int, str], list[float]] = {}
     for cmax in (int(c) for c in args.cmaxes.split(",")):
         for seed in (int(s) for s in args.seeds.split(",")):
             jobs = saturated_stream(node, args.jobs, seed)
             cells = []
             packing = None
-            for pol in (Packing(), TimeShare(), GreedyContinuous(args.window),
-                        Groups(lambda w: plan_window(w, node), args.window)):
+            pols = [Packing(), TimeShare(), GreedyContinuous(args.window), Rollout(args.window)]
+            if not args.no_groups:
+                pols.append(Groups(lambda w: plan_window(w, node), args.window))
+            for pol in pols:
                 t0 = time.perf_counter()
                 thr = run_stream(node, jobs, cmax, pol).metrics()["throughput_vs_timeshare"]
                 ms = (time.perf_counter() - t0) * 1000
                 packing = packing or thr
+                ratios.setdefault((cmax, pol.name), []).append(thr / packing)
                 cells.append(f"{pol.name} {thr:.3f} ({thr / packing:.3f}, {ms:.0f} ms)")
             print(f"Cmax {cmax}, seed {seed}: " + "  ".join(cells), flush=True)
+    print("throughput / packing's, median [min, max] over the seeds (simulated):")
+    for (cmax, name), r in ratios.items():
+        if name != "packing":
+            print(f"  Cmax {cmax} {name:18s} {statistics.median(r):.3f} [{min(r):.3f}, {max(r):.3f}]")
     return 0
 
 

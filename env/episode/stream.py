@@ -25,6 +25,9 @@ from env.plan.allocate import Allocation
 from env.sim.model import JobParams
 from env.sim.stream import Running, StreamNode
 
+#: Jobs at the head of the queue a stream policy may choose among (the window).
+DEFAULT_STREAM_WINDOW = 8
+
 #: Bounded slowdown's floor on a job's solo time (s): short jobs do not dominate the mean.
 SLOWDOWN_FLOOR_S = 10.0
 
@@ -195,7 +198,7 @@ def run_stream(node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int, 
     return out
 
 
-__all__ = ["Decision", "WAIT", "StreamJob", "sim_stream", "StreamView", "StreamPolicy", "StreamRun", "JobRun", "run_stream",
+__all__ = ["DEFAULT_STREAM_WINDOW", "Decision", "WAIT", "StreamJob", "sim_stream", "StreamView", "StreamPolicy", "StreamRun", "JobRun", "run_stream",
            "check_decision", "SLOWDOWN_FLOOR_S"]
 
 

@@ -18,16 +18,13 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from env.episode.stream import WAIT, Decision, StreamJob, StreamView
+from env.episode.stream import DEFAULT_STREAM_WINDOW, WAIT, Decision, StreamJob, StreamView
 from env.node.spec import NodeSpec
 from env.plan.allocate import Allocation, plain_allocation
 from env.plan.models import Plan, Window, WindowJob
+from env.planners.continuous import Rollout
 from env.planners.registry import Registry
 from env.sim.model import solve
-
-#: Jobs at the head of the queue a stream policy may choose among (the window).
-DEFAULT_STREAM_WINDOW = 8
-
 
 def slots(node: NodeSpec, max_concurrency: int) -> list[tuple[int, ...]]:
     """packing's slots: the CPUs listed NUMA domain by domain, cut into Cmax runs of floor(N/Cmax) CPUs."""
@@ -136,14 +133,17 @@ def _allocation(pj) -> Allocation:  # noqa: ANN001 - a PlanJob
 
 
 #: The stream policies ``cosched eval --streams`` compares by default.
-STREAM_POLICIES = ("timeshare", "packing", "groups", "greedy-continuous")
+STREAM_POLICIES = ("timeshare", "packing", "groups", "greedy-continuous", "rollout")
+#: The continuous policy a stream gets when none is named: rollouts on the node model (no learned part).
+DEFAULT_CONTINUOUS_POLICY = "rollout"
 _NOT_YET = ("the continuous {} policy needs the stream learner, which is not trained yet: "
-            "choose from timeshare, packing, groups, greedy-continuous")
+            "choose from timeshare, packing, groups, greedy-continuous, rollout")
 
 
 def stream_registry(plan: Callable[[Window], Plan] | None = None, window: int = DEFAULT_STREAM_WINDOW) -> Registry:
     """The stream policies by name; ``plan``: the window planner ``groups`` runs (absent: groups is refused)."""
-    factories: dict = {"timeshare": TimeShare, "packing": Packing, "greedy-continuous": lambda: GreedyContinuous(window)}
+    factories: dict = {"timeshare": TimeShare, "packing": Packing, "greedy-continuous": lambda: GreedyContinuous(window),
+                       "rollout": lambda: Rollout(window)}
     later = {"agent": _NOT_YET.format("agent"), "agent-search": _NOT_YET.format("agent-search")}
     if plan is not None:
         factories["groups"] = lambda: Groups(plan, window)
@@ -178,5 +178,5 @@ def evaluate_streams(streams: Sequence[Window], node: NodeSpec, policies: Sequen
             "mean": mean}
 
 
-__all__ = ["DEFAULT_STREAM_WINDOW", "STREAM_POLICIES", "TimeShare", "Packing", "GreedyContinuous", "Groups", "slots",
+__all__ = ["DEFAULT_STREAM_WINDOW", "DEFAULT_CONTINUOUS_POLICY", "STREAM_POLICIES", "TimeShare", "Packing", "GreedyContinuous", "Groups", "slots",
            "stream_registry", "evaluate_streams"]

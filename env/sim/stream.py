@@ -53,6 +53,14 @@ class StreamNode:
         self.g = geometry(self.node, self.params)
         self._rates: dict[str, float] | None = None
 
+    def fork(self) -> "StreamNode":
+        """An independent copy of the node now (the searches play decisions forward on it; the jobs' SimJobs, which
+        never change, are shared)."""
+        other = StreamNode(self.node, self.params, now=self.now, ended=dict(self.ended))
+        other.running = {k: Running(r.name, r.params, r.alloc, r.sim, r.start_s, r.left, r.factor)
+                         for k, r in self.running.items()}
+        return other
+
     def free_cpus(self) -> set[int]:
         taken = {c for r in self.running.values() for c in r.alloc.cpus}
         return set(self.node.cpus) - taken

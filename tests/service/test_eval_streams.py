@@ -26,7 +26,7 @@ def test_the_document_has_every_policy_per_stream_and_mean(tmp_path: Path, capsy
     assert main(["eval", "--streams", path, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["simulated"] is True and doc["node"] == "sim:reference" and doc["backend"] == "sim"
-    assert doc["policies"] == ["timeshare", "packing", "groups", "greedy-continuous"]
+    assert doc["policies"] == ["timeshare", "packing", "groups", "greedy-continuous", "rollout"]
     assert [s["jobs"] for s in doc["streams"]] == [4, 5]
     for s in doc["streams"]:
         for p in doc["policies"]:

@@ -1,0 +1,267 @@
+"""Continuous decisions searched on the node model: ``rollout`` (and the pieces ``agent-search`` for streams reuses).
+
+At an event the search builds its decision one start at a time. For each start it weighs a few candidates, each
+played forward on the node model (``StreamNode.fork``) to the end of the jobs it knows (the running ones and the
+queue; never jobs not yet arrived), and keeps the best:
+
+* the base policy's own next start (``Fill``), so the search is never worse than its base on the model's prediction;
+* the best ``candidates`` of ``Proposals``: single starts (a job of the first W, with an allocation cut from the free
+  CPUs: every free CPU, an even share over the places left, packing's slot size, half, one NUMA domain's free CPUs;
+  compact or spread over the domains, first-touch or interleaved) ranked by the node model's instantaneous work rate
+  (sum over the running jobs of solo time / current predicted time);
+* stopping here (nothing more starts at this event), when something runs.
+
+Each candidate's future is decided by ``Fill``: at every event each place gets an even share of the free CPUs (the
+last place all of them), compact, and the job of the first W with the highest instantaneous work rate there. The
+objective is the stream's: the last known job's end (saturated streams; the mean end breaks ties) or the sum of the
+known jobs' ends, i.e. their turnaround (streams with arrivals). Every figure it makes on a simulated node is
+simulated; on a real node it is the calibrated model's prediction.
+
+Why rollouts and not the myopic rule alone: the cost of a decision shows later (a job given the CPUs another job
+needed, a poorly scaling job left to the tail). Measured on saturated streams of sim:reference, ranking by the
+instantaneous rate alone starts jobs on too many CPUs and loses to packing at Cmax 3 and 4 (docs/continuous.md).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from env.episode.stream import DEFAULT_STREAM_WINDOW, WAIT, Decision, StreamJob, StreamView
+from env.node.spec import NodeSpec
+from env.plan.allocate import Allocation, assign_cpus, plain_allocation
+from env.sim.model import SimJob, solve
+from env.sim.stream import StreamNode
+
+Start = tuple[StreamJob, Allocation]
+
+#: Candidates beside the base's start that the search plays forward at each start it adds (its work budget).
+DEFAULT_CANDIDATES = 8
+TIE = 0.0
+
+
+class _Rates:
+    """The node model's instantaneous work rate of the running set with one job added (memoised SimJobs)."""
+
+    def __init__(self, solo: dict[str, float]) -> None:
+        self.solo = solo
+        self.cache: dict[tuple, SimJob] = {}
+
+    def sim_job(self, sim: StreamNode, job: StreamJob, alloc: Allocation) -> SimJob:
+        key = (job.name, alloc.cpus, alloc.memory, tuple(sorted(alloc.l3.items())),
+               tuple(sorted(alloc.mem_bw_percent.items())))
+        x = self.cache.get(key)
+        if x is None:
+            if len(self.cache) > 50_000:
+                self.cache.clear()
+            x = self.cache[key] = sim.sim_job(job.params, alloc)
+        return x
+
+    def with_job(self, sim: StreamNode, job: StreamJob, alloc: Allocation) -> float:
+        running = list(sim.running.values())
+        trial = [r.sim for r in running] + [self.sim_job(sim, job, alloc)]
+        solos = [self.solo[r.name] for r in running] + [job.solo_s]
+        return sum(s / t for s, t in zip(solos, solve(sim.g, trial)))
+
+
+def _distinct(queue: Sequence[StreamJob], window: int) -> list[StreamJob]:
+    """The first of each program among the first W queued (two jobs of one program are the same choice)."""
+    seen: set[str] = set()
+    out = []
+    for j in queue[:window]:
+        if j.name not in seen:
+            seen.add(j.name)
+            out.append(j)
+    return out
+
+
+class _Regret(_Rates):
+    """The CPU-seconds a job costs started here (its CPUs x its predicted time, plus the slowdown it brings on the
+    running jobs over their remaining work, CPU-weighted), less what it costs alone on packing's slot; negated, so
+    that higher is better as with rates. It favours the job that fits the CPUs that freed: a poorly scaling job on
+    few CPUs, a well scaling one on many."""
+
+    def __init__(self, node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int) -> None:
+        super().__init__({j.name: j.solo_s for j in jobs})
+        alone = StreamNode(node, _params(node))
+        slot = plain_allocation(node, assign_cpus(node, max(1, len(node.cpus) // max_concurrency), "compact", set()))
+        self.ref = {j.name: len(slot.cpus) * solve(alone.g, [alone.sim_job(j.params, slot)])[0] for j in jobs}
+
+    def with_job(self, sim: StreamNode, job: StreamJob, alloc: Allocation) -> float:
+        running = list(sim.running.values())
+        now = solve(sim.g, [r.sim for r in running]) if running else []
+        times = solve(sim.g, [r.sim for r in running] + [self.sim_job(sim, job, alloc)])
+        inflicted = sum(len(r.alloc.cpus) * r.left * (t - t0) for r, t, t0 in zip(running, times, now))
+        return -(len(alloc.cpus) * times[-1] + inflicted - self.ref[job.name])
+
+
+def _params(node: NodeSpec):  # noqa: ANN202 - the node's SimParams
+    from env.sim.world import world_for
+
+    return world_for(node).params
+
+
+class Fill:
+    """The rollouts' base policy (also usable alone): each place takes an even share of the free CPUs (the last
+    place all of them), compact; the job there is the one of the first W with the highest instantaneous work rate."""
+
+    name = "fill"
+
+    def __init__(self, window: int = DEFAULT_STREAM_WINDOW) -> None:
+        self.window = window
+
+    def reset(self, node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int) -> None:
+        self.node = node
+        self.rates = _Rates({j.name: j.solo_s for j in jobs})
+
+    def next_start(self, sim: StreamNode, queue: Sequence[StreamJob], places: int) -> Start | None:
+        free = sim.free_cpus()
+        if not queue or places < 1 or not free:
+            return None
+        n = len(free) if places == 1 else max(1, len(free) // places)
+        alloc = plain_allocation(self.node, assign_cpus(self.node, n, "compact", set(self.node.cpus) - free))
+        best: tuple[float, StreamJob] | None = None
+        for j in _distinct(queue, self.window):
+            rate = self.rates.with_job(sim, j, alloc)
+            if best is None or rate > best[0] + 1e-12:  # ties: the earlier job
+                best = (rate, j)
+        assert best is not None
+        return best[1], alloc
+
+    def decide(self, view: StreamView) -> Decision:
+        sim, queue, starts = view.sim.fork(), list(view.queue), []
+        places = view.places()
+        while (s := self.next_start(sim, queue, places)) is not None:
+            j, alloc = s
+            sim.start(j.id, j.name, j.params, alloc)
+            queue.remove(j)
+            starts.append((j.id, alloc))
+            places -= 1
+        return Decision(starts=tuple(starts))
+
+
+class Proposals:
+    """Candidate single starts at an event: the best by the instantaneous work rate and the best by CPU-seconds
+    against packing's slot (``_Regret``), taken in turn."""
+
+    def __init__(self, window: int = DEFAULT_STREAM_WINDOW) -> None:
+        self.window = window
+
+    def reset(self, node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int) -> None:
+        self.node, self.cmax = node, max_concurrency
+        self.rankers: list[_Rates] = [_Rates({j.name: j.solo_s for j in jobs}), _Regret(node, jobs, max_concurrency)]
+
+    def allocations(self, free: set[int], places: int) -> list[Allocation]:
+        node = self.node
+        taken = set(node.cpus) - free
+        f = len(free)
+        sizes = {f, f // max(1, places), len(node.cpus) // self.cmax, f // 2}
+        sizes |= {len(free & set(d.cpus)) for d in node.numa}
+        out, seen = [], set()
+        for n in sorted(s for s in sizes if 1 <= s <= f):
+            for affinity in ("compact", "distributed"):
+                cpus = assign_cpus(node, n, affinity, taken)
+                if cpus is None or tuple(cpus) in seen:
+                    continue
+                seen.add(tuple(cpus))
+                out.append(plain_allocation(node, cpus))
+                if len({node.numa_of(c) for c in cpus}) > 1:
+                    out.append(plain_allocation(node, cpus, "interleave"))
+        return out
+
+    def ranked(self, sim: StreamNode, queue: Sequence[StreamJob], places: int) -> list[Start]:
+        free = sim.free_cpus()
+        if not queue or places < 1 or not free:
+            return []
+        allocs = self.allocations(free, places)
+        pairs = [(j, a) for j in _distinct(queue, self.window) for a in allocs]
+        orders = [sorted(range(len(pairs)), key=lambda k: (-r.with_job(sim, *pairs[k]), k)) for r in self.rankers]
+        out: list[int] = []
+        for ks in zip(*orders):
+            out.extend(k for k in ks if k not in out)
+        return [pairs[k] for k in out]
+
+
+def play_out(sim: StreamNode, queue: list[StreamJob], cmax: int, base: Fill, objective: str) -> float:
+    """The known jobs decided by ``base`` from this state to the last end, on ``sim`` (changed): the objective's
+    value (lower is better) over the jobs that end from now on."""
+    ends: list[float] = []
+    while True:
+        places = cmax - len(sim.running)
+        while (s := base.next_start(sim, queue, places)) is not None:
+            j, alloc = s
+            sim.start(j.id, j.name, j.params, alloc)
+            queue.remove(j)
+            places -= 1
+        if not sim.running:
+            break
+        before = len(sim.ended)
+        sim.advance()
+        ends.extend([sim.now] * (len(sim.ended) - before))
+    if not ends:
+        return 0.0
+    if objective == "turnaround":
+        return sum(ends)
+    return max(ends) + TIE * sum(ends) / len(ends)
+
+
+class Rollout:
+    """The continuous decision by rollouts on the node model (see the module docstring)."""
+
+    name = "rollout"
+
+    def __init__(self, window: int = DEFAULT_STREAM_WINDOW, candidates: int = DEFAULT_CANDIDATES,
+                 objective: str = "auto") -> None:
+        if objective not in ("auto", "makespan", "turnaround"):
+            raise ValueError(f"objective {objective!r}: choose auto, makespan or turnaround")
+        self.window, self.candidates, self.objective = window, candidates, objective
+
+    def reset(self, node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int) -> None:
+        self.cmax = max_concurrency
+        self.base = Fill(self.window)
+        self.base.reset(node, jobs, max_concurrency)
+        self.proposals = Proposals(self.window)
+        self.proposals.reset(node, jobs, max_concurrency)
+        arrivals = len({j.submit_s for j in jobs}) > 1
+        self.goal = self.objective if self.objective != "auto" else ("turnaround" if arrivals else "makespan")
+
+    def _value(self, sim: StreamNode, queue: list[StreamJob], start: Start | None) -> float:
+        sim, queue = sim.fork(), list(queue)
+        if start is None:  # nothing more starts now: the next event comes first
+            if not sim.running:
+                return math.inf
+            sim.advance()
+        else:
+            j, alloc = start
+            sim.start(j.id, j.name, j.params, alloc)
+            queue.remove(j)
+        return play_out(sim, queue, self.cmax, self.base, self.goal)
+
+    def decide(self, view: StreamView) -> Decision:
+        sim, queue = view.sim.fork(), list(view.queue)
+        places, starts = view.places(), []
+        while True:
+            base = self.base.next_start(sim, queue, places)
+            if base is None:
+                break
+            options: list[Start | None] = [base]
+            for s in self.proposals.ranked(sim, queue, places):
+                if len(options) > self.candidates:
+                    break
+                if s[0].name != base[0].name or s[1] != base[1]:
+                    options.append(s)
+            if sim.running:
+                options.append(None)
+            best = min(range(len(options)), key=lambda k: (self._value(sim, queue, options[k]), k))
+            choice = options[best]
+            if choice is None:
+                break
+            j, alloc = choice
+            sim.start(j.id, j.name, j.params, alloc)
+            queue.remove(j)
+            starts.append((j.id, alloc))
+            places -= 1
+        return Decision(starts=tuple(starts)) if starts else WAIT
+
+
+__all__ = ["Fill", "Proposals", "Rollout", "play_out", "DEFAULT_CANDIDATES"]
