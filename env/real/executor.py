@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -78,22 +79,55 @@ def preflight(plan: Plan, node: NodeSpec) -> None:
         raise InputError("the plan enforces cache/bandwidth through resctrl, but this node has no resctrl mounted")
 
 
+_ENV_WITH_VALUE = frozenset({"-u", "--unset", "-C", "--chdir"})
+
+
+def program_argv(command: list[str]) -> list[str]:
+    """The argv of the program a command runs in the end: ``env [OPTION]... [NAME=VALUE]... PROG ARG...`` execs
+    PROG in its own process (the same pid), so the job is PROG's argv; a command without ``env`` is itself."""
+    argv = list(command)
+    while argv and os.path.basename(argv[0]) == "env":
+        i = 1
+        while i < len(argv):
+            a = argv[i]
+            if a == "--":
+                i += 1
+                break
+            split = argv[i + 1] if a in ("-S", "--split-string") and i + 1 < len(argv) else \
+                a[len("--split-string="):] if a.startswith("--split-string=") else a[2:] if a.startswith("-S") else None
+            if split is not None:  # -S 'PROG ARG': the words of one argument
+                argv = argv[:i] + shlex.split(split) + argv[i + (2 if a in ("-S", "--split-string") else 1):]
+                continue
+            if a in _ENV_WITH_VALUE:
+                i += 2
+            elif a.startswith("-") or ("=" in a and not a.startswith("=")):
+                i += 1
+            else:
+                break
+        argv = argv[i:]
+    return argv
+
+
 def runs_command(pid: int, command: list[str], launch: list[str] | None = None) -> bool:
-    """Has ``pid`` exec'd the job's own program? Its cmdline then ends with the command's argv (for a
-    script the kernel puts the interpreter first and keeps the script path and its arguments). Before
-    that the pid is a copy of this process (between fork and exec) or a wrapper of ``launch`` (numactl, ...),
-    whose cmdline is a longer tail of the launch argv: that is not the job yet."""
+    """Has ``pid`` exec'd the job's own program? Its cmdline then ends with the command's argv, or with the argv
+    of the program behind ``env`` when the command starts with it (``program_argv``; for a script the kernel puts
+    the interpreter first and keeps the script path and its arguments). Before that the pid is a copy of this
+    process (between fork and exec) or a wrapper of ``launch`` (numactl, ...), whose cmdline is a longer tail of
+    the launch argv: that is not the job yet."""
     try:
         cmdline = [a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]]
     except OSError:
         return False
-    n = len(command)
-    if not (len(cmdline) >= n > 0 and cmdline[len(cmdline) - n:] == command):
-        return False
-    if len(cmdline) == n:
-        return True
     wrappers = launch or []
-    return not (len(cmdline) <= len(wrappers) and wrappers[len(wrappers) - len(cmdline):] == cmdline)
+    for argv in (command, program_argv(command)):
+        n = len(argv)
+        if not (len(cmdline) >= n > 0 and cmdline[len(cmdline) - n:] == argv):
+            continue
+        if len(cmdline) == n:
+            return True
+        if not (len(cmdline) <= len(wrappers) and wrappers[len(wrappers) - len(cmdline):] == cmdline):
+            return True
+    return False
 
 
 def allowed_cpus(pid: int, command: list[str], launch: list[str] | None = None) -> list[int] | None:
