@@ -229,23 +229,35 @@ def _status(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2))
         return 0
     from rich.console import Console
+
+    render_status(doc, Console())
+    return 0
+
+
+def render_status(doc: dict[str, Any], console: Any) -> None:
+    """``status_document`` as a table for an 80-column terminal: window, group and job ids, nodes and group states
+    whole (never cut); each job's placement in one cell (CPUs, memory policy, ``pinrt`` when the pinning runtime is
+    loaded); a long profile, state or placement folds onto a second line rather than end in an ellipsis."""
+    from rich import box
     from rich.table import Table
 
-    console = Console()
     if not doc["windows"]:
         console.print(f"no windows yet (journal {doc['journal']})")
-        return 0
-    table = Table(title=f"cosched slurm: {len(doc['windows'])} window(s)")
-    for col in ("window", "group", "node", "state", "job", "profile", "job state", "in Slurm", "cpus", "memory", "pinrt"):
-        table.add_column(col)
+        return
+    table = Table(title=f"cosched slurm: {len(doc['windows'])} window(s)", box=box.SIMPLE_HEAD, pad_edge=False,
+                  padding=(0, 1), collapse_padding=True)
+    for col in ("win", "grp", "node", "group", "job", "profile", "state", "Slurm", "placement"):
+        if col in ("profile", "placement"):  # folded onto more lines when the terminal is narrow
+            table.add_column(col, overflow="fold", min_width=8)
+        else:  # ids and short words: whole, never cut
+            table.add_column(col, no_wrap=True, justify="right" if col in ("win", "grp", "job") else "left")
     for w in doc["windows"]:
         for g in w["groups"]:
             for k, jb in enumerate(g["jobs"]):
                 p = jb["placement"] or {}
+                place = " ".join([p.get("cpus", "whole-node"), p.get("mempolicy", "default")]
+                                 + (["pinrt"] if p.get("pinrt", "0") not in ("0", "") else []))
                 table.add_row(str(w["id"]) if k == 0 else "", str(g["index"]) if k == 0 else "",
                               (g["node"] or "-") if k == 0 else "", g["status"] if k == 0 else "", str(jb["job_id"]),
-                              jb["profile"], jb["status"], (jb["slurm_state"] or "-").lower(), p.get("cpus", "whole node"),
-                              p.get("mempolicy", "default"),
-                              p.get("pinrt", "0"))
+                              jb["profile"], jb["status"], (jb["slurm_state"] or "-").lower(), place)
     console.print(table)
-    return 0
