@@ -26,7 +26,7 @@ from env.plan.models import NAME_PATTERN, Plan, Window, WindowJob
 from env.node.spec import NodeSpec
 from env.node.resctrl import group_name
 from service.slurm import placement
-from service.slurm.journal import GroupRow, Journal, NewJob
+from service.slurm.journal import GroupRow, JobRow, Journal, NewJob, SeenJob
 from service.slurm.slurmcmd import JobGone, SlurmAPI, SlurmJob, SlurmNode, SlurmUnavailable
 
 _NAME = re.compile(NAME_PATTERN)
@@ -45,6 +45,10 @@ class ControllerConfig:
     window: int = 8
     cmax: int = 4
     gather_s: float = 2.0  # a partial window waits this long for more jobs (a burst lands in one window)
+    # A job whose end the plugin recorded this long ago, which Slurm shows RUNNING (slurmctld restarted from state
+    # saved while it ran), is cancelled in Slurm so its node frees; Slurm itself notices only when the node next
+    # registers (measured: about 6.5 minutes after the restart).
+    stale_after_s: float = 30.0
     pinrt_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -70,7 +74,12 @@ class Controller:
     release_delays: list[float] = field(default_factory=list)  # seconds from a job's eligibility to its group's release
     _planner_down_logged: bool = field(default=False, repr=False)
     _slurm_down_logged: bool = field(default=False, repr=False)
-    _known: set[int] | None = field(default=None, repr=False)  # job ids in the journal
+    _known: dict[int, int] | None = field(default=None, repr=False)  # job id -> submit time, of the journal's jobs
+    _seen: set[tuple[int, int]] | None = field(default=None, repr=False)  # (job id, submit time) seen held
+    _unplanned: dict[int, SeenJob] = field(default_factory=dict, repr=False)  # seen, not yet planned
+    _refused: set[str] | None = field(default=None, repr=False)  # refusal records already reported
+    _active: set[int] = field(default_factory=set, repr=False)  # job ids in groups not over, this step
+    _stale_checked: float = field(default=float("-inf"), repr=False)
 
     # ------------------------------------------------------------------ one cycle
 
@@ -89,6 +98,8 @@ class Controller:
             self.log("slurmctld answers again")
             self._slurm_down_logged = False
         self._reconcile(jobs)
+        self._see(jobs)
+        self._report_refusals()
         self._plan_new(jobs, nodes, flush, res)
         self._dispatch(jobs, nodes, res)
         res.waiting_groups = len(self.journal.groups(("waiting",)))
@@ -99,48 +110,211 @@ class Controller:
 
     def _reconcile(self, jobs: dict[int, SlurmJob]) -> None:
         active = self.journal.active_jobs()
+        self._active = {r.job_id for rows in active.values() for r in rows}
         done: list[tuple[int, int, str | None]] = []
         again: list[tuple[int, int, str | None]] = []
+        pdir = self.cfg.placement_dir
+        running: list[tuple[JobRow, SlurmJob]] = []
         for g in self.journal.groups(("waiting", "dispatched", "released")):
-            members = []
+            members: list[tuple[JobRow, SlurmJob]] = []
             for r in active.get((g.window_id, g.idx), []):
                 sj = jobs.get(r.job_id)
-                if g.status == "waiting" or (g.status == "dispatched" and sj is not None and sj.held):
-                    if sj is None or sj.finished:
-                        self.journal.set_job(r.job_id, "gone", "cancelled or ended before its group started")
-                        self.log(f"job {r.job_id} ended before its group started (window {g.window_id}, group {g.idx}): "
-                                 "the group starts without it")
+                if sj is not None and sj.submit_time != int(r.eligible):
+                    sj = None  # the id names a newer job: Slurm lost this one and gave its id away
+                if sj is None:
+                    self._absent(r)
+                    continue
+                if g.status == "waiting" or (g.status == "dispatched" and sj.held):
+                    if sj.finished and placement.started(pdir, r.job_id) is None:
+                        self.journal.set_job(r.job_id, "gone", f"{sj.state.lower()} before its group started")
+                        self.log(f"job {r.job_id} was {sj.state.lower()} before its group started (window {g.window_id}, "
+                                 f"group {g.idx}): the group starts without it")
                         continue
-                    if not sj.held and g.status == "waiting":
+                    if not sj.finished and not sj.held and g.status == "waiting":
                         self.journal.set_job(r.job_id, "outside", f"started outside the controller ({sj.state})")
                         self.log(f"job {r.job_id} was released by someone else ({sj.state}): it leaves window "
                                  f"{g.window_id}, group {g.idx}")
                         continue
-                members.append(r)
+                members.append((r, sj))
             if not members:
                 done.append((g.window_id, g.idx, None))
                 continue
             if g.status == "released":
-                states = [jobs.get(r.job_id) for r in members]
-                if all(s is None or s.finished for s in states):
+                if all(sj.finished for _, sj in members):
                     done.append((g.window_id, g.idx, None))
-                    for r in members:
-                        placement.remove(self.cfg.placement_dir, r.job_id)
-                elif any(s is not None and s.held for s in states):
-                    # A release slurmctld did not keep (restarted before saving it): send it again.
-                    self.log(f"window {g.window_id}, group {g.idx}: jobs held again after a slurmctld restart; releasing again")
+                    for r, sj in members:
+                        placement.remove(pdir, r.job_id)
+                        self._ended(r, sj)
+                elif any(sj.held for _, sj in members):
+                    # A release slurmctld did not keep (restarted from state saved before it): the group goes back to
+                    # dispatched, and its held jobs that never started are released again (_start_group).
+                    self.log(f"window {g.window_id}, group {g.idx}: jobs held again after a slurmctld restart; "
+                             "releasing again those that never started")
                     again.append((g.window_id, g.idx, None))
+                else:
+                    running.extend((r, sj) for r, sj in members if sj.state == "RUNNING")
+        self._stale(running)
         self.journal.set_groups(done, "done")
         self.journal.set_groups(again, "dispatched")
+
+    def _stale(self, running: list[tuple[JobRow, SlurmJob]]) -> None:
+        """Jobs Slurm shows RUNNING whose end the plugin recorded long ago: cancelled in Slurm (they are not run
+        again either way), so their node frees now. Checked every stale_after_s / 3 (it reads a file per job)."""
+        now = self.clock()
+        if now - self._stale_checked < self.cfg.stale_after_s / 3:
+            return
+        self._stale_checked = now
+        cancel = getattr(self.slurm, "cancel", None)
+        for r, sj in running:
+            end = placement.ended(self.cfg.placement_dir, r.job_id)
+            if end is None or now - end.time < self.cfg.stale_after_s or sj.start_time > end.time:
+                continue
+            line = (f"job {r.job_id} ended {end.describe()}, but Slurm shows it running again (slurmctld restarted "
+                    f"from state saved while it ran): cancelled in Slurm so that its node frees; it is not run again")
+            if cancel is None or self.journal.report_once("stale", f"{r.job_id}:{sj.submit_time}", r.job_id, line) is False:
+                continue
+            try:
+                cancel(r.job_id)
+            except RunError as exc:
+                line += f" (the cancel failed: {exc})"
+            self.log(line)
+
+    def _who(self, job_id: int, submit: int, profile: str | None = None) -> tuple[str, str]:
+        """('job 12 (nap, partition cosched)', the command that submits it again) from what was seen of it."""
+        info = self.journal.seen_job(job_id, submit)
+        if info is None:
+            return (f"job {job_id} ({profile or 'no name known'})",
+                    f"sbatch --cosched -p {self.cfg.partition} -J {profile or 'NAME'} SCRIPT")
+        return f"job {job_id} ({info.name}, partition {info.partition})", info.resubmit()
+
+    def _report(self, kind: str, key: str, job_id: int | None, line: str) -> None:
+        if self.journal.report_once(kind, key, job_id, line):
+            self.log(line)
+
+    def _absent(self, r: JobRow) -> None:
+        """A journaled job Slurm no longer lists: ended long ago (its end recorded by the plugin) or lost."""
+        pdir = self.cfg.placement_dir
+        placement.remove(pdir, r.job_id)
+        end = placement.ended(pdir, r.job_id)
+        if end is not None:
+            self.journal.set_job(r.job_id, "done", f"ended {end.describe()}; Slurm no longer lists it")
+            return
+        submit = int(r.eligible)
+        who, again = self._who(r.job_id, submit, r.profile)
+        start = placement.started(pdir, r.job_id)
+        if start is not None:
+            line = (f"{who} lost by Slurm after it started {start.describe()} (gone from its queue after a slurmctld "
+                    f"restart, no end recorded): it may have been cut short; check its output; to run it again: {again}")
+        else:
+            line = (f"{who} lost by Slurm before it started (gone from its queue: slurmctld restarted from older "
+                    f"state): resubmit it: {again}")
+        self.journal.set_job(r.job_id, "lost", line)
+        self.journal.set_seen_fate(r.job_id, submit, "lost")
+        self._report("lost", f"{r.job_id}:{submit}", r.job_id, line)
+
+    def _ended(self, r: JobRow, sj: SlurmJob) -> None:
+        """A released job Slurm says has finished: reported when Slurm ended it without it ever starting."""
+        if sj.state in ("COMPLETED", "CANCELLED") or placement.started(self.cfg.placement_dir, r.job_id) is not None:
+            return
+        who, again = self._who(r.job_id, int(r.eligible), r.profile)
+        line = (f"{who} lost by Slurm before it started: Slurm ended it {sj.state} ({sj.reason}) and the plugin "
+                f"recorded no start: resubmit it: {again}")
+        self.journal.set_job(r.job_id, "lost", line)
+        self._report("lost", f"{r.job_id}:{int(r.eligible)}", r.job_id, line)
+
+    def _see(self, jobs: dict[int, SlurmJob]) -> None:
+        """Journals the partition's held jobs at first sight (what it takes to resubmit them), and reports those
+        seen but not yet planned that Slurm has lost since."""
+        if self._seen is None:
+            self._seen = self.journal.seen_keys()
+            self._unplanned = {s.job_id: s for s in self.journal.seen(fate_null=True)}
+        for s in list(self._unplanned.values()):
+            cur = jobs.get(s.job_id)
+            if cur is not None and cur.submit_time == s.submit:
+                if cur.held and not cur.finished:
+                    continue
+                fate = "gone" if cur.finished else "outside"  # cancelled, or released by someone else
+            else:
+                fate = "lost"
+                line = (f"job {s.job_id} ({s.name}, partition {s.partition}) lost by Slurm before it started (gone from "
+                        f"its queue: slurmctld restarted from older state): resubmit it: {s.resubmit()}")
+                self._report("lost", f"{s.job_id}:{s.submit}", s.job_id, line)
+            self.journal.set_seen_fate(s.job_id, s.submit, fate)
+            del self._unplanned[s.job_id]
+        fresh = []
+        for j in jobs.values():
+            if j.partition == self.cfg.partition and j.managed and j.held and (j.job_id, j.submit_time) not in self._seen:
+                fresh.append(SeenJob(j.job_id, j.submit_time, j.name, j.partition, j.command or self._save_script(j),
+                                     j.workdir, j.user, j.stdout, j.options))
+        self.journal.add_seen(fresh)
+        for s in fresh:
+            self._seen.add((s.job_id, s.submit))
+            if s.job_id not in self._journaled():
+                self._unplanned[s.job_id] = s
+
+    def _held_again(self, j: SlurmJob) -> None:
+        """A job whose group is over, held again in Slurm (slurmctld restarted from older state): never released
+        again; said once."""
+        start = placement.started(self.cfg.placement_dir, j.job_id)
+        if start is not None:
+            line = (f"job {j.job_id} started {start.describe()}, then a slurmctld restart brought it back held: it is "
+                    f"not released again (it runs once; 'scancel {j.job_id}' clears it from Slurm's queue)")
+        else:
+            line = (f"job {j.job_id} had left the controller's hands without starting (cancelled, or released by "
+                    f"someone else), and a slurmctld restart brought it back held: not released by the controller "
+                    f"('scontrol release {j.job_id}' runs it, 'scancel {j.job_id}' clears it)")
+        self._report("held-again", f"{j.job_id}:{j.submit_time}", j.job_id, line)
+
+    def _journaled(self) -> dict[int, int]:
+        if self._known is None:
+            self._known = {k: v[0] for k, v in self.journal.known_submits().items()}  # once a life; then kept here
+        return self._known
+
+    def _save_script(self, j: SlurmJob) -> str:
+        """A --wrap job's script, saved while slurmctld still has it (its path), or '' when it cannot be."""
+        save = getattr(self.slurm, "save_script", None)
+        if save is None:
+            return ""
+        path = self.journal.path.parent / "scripts" / f"{j.job_id}-{j.submit_time}.sh"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return str(path) if save(j.job_id, str(path)) else ""
+
+    def _report_refusals(self) -> None:
+        """Each second start the plugin refused, reported once."""
+        if self._refused is None:
+            self._refused = self.journal.event_keys("refused")
+        for rec in placement.refusals(self.cfg.placement_dir):
+            if rec.name in self._refused:
+                continue
+            self._refused.add(rec.name)
+            first = placement.started(self.cfg.placement_dir, rec.job_id)
+            line = (f"job {rec.job_id} came back after it had started {first.describe() if first else 'once'} (a "
+                    f"slurmctld restart or a requeue); the plugin refused to start it again {rec.describe()}: it did "
+                    "not run twice")
+            self._report("refused", rec.name, rec.job_id, line)
 
     # ------------------------------------------------------------------ windows
 
     def _plan_new(self, jobs: dict[int, SlurmJob], nodes: list[SlurmNode], flush: bool, res: StepResult) -> None:
-        if self._known is None:
-            self._known = self.journal.known_ids()  # once a life; then kept up to date here
-        known = self._known
-        new = sorted((j for j in jobs.values() if j.partition == self.cfg.partition and j.managed and j.held
-                      and j.job_id not in known), key=lambda j: j.job_id)
+        known = self._journaled()
+        new = []
+        for j in jobs.values():
+            if not (j.partition == self.cfg.partition and j.managed and j.held):
+                continue
+            if j.job_id in known and known[j.job_id] != j.submit_time:
+                # Slurm lost the journaled job (reported by _reconcile) and gave its id to this one: the old job's
+                # journal row and start records go aside, so this job is planned and starts as itself.
+                old = known.pop(j.job_id)
+                moved = placement.retire(self.cfg.placement_dir, j.job_id, str(old))
+                self.journal.retire(j.job_id)
+                self.log(f"job {j.job_id} is a new job with the id of a job Slurm lost (submitted at {j.submit_time}, "
+                         f"not {old}): planned as itself"
+                         + (f"; the old job's records moved aside ({', '.join(moved)})" if moved else ""))
+            if j.job_id not in known:
+                new.append(j)
+            elif j.job_id not in self._active:
+                self._held_again(j)
+        new.sort(key=lambda j: j.job_id)
         if not new:
             return
         now = self.clock()
@@ -159,7 +333,10 @@ class Controller:
             self._planner_down_logged = False
         # One transaction for all the windows of this step (a commit is a disk flush).
         wids = self.journal.add_windows([(p, g, j) for p, g, j, _ in planned])
-        known.update(j.job_id for _, _, jobs_, _ in planned for j in jobs_)
+        for _, _, jobs_, _ in planned:
+            for nj in jobs_:
+                known[nj.job_id] = int(nj.eligible)
+                self._unplanned.pop(nj.job_id, None)
         for wid, (_, groups, jobs, what) in zip(wids, planned):
             res.planned += len(jobs)
             res.windows += 1
@@ -249,8 +426,17 @@ class Controller:
         to_release: list[int] = []
         for r in members:
             sj = jobs.get(r.job_id)
-            if sj is None or not sj.held:
+            if sj is None or not sj.held or sj.submit_time != int(r.eligible):
                 continue  # already released (a previous life got that far) or gone: reconcile sees to it
+            start = placement.started(self.cfg.placement_dir, r.job_id)
+            if start is not None:
+                # Released and started before slurmctld restarted from state saved before the release: it ran (or
+                # runs) once already, so it is never released again.
+                line = (f"job {r.job_id} started {start.describe()}, then a slurmctld restart brought it back held: it is "
+                        f"not released again (it runs once; 'scancel {r.job_id}' clears it from Slurm's queue)")
+                self.journal.set_job(r.job_id, "done", line)
+                self._report("held-again", f"{r.job_id}:{sj.submit_time}", r.job_id, line)
+                continue
             lines = r.placement if r.placement is not None else placement.whole_node_lines(
                 list(range(node.cpus)), pinrt="pinrt" in r.options)
             placement.write(self.cfg.placement_dir, r.job_id, lines)

@@ -3,9 +3,16 @@ what it released. A controller killed at any point and restarted reads it back a
 job is never planned again (no double start), a group dispatched but not yet released is released on the
 same node with the same placement (no loss), and a job it never journaled is one it has not touched.
 
-Job status: planned -> dispatched -> released -> done; or gone (cancelled before its group started) or
-outside (started by someone else, e.g. the user's own 'scontrol release'). A group: waiting -> dispatched
-(node chosen, placements being written, jobs being pinned and released) -> released -> done.
+Job status: planned -> dispatched -> released -> done; or gone (cancelled before its group started), outside
+(started by someone else, e.g. the user's own 'scontrol release') or lost (Slurm no longer knows it: a slurmctld
+restart from older state). A group: waiting -> dispatched (node chosen, placements being written, jobs being
+pinned and released) -> released -> done.
+
+Beside them: ``seen``, every job of the partition the controller has seen held, from its first sighting, with
+what an operator needs to submit it again (name, partition, script, directory), keyed by (job id, submit time):
+Slurm gives a lost job's id to the next submission. ``events``: what was reported once (a lost job, a job held
+again after it ran, a second start the plugin refused), so that a restarted controller does not say it again.
+``retired_jobs``: journal rows of lost jobs whose id Slurm has given to a new job.
 """
 
 from __future__ import annotations
@@ -28,6 +35,17 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status);
 CREATE INDEX IF NOT EXISTS jobs_group ON jobs (window_id, group_idx);
 CREATE INDEX IF NOT EXISTS groups_status ON groups (status);
+CREATE TABLE IF NOT EXISTS seen (
+    job_id INTEGER NOT NULL, submit INTEGER NOT NULL, name TEXT NOT NULL, partition TEXT NOT NULL,
+    command TEXT NOT NULL, workdir TEXT NOT NULL, user TEXT NOT NULL, stdout TEXT NOT NULL, options TEXT NOT NULL,
+    first_seen REAL NOT NULL, fate TEXT, PRIMARY KEY (job_id, submit));
+CREATE INDEX IF NOT EXISTS seen_fate ON seen (fate);
+CREATE TABLE IF NOT EXISTS events (
+    kind TEXT NOT NULL, key TEXT NOT NULL, job_id INTEGER, at REAL NOT NULL, line TEXT NOT NULL,
+    PRIMARY KEY (kind, key));
+CREATE TABLE IF NOT EXISTS retired_jobs (
+    job_id INTEGER NOT NULL, submit INTEGER NOT NULL, window_id INTEGER NOT NULL, group_idx INTEGER NOT NULL,
+    profile TEXT NOT NULL, status TEXT NOT NULL, note TEXT, retired REAL NOT NULL);
 """
 
 
@@ -52,6 +70,39 @@ class GroupRow:
     status: str
     solo: bool
     predicted_s: float | None
+
+
+@dataclass(frozen=True)
+class SeenJob:
+    """A job as first seen held in the partition: what it takes to submit it again."""
+
+    job_id: int
+    submit: int
+    name: str
+    partition: str
+    command: str  # the script and its arguments (a --wrap job's script as the controller saved it)
+    workdir: str
+    user: str
+    stdout: str
+    options: list[str]
+    fate: str | None = None  # None while waiting to be planned; planned, lost, gone
+
+    def resubmit(self) -> str:
+        """The command that submits the job again (its options, name, partition and script)."""
+        opt = "--cosched" + (f"={','.join(self.options)}" if self.options else "")
+        parts = ["sbatch", opt, "-p", self.partition, "-J", _quote(self.name)]
+        if self.workdir:
+            parts += ["-D", _quote(self.workdir)]
+        if self.stdout:
+            parts += ["-o", _quote(self.stdout)]
+        parts.append(self.command or "SCRIPT")
+        return " ".join(parts)
+
+
+def _quote(word: str) -> str:
+    import shlex
+
+    return shlex.quote(word)
 
 
 @dataclass(frozen=True)
@@ -96,7 +147,39 @@ class Journal:
                     "INSERT INTO jobs VALUES (?, ?, ?, ?, ?, ?, 'planned', ?, NULL, ?)",
                     [(j.job_id, wid, j.group_idx, j.profile, ",".join(j.options),
                       json.dumps(j.placement) if j.placement is not None else None, j.eligible, now) for j in jobs])
+                self.db.executemany("UPDATE seen SET fate='planned' WHERE job_id=? AND submit=?",
+                                    [(j.job_id, int(j.eligible)) for j in jobs])
         return ids
+
+    def add_seen(self, jobs: list[SeenJob]) -> None:
+        """Jobs seen held for the first time, in one transaction."""
+        if not jobs:
+            return
+        now = time.time()
+        with self._tx():
+            self.db.executemany(
+                "INSERT OR IGNORE INTO seen VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+                [(j.job_id, j.submit, j.name, j.partition, j.command, j.workdir, j.user, j.stdout, ",".join(j.options),
+                  now) for j in jobs])
+
+    def set_seen_fate(self, job_id: int, submit: int, fate: str) -> None:
+        with self._tx():
+            self.db.execute("UPDATE seen SET fate=? WHERE job_id=? AND submit=?", (fate, job_id, submit))
+
+    def report_once(self, kind: str, key: str, job_id: int | None, line: str) -> bool:
+        """Records that ``line`` was said (kind, key: what it is about); False when it had been said already."""
+        with self._tx():
+            cur = self.db.execute("INSERT OR IGNORE INTO events VALUES (?, ?, ?, ?, ?)",
+                                  (kind, key, job_id, time.time(), line))
+        return cur.rowcount == 1
+
+    def retire(self, job_id: int) -> None:
+        """Moves the journal row of a lost job aside: Slurm has given its id to a new job."""
+        now = time.time()
+        with self._tx():
+            self.db.execute("INSERT INTO retired_jobs SELECT job_id, CAST(eligible AS INTEGER), window_id, group_idx, "
+                            "profile, status, note, ? FROM jobs WHERE job_id=?", (now, job_id))
+            self.db.execute("DELETE FROM jobs WHERE job_id=?", (job_id,))
 
     def set_group(self, window_id: int, idx: int, status: str, node: str | None = None) -> None:
         self.set_groups([(window_id, idx, node)], status)
@@ -132,6 +215,40 @@ class Journal:
 
     def known_ids(self) -> set[int]:
         return {r[0] for r in self.db.execute("SELECT job_id FROM jobs")}
+
+    def known_submits(self) -> dict[int, tuple[int, str]]:
+        """job id -> (its submit time, its status) of every journaled job."""
+        return {r[0]: (int(r[1]), r[2]) for r in self.db.execute("SELECT job_id, eligible, status FROM jobs")}
+
+    def seen_keys(self) -> set[tuple[int, int]]:
+        return {(r[0], r[1]) for r in self.db.execute("SELECT job_id, submit FROM seen")}
+
+    def seen(self, fate_null: bool = False) -> list[SeenJob]:
+        q = "SELECT job_id, submit, name, partition, command, workdir, user, stdout, options, fate FROM seen"
+        if fate_null:
+            q += " WHERE fate IS NULL"
+        return [self._seen(r) for r in self.db.execute(q + " ORDER BY job_id, submit")]
+
+    def seen_job(self, job_id: int, submit: int) -> SeenJob | None:
+        r = self.db.execute("SELECT job_id, submit, name, partition, command, workdir, user, stdout, options, fate "
+                            "FROM seen WHERE job_id=? AND submit=?", (job_id, submit)).fetchone()
+        return self._seen(r) if r is not None else None
+
+    def events(self, kind: str | None = None) -> list[tuple[str, str, int | None, float, str]]:
+        q = "SELECT kind, key, job_id, at, line FROM events"
+        args: tuple = ()
+        if kind is not None:
+            q += " WHERE kind=?"
+            args = (kind,)
+        return list(self.db.execute(q + " ORDER BY at", args))
+
+    def event_keys(self, kind: str) -> set[str]:
+        return {r[0] for r in self.db.execute("SELECT key FROM events WHERE kind=?", (kind,))}
+
+    @staticmethod
+    def _seen(r: tuple) -> SeenJob:
+        return SeenJob(job_id=r[0], submit=r[1], name=r[2], partition=r[3], command=r[4], workdir=r[5], user=r[6],
+                       stdout=r[7], options=[o for o in r[8].split(",") if o], fate=r[9])
 
     def groups(self, statuses: tuple[str, ...] | None = None) -> list[GroupRow]:
         q = "SELECT window_id, idx, node, status, solo, predicted_s FROM groups"

@@ -1,13 +1,21 @@
-"""The placement file the SPANK plugin applies on the node: DIR/<SLURM_JOB_ID>.placement, ``key=value`` lines.
+"""The placement file the SPANK plugin applies on the node: DIR/<SLURM_JOB_ID>.placement, ``key=value`` lines;
+and the plugin's once-only records beside it, which the controller reads.
 
 It is written from the plan's job (``env.plan.models.PlanJob``), whose CPUs, memory policy, cache masks and
 bandwidth are the allocation the plan's launch argv was made from (env/plan/builder.py): nothing is computed twice.
 Written atomically (temp file + rename in the same directory), so the plugin never reads half a file.
+
+The records (native/src/spank/marker.c): DIR/started/JOB.STEP.NODEID, made with O_CREAT|O_EXCL before the
+step's tasks run; DIR/ended/ the same name at the step's end; DIR/refused/JOB.STEP.NODEID.NANOSECONDS for each
+second start the plugin refused. STEP is ``batch`` (an sbatch job's script) or a number (``srun`` steps; a job
+started by srun alone begins with step 0). Each holds one line of ``key=value`` words: node, time, pid,
+restarts, and exit or signal in an end record.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from env.node.cpulist import format_cpulist
@@ -77,3 +85,102 @@ def read(path: Path) -> dict[str, str]:
 
 def remove(directory: Path, slurm_job_id: int) -> None:
     path_for(directory, slurm_job_id).unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------------------------------------- the plugin's records
+
+# The steps that start a job: an sbatch job's script, or the first step of a job srun started alone.
+FIRST_STEPS = ("batch.0", "0.0")
+
+
+@dataclass(frozen=True)
+class Record:
+    """One of the plugin's records: which step, on which node, when (Unix time), and for an end its status."""
+
+    name: str  # JOB.STEP.NODEID
+    node: str
+    time: float
+    fields: dict[str, str]
+
+    @property
+    def job_id(self) -> int:
+        return int(self.name.split(".", 1)[0])
+
+    def describe(self) -> str:
+        when = _when(self.time)
+        status = (f", exit {self.fields['exit']}" if "exit" in self.fields
+                  else f", signal {self.fields['signal']}" if "signal" in self.fields else "")
+        return f"on {self.node} at {when}{status}"
+
+
+def _when(t: float) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(t).isoformat(timespec="seconds") if t > 0 else "an unknown time"
+
+
+def _read_record(path: Path) -> Record | None:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError:
+        text = ""
+    fields = dict(w.split("=", 1) for w in text.split() if "=" in w)
+    try:
+        t = float(fields.get("time", "0"))
+    except ValueError:
+        t = 0.0
+    return Record(name=path.name, node=fields.get("node", "?"), time=t, fields=fields)
+
+
+def started(directory: Path, slurm_job_id: int) -> Record | None:
+    """The record of the job's start (its script, or its first step), or None when it never started here."""
+    for step in FIRST_STEPS:
+        rec = _read_record(directory / "started" / f"{slurm_job_id}.{step}")
+        if rec is not None:
+            return rec
+    return None
+
+
+def ended(directory: Path, slurm_job_id: int) -> Record | None:
+    for step in FIRST_STEPS:
+        rec = _read_record(directory / "ended" / f"{slurm_job_id}.{step}")
+        if rec is not None:
+            return rec
+    return None
+
+
+def refusals(directory: Path) -> list[Record]:
+    """Every second start the plugin refused (DIR/refused/), oldest name first."""
+    try:
+        names = sorted(os.listdir(directory / "refused"))
+    except FileNotFoundError:
+        return []
+    out = []
+    for name in names:
+        rec = _read_record(directory / "refused" / name)
+        if rec is not None:
+            out.append(rec)
+    return out
+
+
+def retire(directory: Path, slurm_job_id: int, tag: str) -> list[str]:
+    """Moves the records of a job id that Slurm has given to a new job (it lost the first one in a restart) aside,
+    as NAME~TAG, so that the new job's steps start for the first time; returns the names moved."""
+    moved = []
+    for kind in ("started", "ended"):
+        d = directory / kind
+        if not d.is_dir():
+            continue
+        for src in sorted(d.glob(f"{slurm_job_id}.*")):
+            if "~" not in src.name:
+                os.replace(src, d / f"{src.name}~{tag}")
+                moved.append(f"{kind}/{src.name}")
+        if moved:
+            fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(fd)  # durable before the new job is released
+            finally:
+                os.close(fd)
+    return moved

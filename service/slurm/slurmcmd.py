@@ -2,7 +2,9 @@
 
 ``squeue --json`` and ``sinfo --json`` (Slurm 22.05's OpenAPI v0.0.38 documents; ``squeue --json`` ignores
 -p/-t filters there, so jobs are filtered here). Writes are ``scontrol update`` and one ``scontrol release``
-per group (the group's jobs are released in one request, so one scheduling pass starts them together).
+per group (the group's jobs are released in one request, so one scheduling pass starts them together);
+``scancel`` only for a job whose end the SPANK plugin recorded and that a restarted slurmctld shows running
+again; ``scontrol write batch_script`` keeps a --wrap job's script, for its resubmission if Slurm loses it.
 ``SlurmAPI`` is the protocol the controller uses; bench/slurm_scale.py drives it with a simulated cluster.
 """
 
@@ -39,6 +41,13 @@ class SlurmJob:
     nodes: str
     submit_time: int
     start_time: int
+    # What an operator needs to submit the job again if Slurm loses it (squeue's fields; command is the script
+    # with its arguments, empty for --wrap).
+    command: str = ""
+    workdir: str = ""
+    user: str = ""
+    stdout: str = ""
+    restarts: int = 0
 
     @property
     def managed(self) -> bool:
@@ -90,6 +99,8 @@ class SlurmAPI(Protocol):
 
     def release(self, job_ids: list[int]) -> None: ...
 
+    def cancel(self, job_id: int) -> None: ...
+
 
 class JobGone(RunError):
     """A job the controller acts on no longer exists or is no longer pending (cancelled meanwhile)."""
@@ -132,7 +143,10 @@ class SlurmCommands:
                          state=j.get("job_state") or "", reason=j.get("state_reason") or "",
                          priority=int(j.get("priority") or 0), admin_comment=j.get("admin_comment") or "",
                          comment=j.get("comment") or "", nodes=j.get("nodes") or "",
-                         submit_time=int(j.get("submit_time") or 0), start_time=int(j.get("start_time") or 0))
+                         submit_time=int(j.get("submit_time") or 0), start_time=int(j.get("start_time") or 0),
+                         command=j.get("command") or "", workdir=j.get("current_working_directory") or "",
+                         user=j.get("user_name") or "", stdout=j.get("standard_output") or "",
+                         restarts=int(j.get("restart_cnt") or 0))
                 for j in doc.get("jobs", [])]
 
     def nodes(self) -> list[SlurmNode]:
@@ -149,6 +163,16 @@ class SlurmCommands:
 
     def release(self, job_ids: list[int]) -> None:
         self._scontrol(["release", ",".join(map(str, job_ids))], job_ids[0] if len(job_ids) == 1 else None)
+
+    def cancel(self, job_id: int) -> None:
+        r = self._run(["scancel", str(job_id)])
+        if r.returncode != 0:
+            raise RunError(f"scancel {job_id}: {_first_line(r.stderr or r.stdout)}")
+
+    def save_script(self, job_id: int, path: str) -> bool:
+        """Writes the job's batch script (kept by slurmctld; a --wrap job has no file of its own) to ``path``."""
+        r = self._run(["scontrol", "write", "batch_script", str(job_id), path])
+        return r.returncode == 0
 
     def _scontrol(self, args: list[str], job_id: int | None) -> None:
         r = self._run(["scontrol", *args])

@@ -88,7 +88,7 @@ def test_a_job_cancelled_between_planning_and_start_leaves_its_group(tmp_path: P
     drain(ctl, sim)
     assert sim.started(victim) == 0
     assert all(sim.started(i) == 1 for i in ids if i != victim)
-    assert sum(f"job {victim} ended before its group started" in line for line in log) == 1
+    assert sum(f"job {victim} was cancelled before its group started" in line for line in log) == 1
 
 
 @pytest.mark.parametrize("crash_on", ["pin", "release"])

@@ -1,0 +1,199 @@
+"""Exactly once, whatever crashes: the controller against a simulated Slurm (service/slurm/simcluster.py) whose
+slurmctld 'restarts from older state' on demand, with the SPANK plugin's records played here (a start record when a
+job starts, a refusal when it starts again, an end record when it ends). The same paths run on real daemons in
+test_slurm_crash.py; here each is set up exactly."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from env.sim.nodes import load_node
+from service.slurm import placement
+from service.slurm.controller import Controller, ControllerConfig
+from service.slurm.journal import Journal
+from service.slurm.planner import in_process
+from service.slurm.simcluster import SimCluster
+
+NODE = "sim:reference"
+
+
+class Plugin:
+    """What the SPANK plugin records under the placement directory, as the simulated jobs start and end."""
+
+    def __init__(self, sim: SimCluster, pdir: Path) -> None:
+        self.sim, self.pdir = sim, pdir
+        self.state = {i: j.job.state for i, j in sim._jobs.items()}
+        self.runs: dict[int, int] = {}  # job id -> starts that ran (refused ones excluded)
+
+    def _write(self, kind: str, name: str, text: str) -> None:
+        (self.pdir / kind).mkdir(parents=True, exist_ok=True)
+        (self.pdir / kind / name).write_text(text)
+
+    def advance(self, dt: float) -> None:
+        self.sim.advance(dt)
+        for i, j in self.sim._jobs.items():
+            before, now = self.state.get(i), j.job.state
+            if now == "RUNNING" and before != "RUNNING":
+                if (self.pdir / "started" / f"{i}.batch.0").exists():  # a second start: refused, the task fails
+                    self._write("refused", f"{i}.batch.0.{int(self.sim.now * 1e9)}", f"node={j.node} time={self.sim.now}")
+                    j.job = replace(j.job, state="FAILED")
+                else:
+                    self._write("started", f"{i}.batch.0", f"node={j.node} time={self.sim.now} pid=1 restarts=0")
+                    self.runs[i] = self.runs.get(i, 0) + 1
+            if j.job.state == "COMPLETED" and before != "COMPLETED":
+                self._write("ended", f"{i}.batch.0", f"node={j.node} time={self.sim.now} exit=0")
+            self.state[i] = j.job.state
+
+
+def make(tmp_path: Path, sim: SimCluster, log: list[str], gather_s: float = 0.0) -> Controller:
+    return Controller(ControllerConfig(partition="cosched", placement_dir=tmp_path / "placements", window=8, cmax=4,
+                                       gather_s=gather_s, stale_after_s=30.0),
+                      sim, in_process(NODE, "greedy", None), Journal(tmp_path / "journal.sqlite"),
+                      plan_node=lambda: load_node(NODE), log=log.append, clock=sim.clock)
+
+
+def run(ctl: Controller, plugin: Plugin, seconds: float, dt: float = 0.5) -> None:
+    for _ in range(int(seconds / dt)):
+        ctl.step()
+        plugin.advance(dt)
+
+
+def held_again(sim: SimCluster, i: int) -> None:
+    """slurmctld restarted from state saved before the job's release: it is held again, on no node."""
+    j = sim._jobs[i]
+    j.job = replace(j.job, state="PENDING", priority=0, reason="JobHeldUser", nodes="", start_time=0)
+    j.node, j.end_s = None, None
+
+
+def test_a_job_held_again_after_it_started_is_not_released_again(tmp_path: Path) -> None:
+    sim = SimCluster(n_nodes=1, cpus=24)
+    ids = [sim.submit(n, runtime_s=3.0) for n in ("MG", "EP")]
+    plugin, log = Plugin(sim, tmp_path / "placements"), []
+    ctl = make(tmp_path, sim, log)
+    run(ctl, plugin, 1.0)
+    assert all(plugin.runs.get(i) == 1 for i in ids)
+    for i in ids:
+        held_again(sim, i)
+    run(ctl, plugin, 10.0)
+    assert all(sim.started(i) == 1 for i in ids), "never released twice"
+    assert all(j.held for j in sim.jobs()), "left held for the operator"
+    for i in ids:
+        lines = [ln for ln in log if ln.startswith(f"job {i} started on n1") and "brought it back held" in ln]
+        assert len(lines) == 1 and f"scancel {i}" in lines[0], log
+    assert not ctl.pending_work()
+    # A new life of the controller says nothing again.
+    ctl.journal.close()
+    log2: list[str] = []
+    again = make(tmp_path, sim, log2)
+    run(again, plugin, 3.0)
+    assert not [ln for ln in log2 if "brought it back held" in ln] and all(sim.started(i) == 1 for i in ids)
+
+
+def test_a_release_lost_before_the_job_started_is_sent_again(tmp_path: Path) -> None:
+    sim = SimCluster(n_nodes=1, cpus=24)
+    ids = [sim.submit(n, runtime_s=2.0) for n in ("MG", "EP")]
+    plugin, log = Plugin(sim, tmp_path / "placements"), []
+    ctl = make(tmp_path, sim, log)
+    ctl.step()  # released; slurmctld restarts before it starts them
+    for i in ids:
+        held_again(sim, i)
+    run(ctl, plugin, 10.0)
+    assert all(sim.started(i) == 2 and plugin.runs[i] == 1 for i in ids)
+    assert all(j.state == "COMPLETED" for j in sim.jobs())
+
+
+def test_jobs_slurm_lost_are_reported_once_with_how_to_resubmit_and_their_ids_reused(tmp_path: Path) -> None:
+    sim = SimCluster(n_nodes=1, cpus=24)
+    ids = [sim.submit(n, runtime_s=4.0) for n in ("MG", "EP", "CG", "FT", "SP", "fft")]
+    for i in ids:
+        j = sim._jobs[i]
+        j.job = replace(j.job, command=f"/home/u/job{i}.sh", workdir="/home/u")
+    plugin, log = Plugin(sim, tmp_path / "placements"), []
+    ctl = make(tmp_path, sim, log)
+    run(ctl, plugin, 1.0)
+    running = [i for i in ids if plugin.runs.get(i)]
+    waiting = [i for i in ids if i not in running]
+    assert running and waiting, "one node: some groups wait"
+    # slurmctld restarts from state saved before the last two were submitted: it forgets them (one running, one
+    # waiting in the journal) and gives their ids to the next submissions.
+    lost = [running[-1], waiting[-1]]
+    top = sim._next_id
+    fresh = []
+    for i in lost:
+        del sim._jobs[i]
+        sim._next_id = i
+        fresh.append(sim.submit("EP", runtime_s=1.0))
+        j = sim._jobs[i]
+        j.job = replace(j.job, submit_time=j.job.submit_time + 10)
+    sim._next_id = top
+    assert fresh == lost
+    run(ctl, plugin, 40.0)
+    for i in lost:
+        lines = [ln for ln in log if ln.startswith(f"job {i} (") and "lost by Slurm" in ln]
+        assert len(lines) == 1, log
+        assert f"-p cosched -J {sim_name(ids, i)} -D /home/u /home/u/job{i}.sh" in lines[0], lines[0]
+        assert ("after it started on n1" in lines[0]) == (i == running[-1]), lines[0]
+        assert "ended" not in lines[0]
+    # The new jobs with the lost ids are planned and run as themselves (the old one's start record moved aside).
+    assert all(sim._jobs[i].job.state == "COMPLETED" for i in fresh)
+    assert any("a new job with the id of a job Slurm lost" in ln for ln in log)
+    assert all(j.state == "COMPLETED" for j in sim.jobs())
+    statuses = {r.job_id: r.status for r in ctl.journal.all_jobs()}
+    assert all(statuses[i] == "done" for i in fresh)
+    assert sorted(ctl.journal.db.execute("SELECT job_id FROM retired_jobs")) == sorted((i,) for i in lost)
+
+
+def sim_name(ids: list[int], i: int) -> str:
+    return ("MG", "EP", "CG", "FT", "SP", "fft")[ids.index(i)]
+
+
+def test_a_job_seen_but_not_yet_planned_that_slurm_lost_is_reported(tmp_path: Path) -> None:
+    sim = SimCluster(n_nodes=1, cpus=24)
+    i = sim.submit("MG")
+    plugin, log = Plugin(sim, tmp_path / "placements"), []
+    ctl = make(tmp_path, sim, log, gather_s=60.0)  # the window is still gathering
+    run(ctl, plugin, 2.0)
+    assert not ctl.journal.all_jobs()
+    del sim._jobs[i]
+    run(ctl, plugin, 2.0)
+    lines = [ln for ln in log if "lost by Slurm before it started" in ln]
+    assert len(lines) == 1 and lines[0].startswith(f"job {i} (MG, partition cosched)"), log
+
+
+def test_a_job_that_ended_and_came_back_running_is_cancelled_not_rerun(tmp_path: Path) -> None:
+    sim = SimCluster(n_nodes=1, cpus=24)
+    i = sim.submit("MG", runtime_s=1.0)
+    plugin, log = Plugin(sim, tmp_path / "placements"), []
+    ctl = make(tmp_path, sim, log)
+    ctl.step()
+    for _ in range(6):  # it runs and ends while the controller does not look
+        plugin.advance(0.5)
+    assert sim._jobs[i].job.state == "COMPLETED"
+    j = sim._jobs[i]  # slurmctld restored from state saved while it ran: RUNNING, and nothing will end it
+    j.job, j.end_s = replace(j.job, state="RUNNING"), float("inf")
+    plugin.state[i] = "RUNNING"
+    run(ctl, plugin, 10.0)
+    assert j.job.state == "RUNNING", "not before stale_after_s"
+    run(ctl, plugin, 30.0)
+    assert j.job.state == "CANCELLED" and plugin.runs[i] == 1
+    assert sum(f"job {i} ended on n1" in ln and "cancelled in Slurm" in ln for ln in log) == 1
+
+
+def test_each_refused_second_start_is_reported_once(tmp_path: Path) -> None:
+    sim = SimCluster(n_nodes=1, cpus=24)
+    i = sim.submit("MG", runtime_s=1.0)
+    plugin, log = Plugin(sim, tmp_path / "placements"), []
+    ctl = make(tmp_path, sim, log)
+    run(ctl, plugin, 3.0)
+    j = sim._jobs[i]  # requeued by Slurm after it ran, pinned to its node: the plugin refuses it
+    j.job, j.end_s = replace(j.job, state="PENDING", priority=1, reason="None"), None
+    run(ctl, plugin, 3.0)
+    assert j.job.state == "FAILED" and plugin.runs[i] == 1
+    lines = [ln for ln in log if ln.startswith(f"job {i} came back after it had started on n1")]
+    assert len(lines) == 1 and "it did not run twice" in lines[0]
+    ctl.journal.close()
+    log2: list[str] = []
+    run(make(tmp_path, sim, log2), plugin, 2.0)
+    assert not [ln for ln in log2 if "came back" in ln]
+    assert placement.refusals(tmp_path / "placements")[0].job_id == i
