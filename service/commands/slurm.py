@@ -60,6 +60,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--gather", type=float, default=2.0, metavar="S",
                    help="seconds a partial window waits for more jobs (default 2)")
     r.add_argument("--poll", type=float, default=1.0, metavar="S", help="seconds between cycles (default 1)")
+    r.add_argument("--stale-after", type=float, default=30.0, metavar="S",
+                   help="a job whose end the SPANK plugin recorded S seconds ago and that a restarted slurmctld shows "
+                   "running again is cancelled in Slurm so that its node frees (default 30)")
     r.add_argument("--service", default=None, metavar="URL", help="plan with the HTTP service at URL (default: in process)")
     r.add_argument("--plan-node", default="local", metavar="NODE",
                    help="the node kind plans are made for: 'local' (default; the partition's nodes are this machine's kind) or 'sim:NAME'")
@@ -135,6 +138,8 @@ def _run(args: argparse.Namespace) -> int:
         raise InputError(f"--window must be 1..1024, not {args.window}")
     if not 1 <= args.cmax <= 64:
         raise InputError(f"--cmax must be 1..64, not {args.cmax}")
+    if not args.stale_after > 0:
+        raise InputError(f"--stale-after must be a number of seconds above 0, not {args.stale_after}")
     pinrt_env: dict[str, str] = {}
     for kv in args.pinrt_env:
         k, sep, v = kv.partition("=")
@@ -161,7 +166,7 @@ def _run(args: argparse.Namespace) -> int:
         plan_node = node
     journal = Journal(cdir / "journal.sqlite")
     ctl = Controller(ControllerConfig(partition=args.partition, placement_dir=pdir, window=args.window, cmax=args.cmax,
-                                      gather_s=args.gather, pinrt_env=pinrt_env),
+                                      gather_s=args.gather, pinrt_env=pinrt_env, stale_after_s=args.stale_after),
                      SlurmCommands(env), plan, journal, plan_node=lambda: plan_node, log=log)
     stopping = {"now": False}
 
