@@ -226,6 +226,11 @@ def slurm_conf_text(spec: ClusterSpec, cpus: int, dirs: dict[str, Path]) -> str:
         "InactiveLimit=0",
         "KillWait=2",
         "MinJobAge=600",  # finished jobs stay visible to squeue/scontrol for 10 min (tests, status)
+        # A slurmctld restarted from older state requeues jobs it believes ran but that their node no longer has
+        # (about 6.5 min after the restart): with requeue a plain job that had completed runs a second time, so
+        # plain jobs are not requeued; job_submit.lua gives co-scheduled jobs --requeue, and the SPANK plugin refuses
+        # a second start of one that already started (docs/slurm.md, "Exactly once").
+        "JobRequeue=0",
         "SlurmdTimeout=60",
         "SlurmctldTimeout=60",
         f"PlugStackConfig={dirs['etc'] / 'plugstack.conf'}",
