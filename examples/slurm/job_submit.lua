@@ -43,6 +43,10 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
    job_desc.partition = COSCHED_PARTITION
    -- Held (priority 0) until the controller has placed it; the controller's 'scontrol release' starts it.
    job_desc.priority = 0
+   -- Requeue allowed, whatever JobRequeue says for other jobs: a job that slurmctld, restarted from older state,
+   -- believes started but that never reached its node is requeued and runs; one that did start is refused by
+   -- cosched's SPANK plugin (its start is recorded once), so a requeue never runs it twice (docs/slurm.md).
+   job_desc.requeue = 1
    job_desc.admin_comment = "cosched:" .. opts
    slurm.log_info("cosched: job from uid %u held for the co-scheduling controller (options '%s')",
                   submit_uid, opts)
