@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 from env.episode.stream import StreamJob, run_stream  # noqa: E402
 import statistics  # noqa: E402
 
-from env.planners.continuous import Rollout  # noqa: E402
+from env.planners.continuous import BestFound, Rollout  # noqa: E402
 from env.planners.streams import GreedyContinuous, Groups, Packing, TimeShare  # noqa: E402
 from env.sim.catalogue import catalogue  # noqa: E402
 from env.sim.nodes import load_node  # noqa: E402
@@ -49,6 +49,7 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=48)
     ap.add_argument("--window", type=int, default=8, help="W: the jobs groups' windows and greedy-continuous choose among")
     ap.add_argument("--no-groups", action="store_true", help="leave out groups (its window plans are the slowest part)")
+    ap.add_argument("--best-found", action="store_true", help="add best-found (offline search, about a minute a stream)")
     args = ap.parse_args()
     from service.planning import plan_window
 
@@ -63,6 +64,8 @@ def main() -> int:
             pols = [Packing(), TimeShare(), GreedyContinuous(args.window), Rollout(args.window)]
             if not args.no_groups:
                 pols.append(Groups(lambda w: plan_window(w, node), args.window))
+            if args.best_found:
+                pols.append(BestFound())
             for pol in pols:
                 t0 = time.perf_counter()
                 thr = run_stream(node, jobs, cmax, pol).metrics()["throughput_vs_timeshare"]

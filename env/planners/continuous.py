@@ -37,7 +37,6 @@ Start = tuple[StreamJob, Allocation]
 
 #: Candidates beside the base's start that the search plays forward at each start it adds (its work budget).
 DEFAULT_CANDIDATES = 8
-TIE = 0.0
 
 
 class _Rates:
@@ -182,10 +181,12 @@ class Proposals:
         return [pairs[k] for k in out]
 
 
-def play_out(sim: StreamNode, queue: list[StreamJob], cmax: int, base: Fill, objective: str) -> float:
+def play_out(sim: StreamNode, queue: list[StreamJob], cmax: int, base: Fill, objective: str,
+             ends: list[float] | None = None) -> float:
     """The known jobs decided by ``base`` from this state to the last end, on ``sim`` (changed): the objective's
-    value (lower is better) over the jobs that end from now on."""
-    ends: list[float] = []
+    value (lower is better) over the jobs that end from now on, and ``ends`` (those that ended since the search's
+    event)."""
+    ends = list(ends or [])
     while True:
         places = cmax - len(sim.running)
         while (s := base.next_start(sim, queue, places)) is not None:
@@ -202,7 +203,7 @@ def play_out(sim: StreamNode, queue: list[StreamJob], cmax: int, base: Fill, obj
         return 0.0
     if objective == "turnaround":
         return sum(ends)
-    return max(ends) + TIE * sum(ends) / len(ends)
+    return max(ends)
 
 
 class Rollout:
@@ -218,24 +219,25 @@ class Rollout:
 
     def reset(self, node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int) -> None:
         self.cmax = max_concurrency
+        arrivals = len({j.submit_s for j in jobs}) > 1
+        self.goal = self.objective if self.objective != "auto" else ("turnaround" if arrivals else "makespan")
         self.base = Fill(self.window)
         self.base.reset(node, jobs, max_concurrency)
         self.proposals = Proposals(self.window)
         self.proposals.reset(node, jobs, max_concurrency)
-        arrivals = len({j.submit_s for j in jobs}) > 1
-        self.goal = self.objective if self.objective != "auto" else ("turnaround" if arrivals else "makespan")
 
     def _value(self, sim: StreamNode, queue: list[StreamJob], start: Start | None) -> float:
-        sim, queue = sim.fork(), list(queue)
+        sim, queue, ended = sim.fork(), list(queue), []
         if start is None:  # nothing more starts now: the next event comes first
             if not sim.running:
                 return math.inf
-            sim.advance()
+            done = sim.advance()
+            ended = [sim.now] * len(done)
         else:
             j, alloc = start
             sim.start(j.id, j.name, j.params, alloc)
             queue.remove(j)
-        return play_out(sim, queue, self.cmax, self.base, self.goal)
+        return play_out(sim, queue, self.cmax, self.base, self.goal, ended)
 
     def decide(self, view: StreamView) -> Decision:
         sim, queue = view.sim.fork(), list(view.queue)
@@ -264,4 +266,15 @@ class Rollout:
         return Decision(starts=tuple(starts)) if starts else WAIT
 
 
-__all__ = ["Fill", "Proposals", "Rollout", "play_out", "DEFAULT_CANDIDATES"]
+class BestFound(Rollout):
+    """The offline reference for streams: ``rollout`` with a far larger budget (every queued job of the first 32 and
+    32 candidates at every start), so that the distance of the online policies to what search on the node model
+    reaches is known. Seconds to minutes per stream of 48 jobs; not a policy to serve."""
+
+    name = "best-found"
+
+    def __init__(self, window: int = 32, candidates: int = 32, objective: str = "auto") -> None:
+        super().__init__(window, candidates, objective)
+
+
+__all__ = ["Fill", "Proposals", "Rollout", "BestFound", "play_out", "DEFAULT_CANDIDATES"]

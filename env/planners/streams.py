@@ -22,7 +22,7 @@ from env.episode.stream import DEFAULT_STREAM_WINDOW, WAIT, Decision, StreamJob,
 from env.node.spec import NodeSpec
 from env.plan.allocate import Allocation, plain_allocation
 from env.plan.models import Plan, Window, WindowJob
-from env.planners.continuous import Rollout
+from env.planners.continuous import BestFound, Rollout
 from env.planners.registry import Registry
 from env.sim.model import solve
 
@@ -143,7 +143,7 @@ _NOT_YET = ("the continuous {} policy needs the stream learner, which is not tra
 def stream_registry(plan: Callable[[Window], Plan] | None = None, window: int = DEFAULT_STREAM_WINDOW) -> Registry:
     """The stream policies by name; ``plan``: the window planner ``groups`` runs (absent: groups is refused)."""
     factories: dict = {"timeshare": TimeShare, "packing": Packing, "greedy-continuous": lambda: GreedyContinuous(window),
-                       "rollout": lambda: Rollout(window)}
+                       "rollout": lambda: Rollout(window), "best-found": BestFound}
     later = {"agent": _NOT_YET.format("agent"), "agent-search": _NOT_YET.format("agent-search")}
     if plan is not None:
         factories["groups"] = lambda: Groups(plan, window)

@@ -112,3 +112,21 @@ def test_rollout_is_a_stream_policy_by_name() -> None:
     assert isinstance(reg.get("rollout"), Rollout)
     with pytest.raises(ValueError, match="objective 'x'"):
         Rollout(objective="x")
+
+
+def test_stopping_here_counts_the_jobs_that_end_before_the_next_decision() -> None:
+    # one job running, one queued: starting nothing now must be worth the running job's end plus the queued job's
+    # (it used to drop the end that the next event itself brings, so waiting looked free and jobs waited in turn)
+    from env.sim.stream import StreamNode
+
+    jobs = _stream(2, 5, arrivals=1.0)
+    pol = Rollout(window=2, candidates=2, objective="turnaround")
+    pol.reset(NODE, jobs, 2)
+    sim = StreamNode(NODE, world_for(NODE).params)
+    a = jobs[0]
+    sim.start(a.id, a.name, a.params, _plain(list(range(12))))
+    first_end = sim.next_end()
+    wait = pol._value(sim, [jobs[1]], None)
+    start_now = pol._value(sim, [jobs[1]], (jobs[1], _plain(list(range(12, 24)))))
+    assert wait > first_end * 2  # both ends, the queued one after the running one
+    assert start_now < wait

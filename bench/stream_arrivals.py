@@ -1,0 +1,73 @@
+"""Poisson arrivals at a share of packing's capacity (simulated): mean turnaround and mean bounded slowdown of the
+continuous policies against packing (Slurm's node sharing), side by side on the same streams.
+
+Each stream is N jobs drawn (seeded, with repeats) from the node's catalogue. Packing's capacity is measured on the
+same jobs as a saturated stream (N / packing's makespan, jobs per second); the jobs then arrive as a Poisson process
+at LOAD x that rate (seeded exponential gaps), in the drawn order. Every policy runs the same stream on the node
+model (``env.episode.stream.run_stream``); the policies do not see jobs before they arrive.
+
+    .venv/bin/python bench/stream_arrivals.py [--seeds 101,...] [--cmaxes 2,4] [--loads 0.7,0.9] [--jobs 48]
+
+Seeds 1-3 chose rollout's design; the figures count on other seeds. The last lines: per Cmax and load, each policy's
+mean turnaround and mean bounded slowdown / packing's, median [min, max] over the seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.stream_baselines import saturated_stream  # noqa: E402
+from env.episode.stream import run_stream  # noqa: E402
+from env.planners.continuous import Rollout  # noqa: E402
+from env.planners.streams import GreedyContinuous, Packing  # noqa: E402
+from env.sim.nodes import load_node  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--node", default="sim:reference")
+    ap.add_argument("--seeds", default="101,102,103,104,105")
+    ap.add_argument("--cmaxes", default="2,4")
+    ap.add_argument("--loads", default="0.7,0.9")
+    ap.add_argument("--jobs", type=int, default=48)
+    ap.add_argument("--window", type=int, default=8)
+    args = ap.parse_args()
+    node = load_node(args.node)
+    print(f"{args.node} (simulated), {args.jobs} jobs arriving as a Poisson process at a share of packing's capacity")
+    ratios: dict[tuple[int, float, str], list[tuple[float, float]]] = {}
+    for cmax in (int(c) for c in args.cmaxes.split(",")):
+        for load in (float(x) for x in args.loads.split(",")):
+            for seed in (int(s) for s in args.seeds.split(",")):
+                jobs = saturated_stream(node, args.jobs, seed)
+                capacity = len(jobs) / run_stream(node, jobs, cmax, Packing()).makespan_s
+                rng, t, arriving = random.Random(seed * 1000 + cmax), 0.0, []
+                for j in jobs:
+                    arriving.append(replace(j, submit_s=t))
+                    t += rng.expovariate(load * capacity)
+                cells, base = [], None
+                for pol in (Packing(), GreedyContinuous(args.window), Rollout(args.window)):
+                    m = run_stream(node, arriving, cmax, pol).metrics()
+                    ta, bs = m["mean_turnaround_s"], m["mean_bounded_slowdown"]
+                    base = base or (ta, bs)
+                    ratios.setdefault((cmax, load, pol.name), []).append((ta / base[0], bs / base[1]))
+                    cells.append(f"{pol.name} turnaround {ta:.0f} s ({ta / base[0]:.3f}) slowdown {bs:.2f} ({bs / base[1]:.3f})")
+                print(f"Cmax {cmax}, load {load:.0%}, seed {seed}: " + "  ".join(cells), flush=True)
+    print("mean turnaround / packing's and mean bounded slowdown / packing's, median [min, max] (simulated):")
+    for (cmax, load, name), r in ratios.items():
+        if name != "packing":
+            ta, bs = [x for x, _ in r], [y for _, y in r]
+            print(f"  Cmax {cmax} load {load:.0%} {name:18s} turnaround {statistics.median(ta):.3f} [{min(ta):.3f}, "
+                  f"{max(ta):.3f}]  slowdown {statistics.median(bs):.3f} [{min(bs):.3f}, {max(bs):.3f}]")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
