@@ -1,0 +1,446 @@
+"""A cluster of simulated nodes driven by a job trace in the Standard Workload Format (SWF): every figure it makes is
+simulated (the node model on every node), and the time the controller's decisions take is measured.
+
+The trace (``read_swf``): one line a job, fields 1 job id, 2 submit (s), 4 runtime (s), 5 allocated processors
+(8 requested processors where 5 is missing), 9 requested time (-1: none), 12 user, 14 executable; header lines
+``; MaxNodes:`` / ``; MaxProcs:`` give the machine. Jobs without a runtime or a processor count (cancelled before
+they ran) are dropped.
+
+From trace to cluster (``map_jobs``), a documented and seeded rule:
+
+* **nodes**: a job's trace nodes are ceil(processors / (MaxProcs / MaxNodes)), scaled to the simulated cluster as
+  max(1, round(trace nodes x N / MaxNodes)), at most N; arrival times are kept, so the offered load stays that of the
+  trace;
+* **program**: one of the node model's programs (the 19 of ``sim:reference``), chosen by a seeded draw keyed by
+  the job's executable number, else its user, else its id (a user's or an application's jobs run one program);
+* **work**: the program's work scaled so that alone on its nodes (the whole node each) it takes the trace's runtime:
+  its node-model noise factor is runtime / the program's solo time; a multi-node job runs its program on every node
+  it holds and progresses at the pace of its slowest node (bulk synchronous);
+* **estimate**: the trace's requested time where it has one and it is not below the runtime, else the runtime;
+  on a shared node, that times the program's slowdown alone on one of Cmax equal slots (what a user asking for a
+  slot would request);
+* **load** (optional): submit times divided by a factor, the same jobs at a higher offered load.
+
+The cluster (``simulate``): N ``StreamNode``s (``env.sim.stream``) of one node model, a FCFS queue with EASY
+backfilling (the head job gets a reservation at the earliest time the estimates free enough nodes for it; a later job
+starts now only if it fits now and does not delay that reservation), and a cluster policy
+(``service.slurm.tracesim_policies``) that says how many jobs a node takes (Cmax) and where a job's ranks go.
+"""
+
+from __future__ import annotations
+
+import gzip
+import heapq
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from env.errors import InputError
+from env.node.spec import NodeSpec
+from env.plan.allocate import Allocation
+from env.sim.stream import StreamNode
+
+#: Bounded slowdown's floor (s), as for streams (``env.episode.stream.SLOWDOWN_FLOOR_S``).
+SLOWDOWN_FLOOR_S = 10.0
+#: Jobs past the head that one backfill pass looks at (a bf_max_job_test-like bound).
+BACKFILL_DEPTH = 200
+_EPS = 1e-6
+
+
+@dataclass(frozen=True)
+class SwfJob:
+    id: int
+    submit_s: float
+    run_s: float
+    procs: int
+    req_s: float  # -1: none
+    user: int
+    app: int
+
+
+@dataclass(frozen=True)
+class Trace:
+    path: str
+    max_nodes: int
+    max_procs: int
+    jobs: list[SwfJob]
+    dropped: int  # lines without a runtime or a processor count
+
+
+def read_swf(path: str | Path, *, skip: int = 0, limit: int | None = None) -> Trace:
+    """The jobs of an SWF file (plain or .gz) in file order, ``skip`` usable jobs skipped and at most ``limit`` kept."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{p}: no such trace file (an SWF file, plain or .gz; see docs/slurm-scale.md for where to get one)")
+    opener = gzip.open if p.suffix == ".gz" else open
+    header: dict[str, int] = {}
+    jobs: list[SwfJob] = []
+    dropped = seen = 0
+    try:
+        with opener(p, "rt", encoding="utf-8", errors="replace") as f:
+            for n, line in enumerate(f, 1):
+                s = line.strip()
+                if not s:
+                    continue
+                if s.startswith(";"):
+                    key, _, val = s[1:].partition(":")
+                    if key.strip() in ("MaxNodes", "MaxProcs") and val.strip().isdigit():
+                        header[key.strip()] = int(val.strip())
+                    continue
+                v = s.split()
+                if len(v) < 18:
+                    raise InputError(f"{p}:{n}: {len(v)} fields, an SWF job line has 18")
+                run, procs = float(v[3]), int(v[4]) if int(v[4]) > 0 else int(v[7])
+                if run <= 0 or procs <= 0:
+                    dropped += 1
+                    continue
+                seen += 1
+                if seen <= skip:
+                    continue
+                jobs.append(SwfJob(int(v[0]), float(v[1]), run, procs, float(v[8]), int(v[11]), int(v[13])))
+                if limit is not None and len(jobs) >= limit:
+                    break
+    except (OSError, ValueError, EOFError) as e:
+        raise InputError(f"{p}: not a readable SWF trace ({e})") from None
+    if not jobs:
+        raise InputError(f"{p}: no job with a runtime and a processor count (after skipping {skip})")
+    procs = max(j.procs for j in jobs)
+    max_procs = header.get("MaxProcs", procs)
+    max_nodes = header.get("MaxNodes", max_procs)
+    return Trace(str(p), max_nodes, max_procs, jobs, dropped)
+
+
+@dataclass(frozen=True)
+class TraceJob:
+    id: str
+    submit_s: float
+    nodes: int
+    run_s: float  # alone on its nodes, each whole
+    est_s: float  # what the scheduler believes (requested time or runtime)
+    program: str
+
+
+def map_jobs(trace: Trace, programs: Sequence[str], nodes: int, seed: int, load: float = 1.0) -> list[TraceJob]:
+    """The trace's jobs on a cluster of ``nodes`` nodes (the rule in the module's docstring); time starts at 0.
+    ``load`` > 1 compresses the arrivals (submit times divided by it): the same jobs offered at a higher load."""
+    if nodes < 1:
+        raise InputError("the cluster needs at least one node")
+    if not load > 0:
+        raise InputError("--load must be above 0 (1: the trace's own arrival times)")
+    ppn = max(1, trace.max_procs // max(1, trace.max_nodes))
+    progs = sorted(programs)
+    t0 = min(j.submit_s for j in trace.jobs)
+    out = []
+    for j in trace.jobs:
+        tn = -(-j.procs // ppn)
+        k = min(nodes, max(1, round(tn * nodes / trace.max_nodes)))
+        key = ("app", j.app) if j.app >= 0 else ("user", j.user) if j.user >= 0 else ("job", j.id)
+        prog = progs[random.Random(f"{seed}:{key[0]}:{key[1]}").randrange(len(progs))]
+        est = j.req_s if j.req_s >= j.run_s else j.run_s
+        out.append(TraceJob(str(j.id), (j.submit_s - t0) / load, k, j.run_s, est, prog))
+    return out
+
+
+@dataclass
+class JobRun:
+    id: str
+    program: str
+    nodes: int
+    submit_s: float
+    start_s: float
+    end_s: float
+    run_s: float
+
+    @property
+    def turnaround_s(self) -> float:
+        return self.end_s - self.submit_s
+
+    @property
+    def bounded_slowdown(self) -> float:
+        return max(1.0, self.turnaround_s / max(self.run_s, SLOWDOWN_FLOOR_S))
+
+
+@dataclass
+class TraceRun:
+    policy: str
+    nodes: int
+    jobs: list[JobRun]
+    busy_node_s: float  # node-seconds with at least one job on the node
+    passes: int  # scheduling passes (one at each event time)
+    decide_s: float  # CPU time in them (the controller's decisions)
+    wall_s: float  # CPU time of the whole simulation
+
+    def metrics(self) -> dict[str, float]:
+        n = len(self.jobs)
+        t0 = min(j.submit_s for j in self.jobs)
+        makespan = max(j.end_s for j in self.jobs) - t0
+        work = sum(j.nodes * j.run_s for j in self.jobs)
+        return {"jobs": n, "makespan_s": makespan,
+                "mean_turnaround_s": sum(j.turnaround_s for j in self.jobs) / n,
+                "mean_wait_s": sum(j.start_s - j.submit_s for j in self.jobs) / n,
+                "mean_bounded_slowdown": sum(j.bounded_slowdown for j in self.jobs) / n,
+                "node_utilisation": self.busy_node_s / (self.nodes * makespan),
+                "work_utilisation": work / (self.nodes * makespan),
+                "decisions": self.passes, "decisions_per_s": self.passes / max(self.decide_s, 1e-9),
+                "events_per_s": self.passes / max(self.wall_s, 1e-9)}
+
+
+class ClusterPolicy(Protocol):
+    """Where a job's ranks go. ``cmax``: jobs a node holds at once; ``place``: one (node, allocation) a rank on
+    ``k`` distinct nodes among ``candidates`` (node indices, ascending), or None to leave the job waiting."""
+
+    name: str
+    cmax: int
+
+    def reset(self, cluster: "Cluster") -> None: ...
+
+    def place(self, cluster: "Cluster", job: TraceJob, candidates: list[int]) -> list[tuple[int, Allocation]] | None: ...
+
+
+@dataclass
+class _Running:
+    job: TraceJob
+    ranks: list[int]
+    est_end: float
+    left: float = 1.0
+    rate: float = 0.0
+    t_upd: float = 0.0
+    version: int = 0
+
+
+@dataclass
+class Cluster:
+    """N simulated nodes of one node model; jobs run as one rank a node (the state the policies read)."""
+
+    node: NodeSpec
+    params: object  # env.sim.params.SimParams
+    size: int
+    cmax: int
+    entries: dict  # program -> catalogue entry (its JobParams)
+    solo: dict[str, float]  # program -> solo time on a whole node (s)
+    now: float = 0.0
+    waiting: int = 0  # jobs queued behind the one being placed (what a load-aware policy reads)
+    waiting_nodes: int = 0  # the nodes they ask for in all
+    sims: list[StreamNode] = field(default_factory=list)
+    running: dict[str, _Running] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.sims = [StreamNode(self.node, self.params) for _ in range(self.size)]
+        self.est_ends = np.zeros((self.size, self.cmax))  # estimated end of each held place (0: free)
+        self.count = np.zeros(self.size, dtype=np.int64)  # ranks on each node
+        self.idle_cpus = np.full(self.size, len(self.node.cpus), dtype=np.int64)
+        self.sig: list[tuple] = [() for _ in range(self.size)]  # what each node runs (programs and allocations)
+        self._slow: dict[tuple, float] = {}
+        self.busy_s = 0.0
+        self._busy_since: dict[int, float] = {}
+
+    def free_nodes(self) -> list[int]:
+        return np.flatnonzero((self.count < self.cmax) & (self.idle_cpus > 0)).tolist()
+
+    def scale(self, program: str) -> float:
+        """How much longer than on a whole node the program takes alone on one of Cmax equal slots (the node model):
+        what a user asking for a slot's share of the node would request; 1 with Cmax 1."""
+        if self.cmax == 1:
+            return 1.0
+        from env.planners.streams import slots
+        from env.plan.allocate import plain_allocation
+
+        return self.slowdown(program, plain_allocation(self.node, slots(self.node, self.cmax)[0]))
+
+    def slowdown(self, program: str, alloc: Allocation) -> float:
+        """The program alone on ``alloc`` against alone on the whole node (the node model): the estimate's scale."""
+        key = (program, alloc.cpus, alloc.memory, tuple(sorted(alloc.l3.items())), tuple(sorted(alloc.mem_bw_percent.items())))
+        if key not in self._slow:
+            from env.sim.model import solve
+
+            sim = self.sims[0]
+            self._slow[key] = solve(sim.g, [sim.sim_job(self.entries[program].params, alloc)])[0] / self.solo[program]
+        return self._slow[key]
+
+    # ------------------------------------------------------------------ changes
+    def places_of(self, alloc: Allocation) -> int:
+        """The node's places (of Cmax) an allocation holds: its share of the CPUs, rounded up (a whole node: all)."""
+        return max(1, -(-len(alloc.cpus) * self.cmax // len(self.node.cpus)))
+
+    def start(self, job: TraceJob, placed: list[tuple[int, Allocation]]) -> None:
+        nodes = [n for n, _ in placed]
+        if len(set(nodes)) != job.nodes:
+            raise ValueError(f"job {job.id} needs {job.nodes} distinct nodes, the policy gave {nodes}")
+        factor = job.run_s / self.solo[job.program]
+        est = self.now + job.est_s * max(self.slowdown(job.program, a) for _, a in placed)
+        for n, alloc in placed:
+            sim, used = self.sims[n], self.places_of(alloc)
+            if self.count[n] + used > self.cmax:
+                raise ValueError(f"node {n} has no room for job {job.id} under Cmax {self.cmax}")
+            sim.now = self.now
+            sim.start(job.id, job.program, self.entries[job.program].params, alloc, factor=factor)
+            self.est_ends[n, np.flatnonzero(self.est_ends[n] == 0)[:used]] = est
+            if self.count[n] == 0:
+                self._busy_since[n] = self.now
+            self.count[n] += used
+            self.idle_cpus[n] -= len(alloc.cpus)
+            self._resig(n)
+        self.running[job.id] = _Running(job, nodes, est, t_upd=self.now)
+
+    def finish(self, jid: str) -> list[int]:
+        r = self.running.pop(jid)
+        for n in r.ranks:
+            sim = self.sims[n]
+            sim.now = self.now
+            alloc = sim.running[jid].alloc
+            used = self.places_of(alloc)
+            sim.running[jid].left = 0.0
+            if jid not in sim.advance(self.now):
+                raise ValueError(f"job {jid} did not leave node {n}")
+            self.est_ends[n, np.flatnonzero(self.est_ends[n] == r.est_end)[:used]] = 0.0
+            self.count[n] -= used
+            if self.count[n] == 0:
+                self.busy_s += self.now - self._busy_since.pop(n)
+            self.idle_cpus[n] += len(alloc.cpus)
+            self._resig(n)
+        return r.ranks
+
+    def _resig(self, n: int) -> None:
+        self.sig[n] = tuple(sorted((r.name, r.alloc.cpus, r.alloc.memory, tuple(sorted(r.alloc.l3.items())),
+                                    tuple(sorted(r.alloc.mem_bw_percent.items()))) for r in self.sims[n].running.values()))
+
+    def refresh(self, nodes: set[int]) -> list[tuple[float, int, str]]:
+        """New rates for every job on ``nodes`` (their contention changed): the (end, version, id) to schedule."""
+        jobs = {jid for n in nodes for jid in self.sims[n].running}
+        out = []
+        for jid in jobs:
+            r = self.running[jid]
+            r.left = max(0.0, r.left - r.rate * (self.now - r.t_upd))
+            r.t_upd = self.now
+            r.rate = min(self.sims[n].rates()[jid] for n in r.ranks)
+            r.version += 1
+            out.append((self.now + r.left / r.rate, r.version, jid))
+        return out
+
+    # ------------------------------------------------------------------ EASY's reservation
+    def reservation(self, k: int, free: list[int]) -> tuple[float, int, np.ndarray]:
+        """For a head job of ``k`` nodes that does not fit now: the shadow time (when the estimates free enough nodes
+        for it), the extra nodes (free then beyond its k) and each node's free places at the shadow time."""
+        full = (self.count >= self.cmax) | (self.idle_cpus == 0)
+        first = np.maximum(np.where(full, self.est_ends.min(axis=1), self.now), self.now)  # overdue: any moment
+        need = k - len(free)
+        later = np.sort(first[full])
+        shadow = self.now if need <= 0 else float(later[need - 1]) if need <= len(later) else math.inf
+        places = self.cmax - (self.est_ends > shadow + _EPS).sum(axis=1)
+        extra = int((places >= 1).sum()) - k
+        return shadow, extra, places
+
+
+def simulate(jobs: Sequence[TraceJob], policy: ClusterPolicy, node: NodeSpec, size: int, *,
+             backfill_depth: int = BACKFILL_DEPTH) -> TraceRun:
+    """The trace on ``size`` nodes of ``node``'s model, FCFS with EASY backfilling, ranks placed by ``policy``."""
+    from env.sim.catalogue import catalogue
+    from env.sim.world import world_for
+
+    world, cat = world_for(node), catalogue(node)
+    unknown = sorted({j.program for j in jobs} - set(cat))
+    if unknown:
+        raise InputError(f"{node.name} does not know {', '.join(unknown)}")
+    too_big = [j.id for j in jobs if j.nodes > size]
+    if too_big:
+        raise InputError(f"job {too_big[0]} asks for more than the cluster's {size} nodes")
+    cl = Cluster(node, world.params, size, policy.cmax, {n: world.entries[n] for n in cat},
+                 {n: c.solo_s for n, c in cat.items()})
+    policy.reset(cl)
+    arrivals = sorted(jobs, key=lambda j: j.submit_s)
+    queue: list[TraceJob] = []
+    heap: list[tuple[float, int, str]] = []
+    runs: dict[str, JobRun] = {}
+    passes, decide_s, t_start = 0, 0.0, time.process_time()
+    i = 0
+    while i < len(arrivals) or queue or cl.running:
+        while heap and (heap[0][2] not in cl.running or cl.running[heap[0][2]].version != heap[0][1]):
+            heapq.heappop(heap)
+        t_end = heap[0][0] if heap else math.inf
+        t_arr = arrivals[i].submit_s if i < len(arrivals) else math.inf
+        t = min(t_end, t_arr)
+        if math.isinf(t):
+            raise ValueError(f"policy {policy.name!r} left {len(queue)} jobs waiting with nothing running")
+        cl.now = max(cl.now, t)
+        dirty: set[int] = set()
+        while heap and heap[0][0] <= cl.now + _EPS:
+            _, ver, jid = heapq.heappop(heap)
+            r = cl.running.get(jid)
+            if r is None or r.version != ver:
+                continue
+            runs[jid].end_s = cl.now
+            dirty.update(cl.finish(jid))
+        while i < len(arrivals) and arrivals[i].submit_s <= cl.now:
+            queue.append(arrivals[i])
+            i += 1
+        t0 = time.process_time()
+        started = _schedule(cl, policy, queue, backfill_depth)
+        decide_s += time.process_time() - t0
+        passes += 1
+        for j, placed in started:
+            runs[j.id] = JobRun(j.id, j.program, j.nodes, j.submit_s, cl.now, math.nan, j.run_s)
+            dirty.update(n for n, _ in placed)
+        for item in cl.refresh(dirty):
+            heapq.heappush(heap, item)
+    return TraceRun(policy.name, size, [runs[j.id] for j in jobs], cl.busy_s, passes, decide_s,
+                    time.process_time() - t_start)
+
+
+def _schedule(cl: Cluster, policy: ClusterPolicy, queue: list[TraceJob], depth: int) -> list:
+    """One pass: FCFS from the head while jobs fit, then EASY backfilling behind the head's reservation."""
+    started = []
+    free = cl.free_nodes()
+    asked = sum(j.nodes for j in queue)
+    while queue and queue[0].nodes <= len(free):
+        cl.waiting, cl.waiting_nodes = len(queue) - 1, asked - queue[0].nodes
+        placed = policy.place(cl, queue[0], free)
+        if not placed:
+            break
+        job = queue.pop(0)
+        asked -= job.nodes
+        cl.start(job, placed)
+        started.append((job, placed))
+        free = cl.free_nodes()
+    if len(queue) < 2 or not free:
+        return started
+    shadow, extra, places = cl.reservation(queue[0].nodes, free)
+    k = 1
+    while k < len(queue) and k <= depth and free:
+        job = queue[k]
+        if job.nodes > len(free):
+            k += 1
+            continue
+        ends_before = cl.now + job.est_s * cl.scale(job.program) <= shadow + _EPS
+        if ends_before or extra >= job.nodes:
+            cands = free
+        else:  # only nodes that keep a place for the head at the shadow time
+            cands = [n for n in free if places[n] >= 2]
+            if len(cands) < job.nodes:
+                k += 1
+                continue
+        cl.waiting, cl.waiting_nodes = len(queue) - 1, asked - job.nodes
+        placed = policy.place(cl, job, cands)
+        if not placed:
+            k += 1
+            continue
+        if not ends_before:
+            for n, a in placed:
+                used = cl.places_of(a)
+                if places[n] >= 1 and places[n] - used < 1:
+                    extra -= 1
+                places[n] -= used
+        queue.pop(k)
+        asked -= job.nodes
+        cl.start(job, placed)
+        started.append((job, placed))
+        free = cl.free_nodes()
+    return started
+
+
+__all__ = ["SwfJob", "Trace", "read_swf", "TraceJob", "map_jobs", "JobRun", "TraceRun", "ClusterPolicy", "Cluster",
+           "simulate", "BACKFILL_DEPTH", "SLOWDOWN_FLOOR_S"]

@@ -1,0 +1,159 @@
+"""The cluster policies of the trace simulation (``service.slurm.tracesim``): where each rank of a job goes. Every
+policy runs under the same FCFS queue with EASY backfilling; they differ in how many jobs a node holds and in the
+choice of nodes and CPUs.
+
+* ``easy``: Slurm with exclusive nodes (the standard): a job's ranks take whole nodes, the lowest-numbered free ones.
+* ``packing``: Slurm's node sharing (``OverSubscribe=FORCE:Cmax``, select/cons_tres, each job asking for N/Cmax CPUs a
+  node, task/affinity block binding): every node is cut into Cmax slots of N/Cmax CPUs (``env.planners.streams.slots``)
+  and a rank takes the lowest free slot of the lowest-numbered nodes that have one, as on one node the stream
+  baseline ``packing`` does; multi-node jobs share nodes too (one slot on each of their nodes).
+* ``packing-lln``: the same with Slurm's ``CR_LLN`` (least-loaded nodes first): ranks go to the nodes running the
+  fewest jobs, ties to the lowest-numbered.
+* ``cosched`` (``cosched:POLICY``): the controller's node-level decision code, a stream policy of
+  ``env.planners.streams.stream_registry`` by name (``greedy-continuous`` by default), asked on each candidate node
+  what it would start there for this job (its allocation); each candidate node is scored by the node model's
+  instantaneous work rate (sum over the node's jobs of solo time / predicted time) with the job minus without it,
+  and the job's k ranks go to the k best-scoring nodes (ties to the lowest-numbered). Nodes that run the same jobs on
+  the same allocations score the same, so a score is computed once per node composition and program. The
+  decision's ``changes`` (new ways / caps of running jobs) are not applied (greedy-continuous makes none).
+"""
+
+from __future__ import annotations
+
+from env.episode.stream import StreamJob, StreamView
+from env.errors import InputError
+from env.plan.allocate import Allocation, plain_allocation
+from env.planners.streams import slots, stream_registry
+from env.sim.model import solve
+from service.slurm.tracesim import Cluster, TraceJob
+
+#: Jobs a node holds at once in the sharing policies unless told.
+DEFAULT_CMAX = 4
+#: Cached node scores kept before the cache starts afresh (bounds memory on long traces).
+_CACHE_MAX = 200_000
+
+
+class Exclusive:
+    """``easy``: whole nodes, lowest-numbered first."""
+
+    name = "easy"
+    cmax = 1
+
+    def reset(self, cluster: Cluster) -> None:
+        self.whole = plain_allocation(cluster.node, cluster.node.cpus)
+
+    def place(self, cluster: Cluster, job: TraceJob, candidates: list[int]) -> list[tuple[int, Allocation]] | None:
+        if len(candidates) < job.nodes:
+            return None
+        return [(n, self.whole) for n in candidates[:job.nodes]]
+
+
+class Packing:
+    """``packing``: Cmax slots a node, the lowest free slot on the lowest-numbered nodes (``lln``: least loaded)."""
+
+    def __init__(self, cmax: int = DEFAULT_CMAX, lln: bool = False) -> None:
+        self.cmax, self.lln = cmax, lln
+        self.name = "packing-lln" if lln else "packing"
+
+    def reset(self, cluster: Cluster) -> None:
+        self.slots = [plain_allocation(cluster.node, s) for s in slots(cluster.node, self.cmax)]
+
+    def place(self, cluster: Cluster, job: TraceJob, candidates: list[int]) -> list[tuple[int, Allocation]] | None:
+        if len(candidates) < job.nodes:
+            return None
+        if self.lln:
+            candidates = sorted(candidates, key=lambda n: (int(cluster.count[n]), n))
+        out = []
+        for n in candidates[:job.nodes]:
+            free = cluster.sims[n].free_cpus()
+            out.append((n, next(a for a in self.slots if set(a.cpus) <= free)))
+        return out
+
+
+class Cosched:
+    """``cosched:POLICY``: the node-level stream policy's allocation on each node, nodes chosen by the node model."""
+
+    def __init__(self, stream_policy: str = "greedy-continuous", cmax: int = DEFAULT_CMAX, whole_when_idle: bool = True) -> None:
+        self.policy = stream_registry().get(stream_policy)  # one line naming the choices if unknown
+        self.cmax, self.whole_when_idle = cmax, whole_when_idle
+        base = "cosched" if whole_when_idle else "cosched-shared"
+        self.name = base if stream_policy == "greedy-continuous" else f"{base}:{stream_policy}"
+        self.decide_calls = 0
+
+    def reset(self, cluster: Cluster) -> None:
+        self.cl = cluster
+        self.jobs = {p: StreamJob(p, p, e.params, cluster.solo[p]) for p, e in cluster.entries.items()}
+        self.policy.reset(cluster.node, list(self.jobs.values()), self.cmax)
+        self.cache: dict[tuple, tuple[float, Allocation | None]] = {}
+        self.whole = plain_allocation(cluster.node, cluster.node.cpus)
+
+    def place(self, cluster: Cluster, job: TraceJob, candidates: list[int]) -> list[tuple[int, Allocation]] | None:
+        if len(candidates) < job.nodes:
+            return None
+        if self.whole_when_idle:  # nobody else needs the idle nodes: the job alone on whole nodes (time sharing's)
+            idle = [n for n in candidates if cluster.count[n] == 0]
+            if len(idle) - job.nodes >= cluster.waiting_nodes:
+                return [(n, self.whole) for n in idle[:job.nodes]]
+        groups: dict[tuple, list[int]] = {}
+        for n in candidates:
+            groups.setdefault(cluster.sig[n], []).append(n)
+        scored = []
+        for sig, nodes in groups.items():
+            key = (sig, job.program)
+            hit = self.cache.get(key)
+            if hit is None:
+                if len(self.cache) >= _CACHE_MAX:
+                    self.cache.clear()
+                hit = self.cache[key] = self._score(cluster, nodes[0], job)
+            if hit[1] is not None:
+                scored.append((-hit[0], nodes[0], nodes, hit[1]))
+        scored.sort(key=lambda s: (s[0], s[1]))
+        out: list[tuple[int, Allocation]] = []
+        for _, _, nodes, alloc in scored:
+            for n in nodes:
+                out.append((n, alloc))
+                if len(out) == job.nodes:
+                    return out
+        return None
+
+    def _score(self, cluster: Cluster, n: int, job: TraceJob) -> tuple[float, Allocation | None]:
+        """What the stream policy starts for ``job`` on node ``n``, and the node's work rate gained by it."""
+        sim = cluster.sims[n]
+        sj = self.jobs[job.program]
+        self.decide_calls += 1
+        d = self.policy.decide(StreamView(sim, [sj], self.cmax, 0))
+        allocs = [a for jid, a in d.starts if jid == sj.id]
+        if not allocs:
+            return 0.0, None
+        running = [(r.sim, cluster.solo[r.name]) for r in sim.running.values()]
+        before = _work_rate(sim.g, running)
+        after = _work_rate(sim.g, running + [(sim.sim_job(sj.params, allocs[0]), sj.solo_s)])
+        return after - before, allocs[0]
+
+
+def _work_rate(g, jobs: list) -> float:  # noqa: ANN001 - Geometry; jobs: (SimJob, solo s)
+    """Solo-seconds of work done per second on the node (greedy-continuous's instantaneous work rate)."""
+    if not jobs:
+        return 0.0
+    return sum(solo / t for (_, solo), t in zip(jobs, solve(g, [j for j, _ in jobs])))
+
+
+#: The cluster policies by name (``cosched:POLICY`` for another stream policy).
+TRACE_POLICIES = ("easy", "packing", "packing-lln", "cosched", "cosched-shared")
+
+
+def trace_policy(name: str, cmax: int = DEFAULT_CMAX):  # noqa: ANN201 - a ClusterPolicy
+    """The cluster policy called ``name``, one line naming the choices when it is unknown."""
+    if cmax < 1:
+        raise InputError("--cmax must be at least 1")
+    if name == "easy":
+        return Exclusive()
+    if name in ("packing", "packing-lln"):
+        return Packing(cmax, lln=name == "packing-lln")
+    base, _, stream = name.partition(":")
+    if base in ("cosched", "cosched-shared"):
+        return Cosched(stream or "greedy-continuous", cmax, whole_when_idle=base == "cosched")
+    raise InputError(f"unknown trace policy {name!r}: choose from {', '.join(TRACE_POLICIES)} or cosched:STREAM-POLICY")
+
+
+__all__ = ["DEFAULT_CMAX", "Exclusive", "Packing", "Cosched", "TRACE_POLICIES", "trace_policy"]
