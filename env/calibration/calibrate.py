@@ -10,7 +10,12 @@ Steps (each measurement's node time counted):
 4. ``probes`` job-with-job co-runs, in rounds: random candidate pairs scored by the spread of their predicted
    makespan over an ensemble of plausible fits, the most uncertain measured, then a refit;
 5. held-out co-runs (random groups of 2-4 jobs) measured and predicted: the median and p90 absolute error (%)
-   of group makespans.
+   of group makespans. Held-out pairs are never probed: a share of the job pairs (``HELDOUT_PAIR_SHARE``) is set
+   aside before the probes are chosen, and held-out groups of two are drawn from it (where there are 2 job pairs
+   or more);
+6. ``repeats`` of the probed groups measured once more: the repeat-noise floor (``noise_floor``), the median
+   error that even a model knowing each group's true time would show against one measurement, beside the
+   held-out error.
 
 The backend is wrapped in ``ProtocolOnly`` before anything else, so this module can reach nothing of it but
 the protocol (the twin test: a simulated node's parameters are out of reach).
@@ -18,6 +23,8 @@ the protocol (the twin test: a simulated node's parameters are out of reach).
 
 from __future__ import annotations
 
+import itertools
+import math
 import random
 import statistics
 from dataclasses import dataclass, field
@@ -60,6 +67,7 @@ class ProtocolOnly:
 class CalibrationConfig:
     probes: int | None = None  # job-with-job co-runs (default: 2 per job + 30)
     heldout: int = 40
+    repeats: int = 0  # probed groups measured once more, for the noise floor (0: none; 'cosched calibrate' asks 8)
     seed: int = 0
     jobs: Sequence[str] | None = None  # a subset of the node's jobs (default: all)
     max_nfev: int = 40
@@ -79,6 +87,13 @@ class CalibrationResult:
     heldout: list[tuple[float, float]] = field(default_factory=list)  # (measured, predicted) group makespans
     node_seconds: dict[str, float] = field(default_factory=dict)  # profiling (now) / reused (stored) / probes / heldout
     fit_problem: str | None = None  # why the final fit is no fit (one line); the model is then not to be used
+    repeat_pairs: list[tuple[float, float]] = field(default_factory=list)  # a probed group's makespan, then again
+    heldout_disjoint: bool = False  # no held-out group holds the jobs of a probe (False: too few job pairs to keep apart)
+
+    @property
+    def noise_floor(self) -> HeldOutError | None:
+        """``noise_floor`` of the repeated probes (None without repeats)."""
+        return noise_floor(self.repeat_pairs) if self.repeat_pairs else None
 
     @property
     def errors_pct(self) -> list[float]:
@@ -90,6 +105,34 @@ def error_summary(errors: Sequence[float]) -> HeldOutError:
         return HeldOutError(median_abs_error_pct=float("nan"), p90_abs_error_pct=float("nan"), n=0)
     s = sorted(errors)
     return HeldOutError(median_abs_error_pct=statistics.median(s), p90_abs_error_pct=float(np.percentile(s, 90)), n=len(s))
+
+
+def noise_floor(pairs: Sequence[tuple[float, float]]) -> HeldOutError:
+    """The repeat-noise floor from groups measured twice (a, b): each repeat's relative difference
+    |a - b| / ((a + b) / 2) divided by sqrt(2), the error one measurement carries against the group's true time when
+    both carry the same independent noise; as a median and a p90 over the groups, in % (``HeldOutError``'s fields)."""
+    return error_summary([abs(a - b) / ((a + b) / 2) / math.sqrt(2) * 100.0 for a, b in pairs if a > 0 and b > 0])
+
+
+HELDOUT_PAIR_SHARE = 1 / 3  # of the job pairs, set aside for the held-out co-runs (never probed)
+
+
+def heldout_pairs(jobs: Sequence[str], rng: random.Random) -> set[frozenset[str]]:
+    """The job pairs set aside for held-out co-runs before any probe is chosen: a third of them, at least one, and
+    never every one (the probes need a pair); none when there is a single pair."""
+    pairs = [frozenset(p) for p in itertools.combinations(sorted(set(jobs)), 2)]
+    if len(pairs) < 2:
+        return set()
+    return set(rng.sample(pairs, min(len(pairs) - 1, max(1, round(len(pairs) * HELDOUT_PAIR_SHARE)))))
+
+
+def heldout_group(node: NodeSpec, jobs: Sequence[str], rng: random.Random, reserved: set[frozenset[str]]) -> list[Placement]:
+    """A held-out group of 2-4 jobs; a group of two is one of the ``reserved`` pairs (when any is)."""
+    k = min(rng.choice((2, 3, 4)), len(jobs), len(node.cpus))
+    if k == 2 and reserved:
+        pair = rng.choice(sorted(sorted(p) for p in reserved))
+        return random_group(node, pair, rng, 2)
+    return random_group(node, jobs, rng, k)
 
 
 def base_params(node: NodeSpec, bench: NodeBench) -> tuple[SimParams, NodeSpec]:
@@ -259,6 +302,7 @@ def calibrate(backend: MeasuringBackend, cfg: CalibrationConfig = CalibrationCon
 
     rng = random.Random(seed + 17)
     nrng = np.random.default_rng(seed + 18)
+    reserved = heldout_pairs(jobs, random.Random(seed + 31))  # before any probe: the held-out pairs stay unseen
     probe_runner = Runner(b, seed=seed + 3)
     probe_records: list[RunRecord] = []
     left = budget
@@ -267,7 +311,7 @@ def calibrate(backend: MeasuringBackend, cfg: CalibrationConfig = CalibrationCon
         n = min(n, left)
         if n <= 0:
             break
-        chosen = choose_probes(fit, res, jobs, node, n, rng, nrng, cfg)
+        chosen = choose_probes(fit, res, jobs, node, n, rng, nrng, cfg, avoid=reserved)
         say(f"co-run probes, round {rnd + 1}: measuring {len(chosen)} pairs where the fit is least sure")
         pred = Predictor(spec, base, space)
         for group in chosen:
@@ -288,35 +332,62 @@ def calibrate(backend: MeasuringBackend, cfg: CalibrationConfig = CalibrationCon
         return CalibrationResult(model=model, records=records + probe_records, fit_problem=problem,
                                  node_seconds={"profiling": profiling_s, "reused": reused_s,
                                                "probes": probe_runner.node_seconds, "heldout": 0.0})
-    say(f"held-out co-runs: {cfg.heldout} random groups of 2-4 jobs")
+    probed = {frozenset(p.job for p in r.group) for r in probe_records}
+    say(f"held-out co-runs: {cfg.heldout} random groups of 2-4 jobs"
+        + (", none of them a probed pair" if reserved else f" (the only job pair, {' + '.join(sorted(jobs))}, is probed too)"))
     held_runner = Runner(b, seed=seed + 5)
     pred = Predictor(spec, base, space)
     heldout: list[tuple[float, float]] = []
     hrng = random.Random(seed + 29)
+    disjoint = True
     for _ in range(cfg.heldout):
-        group = random_group(node, jobs, hrng, hrng.choice((2, 3, 4)))
+        group = heldout_group(node, jobs, hrng, reserved)
+        disjoint = disjoint and frozenset(p.job for p in group) not in probed
         predicted = pred.times(x, group)
         m: Measurement = held_runner.run("corun", group)
         held_runner.records[-1].predicted_s = predicted
         heldout.append((makespan(m.times_s, group), makespan(predicted, group)))
     errs = [abs(p - mm) / mm * 100 for mm, p in heldout]
     summary = error_summary(errs)
-    say(f"held-out: median abs error {summary.median_abs_error_pct:.1f} %, p90 {summary.p90_abs_error_pct:.1f} % (n {summary.n})")
+    rep_runner = Runner(b, seed=seed + 7)
+    repeats = _repeat_probes(rep_runner, probe_records, cfg.repeats, say)
+    check_s = held_runner.node_seconds + rep_runner.node_seconds  # the check's node time: held out and repeats
+    floor = f"; noise floor {noise_floor(repeats).median_abs_error_pct:.1f} % ({len(repeats)} probes repeated)" if repeats else ""
+    say(f"held-out: median abs error {summary.median_abs_error_pct:.1f} %, p90 {summary.p90_abs_error_pct:.1f} % (n {summary.n}){floor}")
 
     model = build_model(node, spec, base, space, x, jobs, profiles, bench, fit, backend_simulated=bool(b.simulated),
                         probes=len(probe_records), profiling_runs=len(records), summary=summary,
-                        seconds=(profiling_s + reused_s, probe_runner.node_seconds, held_runner.node_seconds), noise_sd=cfg.noise_sd)
-    return CalibrationResult(model=model, records=records + probe_records, heldout_records=held_runner.records, heldout=heldout,
-                             node_seconds={"profiling": profiling_s, "reused": reused_s, "probes": probe_runner.node_seconds,
-                                           "heldout": held_runner.node_seconds})
+                        seconds=(profiling_s + reused_s, probe_runner.node_seconds, check_s), noise_sd=cfg.noise_sd)
+    return CalibrationResult(model=model, records=records + probe_records + rep_runner.records, heldout_records=held_runner.records,
+                             heldout=heldout, node_seconds={"profiling": profiling_s, "reused": reused_s,
+                                                            "probes": probe_runner.node_seconds, "heldout": check_s},
+                             repeat_pairs=repeats, heldout_disjoint=disjoint and bool(reserved))
+
+
+def _repeat_probes(runner: Runner, probes: list[RunRecord], n: int, say: Progress) -> list[tuple[float, float]]:
+    """``n`` of the probed groups (``probes``, spread over them) measured once more with ``runner``, after the
+    held-out co-runs: (first makespan, repeat's) of each; the repeats' records are the runner's."""
+    k = min(max(n, 0), len(probes))
+    picks = [probes[round(i * (len(probes) - 1) / max(1, k - 1))] for i in range(k)]
+    if picks:
+        say(f"noise floor: {len(picks)} probed groups measured once more")
+    out = []
+    for r in picks:
+        group = [to_placement(p) for p in r.group]
+        m = runner.run("corun", group)
+        out.append((makespan(r.times_s, group), makespan(m.times_s, group)))
+    return out
 
 
 def choose_probes(fit: Fit, res, jobs: Sequence[str], node: NodeSpec, n: int, rng: random.Random,
-                  nrng: np.random.Generator, cfg: CalibrationConfig) -> list[list[Placement]]:
+                  nrng: np.random.Generator, cfg: CalibrationConfig,
+                  avoid: set[frozenset[str]] = frozenset()) -> list[list[Placement]]:  # type: ignore[assignment]
     """The ``n`` candidate pairs whose predicted makespan varies most over the fit's ensemble: one per job pair
-    first (spread over the jobs), then the next most uncertain placements of pairs already chosen."""
+    first (spread over the jobs), then the next most uncertain placements of pairs already chosen. Pairs in
+    ``avoid`` (kept for the held-out co-runs) are never candidates."""
     members = fit.ensemble(res, cfg.ensemble, nrng)
-    cands = [random_group(node, jobs, rng, 2) for _ in range(cfg.candidates)]
+    cands = [c for c in (random_group(node, jobs, rng, 2) for _ in range(cfg.candidates))
+             if frozenset(p.job for p in c) not in avoid]
     scored = []
     for c in cands:
         logs = [np.log(makespan(fit.pred.times(xm, c), c)) for xm in members]

@@ -75,6 +75,10 @@ def calibration_document(result: CalibrationResult, out: Path, png: Path | None,
     ns = result.node_seconds
     doc["node_seconds_this_run"] = ns["profiling"] + ns["probes"] + ns["heldout"]
     doc["node_seconds_reused"] = ns.get("reused", 0.0)
+    floor = result.noise_floor
+    doc["noise_floor"] = floor.model_dump() if floor is not None else None  # beside the held-out error, same units
+    if doc["heldout"] is not None:
+        doc["heldout"]["disjoint_from_probes"] = result.heldout_disjoint
     return doc
 
 

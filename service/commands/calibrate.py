@@ -1,7 +1,8 @@
 """``cosched calibrate``: fit the node model from the node's own measurements; refit from every run; report drift.
 
 * ``cosched calibrate [--backend real|sim] [--node local|sim:FILE] [--probes N] [--noise SD] [--out FILE]``:
-  microbenchmarks, each job's curves, N co-run probes where the fit is least sure, held-out co-runs; writes
+  microbenchmarks, each job's curves, N co-run probes where the fit is least sure, held-out co-runs (their pairs
+  never probed) and R probes repeated (the noise floor beside the held-out error); writes
   the node-model file (``--node sim:FILE`` accepts it), stores every measurement in the calibration data
   (``env.calibration.store``) and draws predicted vs measured (FILE.png).
 * ``--update``: refit the model at ``--out`` from everything measured on its node so far (probes, held-out
@@ -38,7 +39,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--node", default=None, help="local (real) or sim:NAME / sim:FILE (sim; default sim:reference)")
     p.add_argument("--probes", type=int, default=None, metavar="N", help="job-with-job co-run probes (default: 2 per job + 30)")
     p.add_argument("--noise", type=float, default=0.0, metavar="SD", help="sim: each run's time x exp(N(0, SD)), seeded (default 0)")
-    p.add_argument("--heldout", type=int, default=40, metavar="K", help="held-out co-runs the fit is judged on (default 40)")
+    p.add_argument("--heldout", type=int, default=40, metavar="K", help="held-out co-runs the fit is judged on (default 40; "
+                   "a third of the job pairs is kept for them and never probed)")
+    p.add_argument("--repeats", type=int, default=8, metavar="R", help="probed co-runs measured once more: the noise floor "
+                   "shown beside the held-out error (default 8; 0: none)")
     p.add_argument("--jobs", default=None, help="calibrate on these of the node's jobs, comma-separated (default: all)")
     p.add_argument("--seed", type=int, default=0, help="seed of the probe choice, the held-out groups and sim noise (default 0)")
     p.add_argument("--out", default=None, metavar="FILE", help="the node-model file (default $COSCHED_HOME/node-models/NODE.json)")
@@ -87,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--probes must be at least 1, not {args.probes}: the fit is judged and refined on co-runs")
     if args.heldout < 1:
         raise InputError(f"--heldout must be at least 1, not {args.heldout}")
+    if args.repeats < 0:
+        raise InputError(f"--repeats must be 0 or more, not {args.repeats}")
     if not 0.0 <= args.noise <= 1.0:
         raise InputError("--noise must be between 0 and 1 (a log-normal standard deviation)")
     backend, key = _backend(args)
@@ -96,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     stored = None
     if args.backend == "real" and not args.remeasure:
         from env.real.profiling import stored_measurements as stored
-    cfg = CalibrationConfig(probes=args.probes, heldout=args.heldout, seed=args.seed, jobs=jobs,
+    cfg = CalibrationConfig(probes=args.probes, heldout=args.heldout, repeats=args.repeats, seed=args.seed, jobs=jobs,
                             noise_sd=args.noise if args.backend == "sim" else None)
     result, store_path = calibrate_node(backend, key, out, cfg, lambda m: console.print(m, highlight=False), stored)
     png = out.with_suffix(".png")
@@ -112,8 +118,13 @@ def render(doc: dict[str, Any]) -> None:
     h = doc["heldout"]
     c.print(f"[bold]node model of {doc['node']}[/] ({len(doc['jobs'])} jobs, figures {kind})")
     if h:
+        nf = doc.get("noise_floor")
+        floor = (f"; noise floor {nf['median_abs_error_pct']:.1f} % (p90 {nf['p90_abs_error_pct']:.1f} %, {nf['n']} probed "
+                 "co-runs repeated)") if nf else "; noise floor not measured (--repeats 0)"
+        apart = {True: ", no pair of them probed", False: ", pairs also probed (too few job pairs to keep apart)"}.get(
+            h.get("disjoint_from_probes"), "")
         c.print(f"held-out co-runs: median abs error {h['median_abs_error_pct']:.1f} %, p90 {h['p90_abs_error_pct']:.1f} % "
-                f"(n {h['n']}; {kind})")
+                f"(n {h['n']}{apart}){floor}; {kind}", soft_wrap=True)
     c.print(f"co-run probes used: {doc['probes']}; profiling runs (generator, probe, microbenchmarks, solo): {doc['profiling_runs']}")
     d = doc["node_seconds_detail"]
     c.print(f"node time: {doc['node_seconds']:.0f} s = {doc['node_seconds'] / 3600:.2f} h ({kind}: profiling {d['profiling']:.0f} s, "

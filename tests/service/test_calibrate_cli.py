@@ -31,7 +31,8 @@ def _calibrate(capsys, *extra):
 
 def test_calibrate_writes_the_model_the_picture_and_the_data(home, capsys):
     doc = _calibrate(capsys)
-    assert set(doc["heldout"]) == {"median_abs_error_pct", "p90_abs_error_pct", "n"} and doc["heldout"]["n"] == 3
+    assert set(doc["heldout"]) == {"median_abs_error_pct", "p90_abs_error_pct", "n", "disjoint_from_probes"}
+    assert doc["heldout"]["n"] == 3 and doc["noise_floor"]["n"] == 2  # both probes repeated (--repeats 8)
     assert doc["node_seconds"] > 0 and doc["probes"] == 2 and doc["simulated"] is True
     out = home / "node-models" / "sim-variant-a.json"
     assert doc["out"] == str(out) and out.exists() and out.with_suffix(".png").exists()
