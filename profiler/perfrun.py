@@ -481,3 +481,11 @@ class _StderrCopier:
 
     def tail(self) -> bytes:
         return bytes(self._tail)
+
+
+# For callers that start ``perf stat -- CMD`` in its own session themselves (env.real's measuring path), the same
+# fixes: become_subreaper() before perf starts; workload_pid(perf's Popen) while it runs; after it exited,
+# reap_left_workload(perf's pid, that pid): the command's (wait status, rusage) where perf left it unreaped, else
+# None; signal_from_stderr(stderr's tail, the command's argv[0]): the signal that killed it (perf returned 0).
+become_subreaper, workload_pid, reap_left_workload, signal_from_stderr = (_become_subreaper, _find_workload,
+                                                                          _reap_orphans, _killed_by)

@@ -11,6 +11,11 @@
   says ``interrupted``; ``resume`` re-runs only groups without a ``group_end``.
 * Background jobs (``background``: ids, e.g. the node model's pressure generator) run until the group's other
   jobs have ended, then get SIGTERM (SIGKILL after a grace); the group's makespan is that of the others.
+* Jobs launched under ``perf stat`` (``perf_jobs``: id -> the command's argv[0], the measuring path of
+  ``env.real.probes``) get ``profiler.perfrun``'s fixes of perf 6.1's status: a command that ends in its first
+  microseconds may be left unreaped with perf returning 0 whatever it returned, so this process is a child
+  subreaper, notes the command's pid and reaps it itself for its true status; a command killed by a signal
+  (perf returns 0) is known by perf's last stderr line.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Collection, Iterator
+from typing import Any, Callable, Collection, Iterator, Mapping
 
 from env.plan.allocate import mba_hardware_value
 from env.node.cpulist import parse_cpulist
@@ -153,8 +158,10 @@ def _kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
 
 
 class _Job:
-    def __init__(self, job: PlanJob, run_dir: Path, t0: float) -> None:
+    def __init__(self, job: PlanJob, run_dir: Path, t0: float, perf_argv0: str | None = None) -> None:
         self.job = job
+        self.perf_argv0 = perf_argv0  # launched under perf stat: its command's argv[0] (perf's fixes, above)
+        self.workload_code: int | None = None  # the command's own status where perf left it to us
         self.out = run_dir / f"{job.id}.out"
         self.err = run_dir / f"{job.id}.err"
         env = {**os.environ, **job.env}
@@ -170,15 +177,41 @@ class _Job:
         self._thread.start()
 
     def _wait(self) -> None:
-        self.proc.wait()
+        if self.perf_argv0 is None:
+            self.proc.wait()
+        else:
+            from profiler.perfrun import reap_left_workload, workload_pid
+
+            command = workload_pid(self.proc)  # seen while perf holds it before exec
+            self.proc.wait()
+            left = reap_left_workload(self.proc.pid, command)
+            self.workload_code = os.waitstatus_to_exitcode(left[0]) if left is not None else None
         self.end = time.monotonic()
+
+    def _returncode(self) -> int | None:
+        rc = self.proc.returncode
+        if self.perf_argv0 is None or rc is None:
+            return rc
+        if self.workload_code is not None:  # perf's race: it returned 0 and never reaped the command; we did
+            return self.workload_code
+        if rc == 0:  # a command killed by a signal: perf returns 0 and says so on its last stderr line
+            from profiler.perfrun import signal_from_stderr
+
+            try:
+                with open(self.err, "rb") as f:
+                    f.seek(max(0, f.seek(0, os.SEEK_END) - 8192))
+                    sig = signal_from_stderr(f.read(), self.perf_argv0)
+            except OSError:
+                sig = None
+            return -sig if sig else rc
+        return rc
 
     @property
     def done(self) -> bool:
         return self.end is not None
 
     def record(self) -> RunJob:
-        rc = self.proc.returncode
+        rc = self._returncode()
         return RunJob(
             id=self.job.id,
             exit_code=rc if rc is not None and rc >= 0 and not self.timed_out else None,
@@ -204,9 +237,15 @@ class Executor:
         progress: Progress | None = None,
         solo_runner: SoloRunner | None = None,
         background: Collection[str] = (),
+        perf_jobs: Mapping[str, str] | None = None,
     ) -> None:
         self.plan, self.node, self.run_dir = plan, node, run_dir
         self.background = frozenset(background)
+        self.perf_jobs = dict(perf_jobs or {})
+        if self.perf_jobs:
+            from profiler.perfrun import become_subreaper
+
+            become_subreaper()
         self.timeout_s, self.fail_fast = timeout_s, fail_fast
         self.progress = progress or (lambda kind, info: None)
         self.solo_runner = solo_runner
@@ -287,7 +326,7 @@ class Executor:
         t0 = time.monotonic()
         try:
             for j in jobs:
-                rj = _Job(j, self.run_dir, t0)
+                rj = _Job(j, self.run_dir, t0, self.perf_jobs.get(j.id))
                 running.append(rj)
                 journal.write("job_start", group=index, job=j.id, pid=rj.proc.pid, argv=j.launch)
             next_sample = {r.job.id: 0.0 for r in running}

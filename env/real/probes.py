@@ -3,7 +3,8 @@
 Every placement of a measurement becomes one job of a one-group plan, launched the way every job is:
 its argv from ``env.plan.launch`` (``numactl --physcpubind`` and the memory option; a resctrl group with its
 L3 ways / MBA cap only on a node that has resctrl, else the placement is refused with the reason) and
-run by the executor (``env.real.executor``: process groups, a timeout, cleanup, a journal). The built-in
+run by the executor (``env.real.executor``: process groups, a timeout, cleanup, a journal; under perf, the true
+status of a command that fails at once or is killed, as ``profiler.perfrun`` knows it). The built-in
 programs are the project's own (``native/build``): ``cosched-bubble`` runs in the background and is
 stopped (SIGTERM) when the foreground programs have ended; ``cosched-probe`` reports its own time;
 ``cosched-membench`` its GB/s or ns per load. A profiled job is its stored command. Foreground programs
@@ -253,9 +254,11 @@ class RealMeasuringBackend:
             plan = self.plan(group, run_dir)
             preflight(plan, self.node)
             background = {j.id for p, j in zip(group, plan.groups[0].jobs) if p.job == BUBBLE}
+            perf_jobs = {j.id: j.command[0] for j in plan.groups[0].jobs if self.perf and j.id not in background}
             t0 = time.monotonic()
             try:
-                result = Executor(plan, self.node, run_dir, timeout_s=self.timeout_s, background=background).run()[0]
+                result = Executor(plan, self.node, run_dir, timeout_s=self.timeout_s, background=background,
+                                  perf_jobs=perf_jobs).run()[0]
             except Interrupted:
                 raise Interrupted(f"interrupted: the measurement was stopped, its programs too (its files: {run_dir})") from None
             node_seconds = time.monotonic() - t0
