@@ -14,7 +14,7 @@ from pathlib import Path
 
 from env.calibration.calibrate import makespan, predict_times
 from env.calibration.store import CalibrationStore, model_path
-from env.plan.models import PlanGroup, RunReport
+from env.plan.models import Plan, PlanGroup, RunReport
 from env.measure.probing import Placement
 from profiler.interference import PlacementRecord, RunRecord
 
@@ -35,6 +35,38 @@ def group_record(group: PlanGroup, times: dict[str, float], simulated: bool, l3_
                                           l3_ways=ways, mba_percent=min(caps) if caps else None))
     return RunRecord(kind="corun", group=placements, times_s=[times[j.id] for j in group.jobs],
                      node_seconds=max(times.values()), simulated=simulated)
+
+
+def predict_plan(plan: Plan, node_key: str) -> Plan | None:
+    """``plan`` (made for this node) with the calibrated node model's predictions, labelled with the model's held-out
+    error: each group's makespan and the throughput vs time sharing (every job alone on the whole node, predicted
+    by the same model); None when the node has no calibrated model or the model does not know a job of the plan
+    (``service.planning`` would call it for plans on a real node; ``cosched run`` predicts the same way)."""
+    from env.sim.nodes import load_node
+    from env.sim.world import world_for
+
+    path = model_path(node_key)
+    if not path.exists() or not plan.groups:
+        return None
+    model = world_for(load_node(f"sim:{path.resolve()}")).model
+    if model is None or model.provenance.source != "calibrated":
+        return None
+    ways = min((d.ways for d in model.node.l3), default=None)
+    records = [group_record(g, {j.id: 0.0 for j in g.jobs}, False, ways) for g in plan.groups]
+    alone = [RunRecord(kind="solo", group=[PlacementRecord(job=j.profile, cpus=list(model.node.cpus))], times_s=[0.0],
+                       node_seconds=0.0) for g in plan.groups for j in g.jobs]
+    times = predict_times(model, records + alone)
+    if any(t is None for t in times):
+        return None
+    spans = [makespan(t, [Placement(p.job, tuple(p.cpus)) for p in r.group]) for t, r in zip(times, records)]  # type: ignore[arg-type]
+    solo = sum(t[0] for t in times[len(records):])  # type: ignore[index]
+    h = model.provenance.heldout
+    error = (f"held-out median abs error {h.median_abs_error_pct:.1f} %, p90 {h.p90_abs_error_pct:.1f} % (n {h.n})"
+             if h is not None and h.n else "no held-out error measured")
+    groups = [g.model_copy(update={"predicted_makespan_s": round(t, 4)}) for g, t in zip(plan.groups, spans)]
+    return plan.model_copy(update={
+        "groups": groups, "predicted_throughput_vs_timeshare": round(solo / sum(spans), 4) if sum(spans) > 0 else None,
+        "predictions_source": f"node model {path} (calibrated on this node; {error})", "no_prediction": None})
 
 
 def predict_and_record(report: RunReport, node_key: str, store: CalibrationStore | None = None) -> RunReport:
