@@ -226,10 +226,8 @@ def slurm_conf_text(spec: ClusterSpec, cpus: int, dirs: dict[str, Path]) -> str:
         "InactiveLimit=0",
         "KillWait=2",
         "MinJobAge=600",  # finished jobs stay visible to squeue/scontrol for 10 min (tests, status)
-        # A slurmctld restarted from older state requeues jobs it believes ran but that their node no longer has
-        # (about 6.5 min after the restart): with requeue a plain job that had completed runs a second time, so
-        # plain jobs are not requeued; job_submit.lua gives co-scheduled jobs --requeue, and the SPANK plugin refuses
-        # a second start of one that already started (docs/slurm.md, "Exactly once").
+        # Plain jobs are not requeued (after a slurmctld restart from older state one that had completed would run
+        # again); job_submit.lua requeues co-scheduled ones, which the SPANK plugin never starts twice (docs/slurm.md).
         "JobRequeue=0",
         "SlurmdTimeout=60",
         "SlurmctldTimeout=60",

@@ -27,6 +27,7 @@ from env.node.spec import NodeSpec
 from env.node.resctrl import group_name
 from service.slurm import placement
 from service.slurm.journal import GroupRow, JobRow, Journal, NewJob, SeenJob
+from service.slurm.recovery import Recovery
 from service.slurm.slurmcmd import JobGone, SlurmAPI, SlurmJob, SlurmNode, SlurmUnavailable
 
 _NAME = re.compile(NAME_PATTERN)
@@ -63,7 +64,7 @@ class StepResult:
 
 
 @dataclass
-class Controller:
+class Controller(Recovery):
     cfg: ControllerConfig
     slurm: SlurmAPI
     planner: Planner
@@ -80,6 +81,7 @@ class Controller:
     _refused: set[str] | None = field(default=None, repr=False)  # refusal records already reported
     _active: set[int] = field(default_factory=set, repr=False)  # job ids in groups not over, this step
     _stale_checked: float = field(default=float("-inf"), repr=False)
+    _avoid: dict[int, tuple[str, float]] = field(default_factory=dict, repr=False)  # reused id -> (old node, until)
 
     # ------------------------------------------------------------------ one cycle
 
@@ -119,7 +121,7 @@ class Controller:
             members: list[tuple[JobRow, SlurmJob]] = []
             for r in active.get((g.window_id, g.idx), []):
                 sj = jobs.get(r.job_id)
-                if sj is not None and sj.submit_time != int(r.eligible):
+                if sj is not None and not self._same(int(r.eligible), sj):
                     sj = None  # the id names a newer job: Slurm lost this one and gave its id away
                 if sj is None:
                     self._absent(r)
@@ -157,142 +159,6 @@ class Controller:
         self.journal.set_groups(done, "done")
         self.journal.set_groups(again, "dispatched")
 
-    def _stale(self, running: list[tuple[JobRow, SlurmJob]]) -> None:
-        """Jobs Slurm shows RUNNING whose end the plugin recorded long ago: cancelled in Slurm (they are not run
-        again either way), so their node frees now. Checked every stale_after_s / 3 (it reads a file per job)."""
-        now = self.clock()
-        if now - self._stale_checked < self.cfg.stale_after_s / 3:
-            return
-        self._stale_checked = now
-        cancel = getattr(self.slurm, "cancel", None)
-        for r, sj in running:
-            end = placement.ended(self.cfg.placement_dir, r.job_id)
-            if end is None or now - end.time < self.cfg.stale_after_s or sj.start_time > end.time:
-                continue
-            line = (f"job {r.job_id} ended {end.describe()}, but Slurm shows it running again (slurmctld restarted "
-                    f"from state saved while it ran): cancelled in Slurm so that its node frees; it is not run again")
-            if cancel is None or self.journal.report_once("stale", f"{r.job_id}:{sj.submit_time}", r.job_id, line) is False:
-                continue
-            try:
-                cancel(r.job_id)
-            except RunError as exc:
-                line += f" (the cancel failed: {exc})"
-            self.log(line)
-
-    def _who(self, job_id: int, submit: int, profile: str | None = None) -> tuple[str, str]:
-        """('job 12 (nap, partition cosched)', the command that submits it again) from what was seen of it."""
-        info = self.journal.seen_job(job_id, submit)
-        if info is None:
-            return (f"job {job_id} ({profile or 'no name known'})",
-                    f"sbatch --cosched -p {self.cfg.partition} -J {profile or 'NAME'} SCRIPT")
-        return f"job {job_id} ({info.name}, partition {info.partition})", info.resubmit()
-
-    def _report(self, kind: str, key: str, job_id: int | None, line: str) -> None:
-        if self.journal.report_once(kind, key, job_id, line):
-            self.log(line)
-
-    def _absent(self, r: JobRow) -> None:
-        """A journaled job Slurm no longer lists: ended long ago (its end recorded by the plugin) or lost."""
-        pdir = self.cfg.placement_dir
-        placement.remove(pdir, r.job_id)
-        end = placement.ended(pdir, r.job_id)
-        if end is not None:
-            self.journal.set_job(r.job_id, "done", f"ended {end.describe()}; Slurm no longer lists it")
-            return
-        submit = int(r.eligible)
-        who, again = self._who(r.job_id, submit, r.profile)
-        start = placement.started(pdir, r.job_id)
-        if start is not None:
-            line = (f"{who} lost by Slurm after it started {start.describe()} (gone from its queue after a slurmctld "
-                    f"restart, no end recorded): it may have been cut short; check its output; to run it again: {again}")
-        else:
-            line = (f"{who} lost by Slurm before it started (gone from its queue: slurmctld restarted from older "
-                    f"state): resubmit it: {again}")
-        self.journal.set_job(r.job_id, "lost", line)
-        self.journal.set_seen_fate(r.job_id, submit, "lost")
-        self._report("lost", f"{r.job_id}:{submit}", r.job_id, line)
-
-    def _ended(self, r: JobRow, sj: SlurmJob) -> None:
-        """A released job Slurm says has finished: reported when Slurm ended it without it ever starting."""
-        if sj.state in ("COMPLETED", "CANCELLED") or placement.started(self.cfg.placement_dir, r.job_id) is not None:
-            return
-        who, again = self._who(r.job_id, int(r.eligible), r.profile)
-        line = (f"{who} lost by Slurm before it started: Slurm ended it {sj.state} ({sj.reason}) and the plugin "
-                f"recorded no start: resubmit it: {again}")
-        self.journal.set_job(r.job_id, "lost", line)
-        self._report("lost", f"{r.job_id}:{int(r.eligible)}", r.job_id, line)
-
-    def _see(self, jobs: dict[int, SlurmJob]) -> None:
-        """Journals the partition's held jobs at first sight (what it takes to resubmit them), and reports those
-        seen but not yet planned that Slurm has lost since."""
-        if self._seen is None:
-            self._seen = self.journal.seen_keys()
-            self._unplanned = {s.job_id: s for s in self.journal.seen(fate_null=True)}
-        for s in list(self._unplanned.values()):
-            cur = jobs.get(s.job_id)
-            if cur is not None and cur.submit_time == s.submit:
-                if cur.held and not cur.finished:
-                    continue
-                fate = "gone" if cur.finished else "outside"  # cancelled, or released by someone else
-            else:
-                fate = "lost"
-                line = (f"job {s.job_id} ({s.name}, partition {s.partition}) lost by Slurm before it started (gone from "
-                        f"its queue: slurmctld restarted from older state): resubmit it: {s.resubmit()}")
-                self._report("lost", f"{s.job_id}:{s.submit}", s.job_id, line)
-            self.journal.set_seen_fate(s.job_id, s.submit, fate)
-            del self._unplanned[s.job_id]
-        fresh = []
-        for j in jobs.values():
-            if j.partition == self.cfg.partition and j.managed and j.held and (j.job_id, j.submit_time) not in self._seen:
-                fresh.append(SeenJob(j.job_id, j.submit_time, j.name, j.partition, j.command or self._save_script(j),
-                                     j.workdir, j.user, j.stdout, j.options))
-        self.journal.add_seen(fresh)
-        for s in fresh:
-            self._seen.add((s.job_id, s.submit))
-            if s.job_id not in self._journaled():
-                self._unplanned[s.job_id] = s
-
-    def _held_again(self, j: SlurmJob) -> None:
-        """A job whose group is over, held again in Slurm (slurmctld restarted from older state): never released
-        again; said once."""
-        start = placement.started(self.cfg.placement_dir, j.job_id)
-        if start is not None:
-            line = (f"job {j.job_id} started {start.describe()}, then a slurmctld restart brought it back held: it is "
-                    f"not released again (it runs once; 'scancel {j.job_id}' clears it from Slurm's queue)")
-        else:
-            line = (f"job {j.job_id} had left the controller's hands without starting (cancelled, or released by "
-                    f"someone else), and a slurmctld restart brought it back held: not released by the controller "
-                    f"('scontrol release {j.job_id}' runs it, 'scancel {j.job_id}' clears it)")
-        self._report("held-again", f"{j.job_id}:{j.submit_time}", j.job_id, line)
-
-    def _journaled(self) -> dict[int, int]:
-        if self._known is None:
-            self._known = {k: v[0] for k, v in self.journal.known_submits().items()}  # once a life; then kept here
-        return self._known
-
-    def _save_script(self, j: SlurmJob) -> str:
-        """A --wrap job's script, saved while slurmctld still has it (its path), or '' when it cannot be."""
-        save = getattr(self.slurm, "save_script", None)
-        if save is None:
-            return ""
-        path = self.journal.path.parent / "scripts" / f"{j.job_id}-{j.submit_time}.sh"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return str(path) if save(j.job_id, str(path)) else ""
-
-    def _report_refusals(self) -> None:
-        """Each second start the plugin refused, reported once."""
-        if self._refused is None:
-            self._refused = self.journal.event_keys("refused")
-        for rec in placement.refusals(self.cfg.placement_dir):
-            if rec.name in self._refused:
-                continue
-            self._refused.add(rec.name)
-            first = placement.started(self.cfg.placement_dir, rec.job_id)
-            line = (f"job {rec.job_id} came back after it had started {first.describe() if first else 'once'} (a "
-                    f"slurmctld restart or a requeue); the plugin refused to start it again {rec.describe()}: it did "
-                    "not run twice")
-            self._report("refused", rec.name, rec.job_id, line)
-
     # ------------------------------------------------------------------ windows
 
     def _plan_new(self, jobs: dict[int, SlurmJob], nodes: list[SlurmNode], flush: bool, res: StepResult) -> None:
@@ -301,15 +167,8 @@ class Controller:
         for j in jobs.values():
             if not (j.partition == self.cfg.partition and j.managed and j.held):
                 continue
-            if j.job_id in known and known[j.job_id] != j.submit_time:
-                # Slurm lost the journaled job (reported by _reconcile) and gave its id to this one: the old job's
-                # journal row and start records go aside, so this job is planned and starts as itself.
-                old = known.pop(j.job_id)
-                moved = placement.retire(self.cfg.placement_dir, j.job_id, str(old))
-                self.journal.retire(j.job_id)
-                self.log(f"job {j.job_id} is a new job with the id of a job Slurm lost (submitted at {j.submit_time}, "
-                         f"not {old}): planned as itself"
-                         + (f"; the old job's records moved aside ({', '.join(moved)})" if moved else ""))
+            if j.job_id in known and not self._same(known[j.job_id], j):
+                self._retire(j, known.pop(j.job_id))
             if j.job_id not in known:
                 new.append(j)
             elif j.job_id not in self._active:
@@ -402,10 +261,14 @@ class Controller:
         todo = [(g, by_name[g.node]) for g in self.journal.groups(("dispatched",)) if g.node in by_name]
         free = [n for n in nodes if n.idle and n.name not in ours]
         fresh = []
+        avoid = self._avoided() if self._avoid else {}
         for g in self.journal.groups(("waiting",)):
             if not free:
                 break
-            node = free.pop(0)
+            node = next((n for n in free if n.name not in avoid.get((g.window_id, g.idx), ())), None)
+            if node is None:
+                continue
+            free.remove(node)
             fresh.append((GroupRow(g.window_id, g.idx, node.name, "dispatched", g.solo, g.predicted_s), node))
         self.journal.set_groups([(g.window_id, g.idx, g.node) for g, _ in fresh], "dispatched")
         started: list[GroupRow] = []
@@ -426,26 +289,18 @@ class Controller:
         to_release: list[int] = []
         for r in members:
             sj = jobs.get(r.job_id)
-            if sj is None or not sj.held or sj.submit_time != int(r.eligible):
+            if sj is None or not sj.held or not self._same(int(r.eligible), sj):
                 continue  # already released (a previous life got that far) or gone: reconcile sees to it
-            start = placement.started(self.cfg.placement_dir, r.job_id)
-            if start is not None:
-                # Released and started before slurmctld restarted from state saved before the release: it ran (or
-                # runs) once already, so it is never released again.
-                line = (f"job {r.job_id} started {start.describe()}, then a slurmctld restart brought it back held: it is "
-                        f"not released again (it runs once; 'scancel {r.job_id}' clears it from Slurm's queue)")
-                self.journal.set_job(r.job_id, "done", line)
-                self._report("held-again", f"{r.job_id}:{sj.submit_time}", r.job_id, line)
-                continue
+            if self._started_before(r.job_id, sj):
+                continue  # released and started before slurmctld restarted from older state: never released again
             lines = r.placement if r.placement is not None else placement.whole_node_lines(
                 list(range(node.cpus)), pinrt="pinrt" in r.options)
             placement.write(self.cfg.placement_dir, r.job_id, lines)
             try:
                 self.slurm.pin(r.job_id, node.name, node.cpus)
-            except JobGone as exc:
-                self.journal.set_job(r.job_id, "gone", str(exc))
-                self.log(f"job {r.job_id} was cancelled before its group started: {exc}")
-                placement.remove(self.cfg.placement_dir, r.job_id)
+            except JobGone:
+                # Cancelled, or lost by a slurmctld that restarted since this step read the queue: the next
+                # reconcile tells which (and reports a loss).
                 continue
             to_release.append(r.job_id)
         if to_release:
@@ -455,9 +310,8 @@ class Controller:
                 for jid in to_release:  # one of them went meanwhile: release the others one by one
                     try:
                         self.slurm.release([jid])
-                    except JobGone as exc:
-                        self.journal.set_job(jid, "gone", str(exc))
-                        self.log(f"job {jid} was cancelled before its group started: {exc}")
+                    except JobGone:
+                        pass  # as above: the next reconcile tells cancelled from lost
             now = self.clock()
             for r in members:
                 if r.job_id in to_release:

@@ -258,6 +258,11 @@ class Journal:
             args = statuses
         return [GroupRow(w, i, n, s, bool(solo), p) for w, i, n, s, solo, p in self.db.execute(q + " ORDER BY window_id, idx", args)]
 
+    def job(self, job_id: int) -> JobRow | None:
+        r = self.db.execute("SELECT job_id, window_id, group_idx, profile, options, placement, status, eligible, note "
+                            "FROM jobs WHERE job_id=?", (job_id,)).fetchone()
+        return self._job(r) if r is not None else None
+
     def jobs_of(self, window_id: int, idx: int) -> list[JobRow]:
         return [self._job(r) for r in self.db.execute(
             "SELECT job_id, window_id, group_idx, profile, options, placement, status, eligible, note FROM jobs "

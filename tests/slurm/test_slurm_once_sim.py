@@ -104,7 +104,7 @@ def test_a_release_lost_before_the_job_started_is_sent_again(tmp_path: Path) -> 
 
 
 def test_jobs_slurm_lost_are_reported_once_with_how_to_resubmit_and_their_ids_reused(tmp_path: Path) -> None:
-    sim = SimCluster(n_nodes=1, cpus=24)
+    sim = SimCluster(n_nodes=2, cpus=24)
     ids = [sim.submit(n, runtime_s=4.0) for n in ("MG", "EP", "CG", "FT", "SP", "fft")]
     for i in ids:
         j = sim._jobs[i]
@@ -114,7 +114,7 @@ def test_jobs_slurm_lost_are_reported_once_with_how_to_resubmit_and_their_ids_re
     run(ctl, plugin, 1.0)
     running = [i for i in ids if plugin.runs.get(i)]
     waiting = [i for i in ids if i not in running]
-    assert running and waiting, "one node: some groups wait"
+    assert running and waiting, "two nodes: some groups wait"
     # slurmctld restarts from state saved before the last two were submitted: it forgets them (one running, one
     # waiting in the journal) and gives their ids to the next submissions.
     lost = [running[-1], waiting[-1]]
@@ -133,7 +133,7 @@ def test_jobs_slurm_lost_are_reported_once_with_how_to_resubmit_and_their_ids_re
         lines = [ln for ln in log if ln.startswith(f"job {i} (") and "lost by Slurm" in ln]
         assert len(lines) == 1, log
         assert f"-p cosched -J {sim_name(ids, i)} -D /home/u /home/u/job{i}.sh" in lines[0], lines[0]
-        assert ("after it started on n1" in lines[0]) == (i == running[-1]), lines[0]
+        assert ("after it started on n" in lines[0]) == (i == running[-1]), lines[0]
         assert "ended" not in lines[0]
     # The new jobs with the lost ids are planned and run as themselves (the old one's start record moved aside).
     assert all(sim._jobs[i].job.state == "COMPLETED" for i in fresh)
@@ -142,6 +142,27 @@ def test_jobs_slurm_lost_are_reported_once_with_how_to_resubmit_and_their_ids_re
     statuses = {r.job_id: r.status for r in ctl.journal.all_jobs()}
     assert all(statuses[i] == "done" for i in fresh)
     assert sorted(ctl.journal.db.execute("SELECT job_id FROM retired_jobs")) == sorted((i,) for i in lost)
+
+
+def test_a_reused_id_keeps_off_the_node_its_old_job_ran_on(tmp_path: Path) -> None:
+    # A slurmd that ran a job id refuses it again for a while, and Slurm drains the node (seen on real daemons).
+    sim = SimCluster(n_nodes=2, cpus=24)
+    i = sim.submit("MG", runtime_s=1.0)
+    plugin, log = Plugin(sim, tmp_path / "placements"), []
+    ctl = make(tmp_path, sim, log)
+    ctl.step()
+    for _ in range(4):  # it runs and ends while the controller does not look; then Slurm loses it
+        plugin.advance(0.5)
+    assert sim._jobs[i].node == "n1" and plugin.runs[i] == 1
+    del sim._jobs[i]
+    sim._next_id = i
+    assert sim.submit("EP", runtime_s=1.0) == i
+    j = sim._jobs[i]
+    assert j.job.submit_time > 0, "a later submission"
+    plugin.state[i] = "PENDING"
+    run(ctl, plugin, 5.0)
+    assert j.job.state == "COMPLETED" and j.node == "n2" and plugin.runs[i] == 2  # two jobs, each once
+    assert (tmp_path / "placements" / "started" / f"{i}.batch.0~0").exists()
 
 
 def sim_name(ids: list[int], i: int) -> str:

@@ -1,0 +1,311 @@
+#!/usr/bin/env python3
+"""Exactly once across crashes, on real daemons (measured): a stream of co-scheduled jobs (and a few plain ones)
+through Slurm and the window controller, with the controller SIGKILLed mid-stream and restarted, then slurmctld
+SIGKILLed (no state save, as in a real crash) and restarted from the state it last saved, while more jobs arrive.
+
+For every job it counts how many times it ran (the 'start' lines of the job's own output, appended by every run)
+and what the controller said of it. A job runs once; a job Slurm lost (no longer in its queue after the restart:
+its id may now be another job's) is reported as lost by the controller's log, by its name; no job Slurm still
+knows is left unrun; plain jobs are never journaled, placed or held. Prints one table (or --json).
+
+slurmctld is killed at a moment when no released job is between its allocation and its launch (every running job
+has started): a job caught there is believed running by the restarted slurmctld, which requeues it only when its
+node next registers (measured: about 6.5 minutes later), and then it runs once; waiting for that is out of this
+bench's time. The wait is bounded (--settle) and said in the output when it expired.
+
+    .venv/bin/python bench/slurm_crash.py [--jobs 24] [--plain 3] [--json]      # its own 4-node cluster, port 16880
+    .venv/bin/python bench/slurm_crash.py --cluster STATE_DIR ...                # a cluster 'cosched slurm up' made
+
+Its own cluster profiles the 'nap' program once in a temporary COSCHED_HOME (a minute); needs 'make setup' and
+'make native'.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from service.slurm.cluster import alive, load_state  # noqa: E402
+
+PORT = 16880
+HELD = ("JobHeldUser", "JobHeldAdmin")
+ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL")
+
+
+class Run:
+    def __init__(self, env: dict[str, str], state: Path, work: Path, seed: int, stale_after: float) -> None:
+        self.env, self.state, self.work = env, state, work
+        self.rng = random.Random(seed)
+        st = load_state(state)
+        if st is None:
+            raise SystemExit(f"no cluster in {state}")
+        self.st = st
+        self.ctl_dir = work / "controller"  # cosched slurm run --state-dir WORK keeps its journal and log here
+        self.jobs: dict[str, int] = {}  # tag -> the id Slurm gave it
+        self.plain: list[str] = []
+        self.ctl: subprocess.Popen[bytes] | None = None
+        self.notes: list[str] = []
+        self.stale_after = stale_after
+
+    # ------------------------------------------------------------------ Slurm and the controller
+
+    def sh(self, *argv: str, check: bool = True) -> str:
+        r = subprocess.run(list(argv), env=self.env, capture_output=True, text=True, timeout=60)
+        if check and r.returncode != 0:
+            raise SystemExit(f"{' '.join(argv[:3])} failed: {r.stderr.strip()}")
+        return r.stdout
+
+    def squeue(self) -> dict[str, dict]:
+        """Slurm's jobs by name (each job's tag), or {} while slurmctld does not answer."""
+        r = subprocess.run(["squeue", "--json"], env=self.env, capture_output=True, text=True, timeout=60)
+        try:
+            doc = json.loads(r.stdout)
+        except json.JSONDecodeError:
+            return {}
+        if doc.get("errors"):
+            return {}
+        return {j["name"]: j for j in doc.get("jobs", [])}
+
+    def submit(self, tag: str, seconds: float, cosched: bool) -> None:
+        script = self.work / f"{tag}.sh"
+        script.write_text("#!/bin/sh\n"
+                          'echo "start $SLURM_JOB_ID $(date +%s.%N) $SLURMD_NODENAME"\n'
+                          f"sleep {seconds}\n"
+                          'echo "end $SLURM_JOB_ID $(date +%s.%N)"\n')
+        argv = ["sbatch", "--parsable", "-J", tag, "-o", str(self.work / f"{tag}.out"), "--open-mode=append",
+                "--comment", "profile=nap"]
+        if cosched:
+            argv.append("--cosched")
+        else:
+            argv += ["-p", self.st.plain_partition]
+        jid = int(self.sh(*argv, str(script)).strip().split(";")[0])
+        if cosched:
+            self.jobs[tag] = jid
+        else:
+            self.plain.append(tag)
+
+    def stream(self, prefix: str, n: int, gap_s: float, plain_every: int) -> None:
+        for k in range(n):
+            self.submit(f"{prefix}{k:02d}", self.rng.choice((1, 2, 3)), cosched=True)
+            if plain_every and len(self.jobs) % plain_every == 0:
+                self.submit(f"plain-{prefix}{k:02d}", 1, cosched=False)
+            time.sleep(gap_s)
+
+    def start_controller(self) -> None:
+        self.ctl_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.ctl_dir / "stderr.txt", "ab") as err:
+            self.ctl = subprocess.Popen(
+                [sys.executable, "-m", "service.cli", "slurm", "run", "--state-dir", str(self.work), "--placement-dir",
+                 self.st.placement_dir, "--poll", "0.3", "--gather", "0.5", "--window", "4",
+                 "--stale-after", str(self.stale_after)], env=self.env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
+
+    def log(self) -> str:
+        p = self.ctl_dir / "controller.log"
+        return p.read_text() if p.exists() else ""
+
+    def kill_controller(self) -> None:
+        assert self.ctl is not None
+        os.kill(self.ctl.pid, signal.SIGKILL)
+        self.ctl.wait(timeout=30)
+
+    def started(self, tag: str, what: str = "start ") -> int:
+        """How many times the job started (or, with what='end ', ended), from its own output."""
+        p = self.work / f"{tag}.out"
+        return sum(line.startswith(what) for line in p.read_text().splitlines()) if p.exists() else 0
+
+    def wait(self, what: str, ready, timeout: float) -> bool:  # type: ignore[no-untyped-def]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if ready():
+                return True
+            time.sleep(0.3)
+        self.notes.append(f"{what}: not within {timeout:.0f} s")
+        return False
+
+    def seen_all(self) -> bool:
+        """The controller has journaled every co-scheduled job Slurm lists held (so a loss can be reported)."""
+        path = self.ctl_dir / "journal.sqlite"
+        if not path.exists():
+            return False
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+        try:
+            seen = {r[0] for r in db.execute("SELECT name FROM seen")}
+        except sqlite3.Error:
+            return False
+        finally:
+            db.close()
+        q = self.squeue()
+        return bool(q) and all(t in seen for t, j in q.items() if t in self.jobs and j["state_reason"] in HELD)
+
+    def calm(self) -> bool:
+        """No released job between allocation and launch: every job Slurm runs has started."""
+        q = self.squeue()
+        return bool(q) and all(self.started(t) > 0 for t, j in q.items() if j["job_state"] == "RUNNING")
+
+    def kill_slurmctld(self) -> None:
+        ctld = next(d for d in self.st.daemons if d.name == "slurmctld")
+        os.kill(ctld.pid, signal.SIGKILL)
+        for _ in range(200):
+            if not alive(ctld):
+                break
+            time.sleep(0.05)
+
+    def restart_slurmctld(self) -> None:
+        subprocess.run([sys.executable, "-m", "service.cli", "slurm", "up", "--nodes", str(len(self.st.nodes)), "--port",
+                        str(self.st.port), "--state-dir", str(self.state)], env=self.env, cwd=ROOT, capture_output=True,
+                       timeout=180, check=True)
+        st = load_state(self.state)
+        assert st is not None
+        self.st = st
+
+    # ------------------------------------------------------------------ the end
+
+    def settled(self) -> bool:
+        q = self.squeue()
+        if not q:
+            return False
+        log = self.log()
+        for tag, jid in self.jobs.items():
+            j = q.get(tag)
+            if j is None:
+                if f"({tag}, partition" not in log and not self.started(tag, "end "):
+                    return False  # lost before its end, not reported yet
+            elif j["job_state"] not in ENDED and not (j["state_reason"] in HELD and f"job {jid} started" in log):
+                return False
+        return all(q[t]["job_state"] in ENDED for t in self.plain if t in q)
+
+    def outcome(self) -> dict:
+        q = self.squeue()
+        log = self.log()
+        per_job = []
+        for tag, jid in sorted(self.jobs.items()):
+            j = q.get(tag)
+            runs = self.started(tag)
+            lost_line = next((ln for ln in log.splitlines() if f"({tag}, partition" in ln and "lost by Slurm" in ln), None)
+            per_job.append({"tag": tag, "job_id": jid, "runs": runs, "ends": self.started(tag, "end "),
+                            "in_slurm": j is not None,
+                            "slurm_state": j["job_state"] if j else None, "reported_lost": lost_line is not None,
+                            "lost_line": lost_line,
+                            "record": (Path(self.st.placement_dir) / "started" / f"{jid}.batch.0").exists()})
+        seen_names = set()
+        path = self.ctl_dir / "journal.sqlite"
+        if path.exists():
+            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            seen_names = {r[0] for r in db.execute("SELECT name FROM seen")}
+            db.close()
+        plain = [{"tag": t, "runs": self.started(t), "journaled": t in seen_names,
+                  "state": q[t]["job_state"] if t in q else None, "partition": q[t]["partition"] if t in q else None}
+                 for t in self.plain]
+        counts = {
+            "jobs": len(per_job),
+            "ran_once": sum(p["runs"] == 1 for p in per_job),
+            "ran_twice_or_more": sum(p["runs"] >= 2 for p in per_job),
+            "lost_by_slurm": sum(not p["in_slurm"] for p in per_job),
+            # Slurm lost their record after they had run to their end: nothing to resubmit, nothing reported
+            "lost_after_their_end": sum(not p["in_slurm"] and p["ends"] > 0 for p in per_job),
+            "lost_before_their_end": sum(not p["in_slurm"] and p["ends"] == 0 for p in per_job),
+            "lost_before_their_end_reported": sum(not p["in_slurm"] and p["ends"] == 0 and p["reported_lost"]
+                                                  for p in per_job),
+            "lost_and_never_ran": sum(not p["in_slurm"] and p["runs"] == 0 for p in per_job),
+            "known_to_slurm_unrun": sum(p["in_slurm"] and p["runs"] == 0 for p in per_job),
+            "held_again_reported": log.count("brought it back held"),
+            "second_starts_refused": log.count("the plugin refused to start it again"),
+            "cancelled_stale": log.count("cancelled in Slurm so that its node frees"),
+            "ids_reused": log.count("a new job with the id of a job Slurm lost"),
+            "plain_jobs": len(plain),
+            "plain_touched": sum(p["journaled"] or (p["partition"] not in (None, self.st.plain_partition)) for p in plain),
+            "plain_ran_twice": sum(p["runs"] >= 2 for p in plain),
+        }
+        return {"label": "measured (real slurmctld, slurmd and controller on this machine)", "counts": counts,
+                "notes": self.notes, "jobs": per_job, "plain": plain}
+
+
+def scenario(run: Run, n: int, plain: int, settle: float) -> dict:
+    n1, n2 = n // 3, n // 3
+    n3 = n - n1 - n2
+    every = max(1, n // plain) if plain else 0
+    run.start_controller()
+    run.stream("a", n1, 0.3, every)
+    run.wait("the controller's first release", lambda: "released" in run.log(), 60)
+    run.kill_controller()  # SIGKILL mid-stream: its journal is all the next one knows
+    run.start_controller()
+    run.stream("b", n2, 0.3, every)
+    run.wait("every job seen and no job between allocation and launch", lambda: run.seen_all() and run.calm(), settle)
+    run.kill_slurmctld()  # no state save: it restarts from the state it saved seconds ago
+    time.sleep(1.0)
+    run.restart_slurmctld()
+    run.stream("c", n3, 0.3, every)
+    run.wait("every job ran, ended or was reported", run.settled, 150)
+    out = run.outcome()
+    if run.ctl is not None:
+        run.ctl.send_signal(signal.SIGTERM)
+        run.ctl.wait(timeout=60)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--jobs", type=int, default=24, help="co-scheduled jobs in the stream (default 24)")
+    ap.add_argument("--plain", type=int, default=3, help="plain jobs among them (default 3)")
+    ap.add_argument("--cluster", type=Path, default=None, help="the state dir of a cluster 'cosched slurm up' made "
+                    "(its COSCHED_HOME must hold a 'nap' profile); default: start one of 4 nodes on port 16880")
+    ap.add_argument("--work", type=Path, default=None, help="where job scripts, outputs and the controller go")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--settle", type=float, default=30.0, help="seconds to wait for a calm moment to kill slurmctld")
+    ap.add_argument("--stale-after", type=float, default=8.0)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    if args.jobs < 3:
+        raise SystemExit("--jobs must be at least 3")
+    tmp = tempfile.TemporaryDirectory(prefix="slurm_crash.")
+    work = (args.work or Path(tmp.name) / "work").resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+    own = args.cluster is None
+    state = (Path(tmp.name) / "cluster" if own else args.cluster).resolve()
+    if own:
+        env["COSCHED_HOME"] = str(Path(tmp.name) / "home")
+        subprocess.run([sys.executable, "-m", "service.cli", "slurm", "up", "--nodes", "4", "--port", str(PORT),
+                        "--state-dir", str(state)], env=env, cwd=ROOT, check=True, capture_output=True, timeout=180)
+    st = load_state(state)
+    if st is None:
+        raise SystemExit(f"no cluster in {state}")
+    env["SLURM_CONF"] = st.slurm_conf
+    try:
+        if own:
+            subprocess.run([sys.executable, "-m", "service.cli", "profile", "--name", "nap", "--", "python3", "-c",
+                            "import time; time.sleep(1)"], env=env, cwd=ROOT, check=True, capture_output=True, timeout=600)
+        t0 = time.monotonic()
+        out = scenario(Run(env, state, work, args.seed, args.stale_after), args.jobs, args.plain, args.settle)
+        out["wall_s"] = round(time.monotonic() - t0, 1)
+        out["command"] = "bench/slurm_crash.py " + " ".join(sys.argv[1:])
+    finally:
+        if own:
+            subprocess.run([sys.executable, "-m", "service.cli", "slurm", "down", "--state-dir", str(state)], env=env,
+                           cwd=ROOT, capture_output=True, timeout=180)
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return
+    c = out["counts"]
+    print(f"{c['jobs']} co-scheduled jobs, {c['plain_jobs']} plain; controller and slurmctld SIGKILLed mid-stream "
+          f"({out['label']}, {out['wall_s']} s)")
+    for k, v in c.items():
+        print(f"  {k:24s} {v}")
+    for note in out["notes"]:
+        print(f"  note: {note}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,233 @@
+"""The window controller's side of exactly once (mixed into service/slurm/controller.Controller): what it makes
+of the SPANK plugin's start and end records (service/slurm/placement.py) and of a slurmctld that restarted from
+older state.
+
+* A job held again after it started is never released again; one that never started is (the controller's
+  _start_group asks _started_before).
+* A journaled job Slurm no longer lists is lost (one line: who, what the records say, the sbatch line that
+  submits it again), or done when the plugin recorded its end. Jobs are journaled at first sight (_see), so one
+  lost before it was planned is reported too.
+* Slurm gives a lost job's id to the next submission: a job whose submit time differs (and that was not requeued
+  since) is a new job; the old one's journal row and records go aside (_retire) and the new one avoids the node
+  the old one ran on (that slurmd refuses the id again and Slurm drains the node).
+* Each second start the plugin refused is reported once; a job whose end was recorded stale_after_s ago and that
+  Slurm shows running again is cancelled in Slurm, so its node frees (Slurm notices minutes later).
+
+Every report is said once, across restarts of the controller (the journal's events).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+from env.errors import RunError
+from service.slurm import placement
+from service.slurm.journal import Journal, JobRow, SeenJob
+from service.slurm.slurmcmd import SlurmAPI, SlurmJob
+
+if TYPE_CHECKING:
+    from service.slurm.controller import ControllerConfig
+
+AVOID_S = 150.0  # a reused id waits this long at most for a node other than its old job's (slurmd keeps a finished id a while)
+
+
+class Recovery:
+    cfg: "ControllerConfig"
+    slurm: SlurmAPI
+    journal: Journal
+    log: Callable[[str], None]
+    clock: Callable[[], float]
+    _known: dict[int, int] | None
+    _seen: set[tuple[int, int]] | None
+    _unplanned: dict[int, SeenJob]
+    _refused: set[str] | None
+    _active: set[int]
+    _stale_checked: float
+    _avoid: dict[int, tuple[str, float]]
+
+    def _stale(self, running: list[tuple[JobRow, SlurmJob]]) -> None:
+        """Jobs Slurm shows RUNNING whose end the plugin recorded long ago: cancelled in Slurm (they are not run
+        again either way), so their node frees now. Checked every stale_after_s / 3 (it reads a file per job)."""
+        now = self.clock()
+        if now - self._stale_checked < self.cfg.stale_after_s / 3:
+            return
+        self._stale_checked = now
+        cancel = getattr(self.slurm, "cancel", None)
+        for r, sj in running:
+            end = placement.ended(self.cfg.placement_dir, r.job_id)
+            if end is None or now - end.time < self.cfg.stale_after_s or sj.start_time > end.time:
+                continue
+            line = (f"job {r.job_id} ended {end.describe()}, but Slurm shows it running again (slurmctld restarted "
+                    f"from state saved while it ran): cancelled in Slurm so that its node frees; it is not run again")
+            if cancel is None or self.journal.report_once("stale", f"{r.job_id}:{sj.submit_time}", r.job_id, line) is False:
+                continue
+            try:
+                cancel(r.job_id)
+            except RunError as exc:
+                line += f" (the cancel failed: {exc})"
+            self.log(line)
+
+    def _same(self, submit: int, sj: SlurmJob) -> bool:
+        """Whether Slurm's job ``sj`` is the job journaled with this submit time, not a new job given a lost job's
+        id: the same submit time, or requeued since (a requeue moves the submit time on and counts a restart) with
+        the same name and directory."""
+        if sj.submit_time == submit:
+            return True
+        if sj.restarts == 0 or sj.submit_time < submit:
+            return False
+        info = self.journal.seen_job(sj.job_id, submit)
+        return info is None or (info.name == sj.name and info.workdir == sj.workdir
+                                and (not sj.command or info.command == sj.command))
+
+    def _who(self, job_id: int, submit: int, profile: str | None = None) -> tuple[str, str]:
+        """('job 12 (nap, partition cosched)', the command that submits it again) from what was seen of it."""
+        info = self.journal.seen_job(job_id, submit)
+        if info is None:
+            return (f"job {job_id} ({profile or 'no name known'})",
+                    f"sbatch --cosched -p {self.cfg.partition} -J {profile or 'NAME'} SCRIPT")
+        return f"job {job_id} ({info.name}, partition {info.partition})", info.resubmit()
+
+    def _report(self, kind: str, key: str, job_id: int | None, line: str) -> None:
+        if self.journal.report_once(kind, key, job_id, line):
+            self.log(line)
+
+    def _absent(self, r: JobRow) -> None:
+        """A journaled job Slurm no longer lists: ended long ago (its end recorded by the plugin) or lost."""
+        pdir = self.cfg.placement_dir
+        placement.remove(pdir, r.job_id)
+        end = placement.ended(pdir, r.job_id)
+        if end is not None:
+            self.journal.set_job(r.job_id, "done", f"ended {end.describe()}; Slurm no longer lists it")
+            return
+        submit = int(r.eligible)
+        who, again = self._who(r.job_id, submit, r.profile)
+        start = placement.started(pdir, r.job_id)
+        if start is not None:
+            line = (f"{who} lost by Slurm after it started {start.describe()} (gone from its queue after a slurmctld "
+                    f"restart, no end recorded): it may have been cut short; check its output; to run it again: {again}")
+        else:
+            line = (f"{who} lost by Slurm before it started (gone from its queue: slurmctld restarted from older "
+                    f"state): resubmit it: {again}")
+        self.journal.set_job(r.job_id, "lost", line)
+        self.journal.set_seen_fate(r.job_id, submit, "lost")
+        self._report("lost", f"{r.job_id}:{submit}", r.job_id, line)
+
+    def _ended(self, r: JobRow, sj: SlurmJob) -> None:
+        """A released job Slurm says has finished: reported when Slurm ended it without it ever starting."""
+        if sj.state == "COMPLETED" or placement.started(self.cfg.placement_dir, r.job_id) is not None:
+            return
+        if sj.state == "CANCELLED":
+            self.journal.set_job(r.job_id, "gone", "cancelled before it started")
+            self.log(f"job {r.job_id} was cancelled before it started")
+            return
+        who, again = self._who(r.job_id, int(r.eligible), r.profile)
+        line = (f"{who} lost by Slurm before it started: Slurm ended it {sj.state} ({sj.reason}) and the plugin "
+                f"recorded no start: resubmit it: {again}")
+        self.journal.set_job(r.job_id, "lost", line)
+        self._report("lost", f"{r.job_id}:{int(r.eligible)}", r.job_id, line)
+
+    def _see(self, jobs: dict[int, SlurmJob]) -> None:
+        """Journals the partition's held jobs at first sight (what it takes to resubmit them), and reports those
+        seen but not yet planned that Slurm has lost since."""
+        if self._seen is None:
+            self._seen = self.journal.seen_keys()
+            self._unplanned = {s.job_id: s for s in self.journal.seen(fate_null=True)}
+        for s in list(self._unplanned.values()):
+            cur = jobs.get(s.job_id)
+            if cur is not None and self._same(s.submit, cur):
+                if cur.held and not cur.finished:
+                    continue
+                fate = "gone" if cur.finished else "outside"  # cancelled, or released by someone else
+            else:
+                fate = "lost"
+                line = (f"job {s.job_id} ({s.name}, partition {s.partition}) lost by Slurm before it started (gone from "
+                        f"its queue: slurmctld restarted from older state): resubmit it: {s.resubmit()}")
+                self._report("lost", f"{s.job_id}:{s.submit}", s.job_id, line)
+            self.journal.set_seen_fate(s.job_id, s.submit, fate)
+            del self._unplanned[s.job_id]
+        fresh = []
+        for j in jobs.values():
+            if j.partition == self.cfg.partition and j.managed and j.held and (j.job_id, j.submit_time) not in self._seen:
+                fresh.append(SeenJob(j.job_id, j.submit_time, j.name, j.partition, j.command or self._save_script(j),
+                                     j.workdir, j.user, j.stdout, j.options))
+        self.journal.add_seen(fresh)
+        for s in fresh:
+            self._seen.add((s.job_id, s.submit))
+            if s.job_id not in self._journaled():
+                self._unplanned[s.job_id] = s
+
+    def _held_again(self, j: SlurmJob) -> None:
+        """A job whose group is over, held again in Slurm (slurmctld restarted from older state): never released
+        again; said once."""
+        start = placement.started(self.cfg.placement_dir, j.job_id)
+        if start is not None:
+            line = (f"job {j.job_id} started {start.describe()}, then a slurmctld restart brought it back held: it is "
+                    f"not released again (it runs once; 'scancel {j.job_id}' clears it from Slurm's queue)")
+        else:
+            line = (f"job {j.job_id} had left the controller's hands without starting (cancelled, or released by "
+                    f"someone else), and a slurmctld restart brought it back held: not released by the controller "
+                    f"('scontrol release {j.job_id}' runs it, 'scancel {j.job_id}' clears it)")
+        self._report("held-again", f"{j.job_id}:{j.submit_time}", j.job_id, line)
+
+    def _started_before(self, job_id: int, sj: SlurmJob) -> bool:
+        """True (and said once) when the held job ``sj`` of a group being released already started."""
+        start = placement.started(self.cfg.placement_dir, job_id)
+        if start is None:
+            return False
+        line = (f"job {job_id} started {start.describe()}, then a slurmctld restart brought it back held: it is "
+                f"not released again (it runs once; 'scancel {job_id}' clears it from Slurm's queue)")
+        self.journal.set_job(job_id, "done", line)
+        self._report("held-again", f"{job_id}:{sj.submit_time}", job_id, line)
+        return True
+
+    def _retire(self, j: SlurmJob, old_submit: int) -> None:
+        """``j`` has the id of a journaled job Slurm lost (reported by _reconcile): the old job's journal row and
+        records go aside, so that ``j`` is planned and starts as itself."""
+        first = placement.started(self.cfg.placement_dir, j.job_id)
+        if first is not None:
+            self._avoid[j.job_id] = (first.node, self.clock() + AVOID_S)
+        moved = placement.retire(self.cfg.placement_dir, j.job_id, str(old_submit))
+        self.journal.retire(j.job_id)
+        self.log(f"job {j.job_id} is a new job with the id of a job Slurm lost (submitted at {j.submit_time}, not "
+                 f"{old_submit}): planned as itself" + (f"; the old job's records moved aside ({', '.join(moved)})"
+                                                         if moved else ""))
+
+    def _avoided(self) -> dict[tuple[int, int], set[str]]:
+        """(window, group) -> the nodes its jobs with reused ids keep off."""
+        now = self.clock()
+        out: dict[tuple[int, int], set[str]] = {}
+        for job_id, (node, until) in list(self._avoid.items()):
+            r = self.journal.job(job_id)
+            if r is None or until < now or r.status not in ("planned", "dispatched"):
+                del self._avoid[job_id]
+                continue
+            out.setdefault((r.window_id, r.group_idx), set()).add(node)
+        return out
+
+    def _journaled(self) -> dict[int, int]:
+        if self._known is None:
+            self._known = {k: v[0] for k, v in self.journal.known_submits().items()}  # once a life; then kept here
+        return self._known
+
+    def _save_script(self, j: SlurmJob) -> str:
+        """A --wrap job's script, saved while slurmctld still has it (its path), or '' when it cannot be."""
+        save = getattr(self.slurm, "save_script", None)
+        if save is None:
+            return ""
+        path = self.journal.path.parent / "scripts" / f"{j.job_id}-{j.submit_time}.sh"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return str(path) if save(j.job_id, str(path)) else ""
+
+    def _report_refusals(self) -> None:
+        """Each second start the plugin refused, reported once."""
+        if self._refused is None:
+            self._refused = self.journal.event_keys("refused")
+        for rec in placement.refusals(self.cfg.placement_dir):
+            if rec.name in self._refused:
+                continue
+            self._refused.add(rec.name)
+            first = placement.started(self.cfg.placement_dir, rec.job_id)
+            line = (f"job {rec.job_id} came back after it had started {first.describe() if first else 'once'} (a "
+                    f"slurmctld restart or a requeue); the plugin refused to start it again {rec.describe()}: it did "
+                    "not run twice")
+            self._report("refused", rec.name, rec.job_id, line)
