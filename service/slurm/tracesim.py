@@ -155,6 +155,7 @@ class JobRun:
     start_s: float
     end_s: float
     run_s: float
+    ranks: tuple[int, ...] = ()  # its nodes
 
     @property
     def turnaround_s(self) -> float:
@@ -191,8 +192,9 @@ class TraceRun:
 
 
 class ClusterPolicy(Protocol):
-    """Where a job's ranks go. ``cmax``: jobs a node holds at once; ``place``: one (node, allocation) a rank on
-    ``k`` distinct nodes among ``candidates`` (node indices, ascending), or None to leave the job waiting."""
+    """Where a job's ranks go. ``cmax``: the places of a node (a job's allocation holds its share of the CPUs,
+    rounded up); ``place``: one (node, allocation) a rank on ``k`` distinct nodes among ``candidates`` (node indices,
+    ascending, each with a free place), or None to leave the job waiting."""
 
     name: str
     cmax: int
@@ -323,16 +325,15 @@ class Cluster:
         return out
 
     # ------------------------------------------------------------------ EASY's reservation
-    def reservation(self, k: int, free: list[int]) -> tuple[float, int, np.ndarray]:
-        """For a head job of ``k`` nodes that does not fit now: the shadow time (when the estimates free enough nodes
-        for it), the extra nodes (free then beyond its k) and each node's free places at the shadow time."""
-        full = (self.count >= self.cmax) | (self.idle_cpus == 0)
-        first = np.maximum(np.where(full, self.est_ends.min(axis=1), self.now), self.now)  # overdue: any moment
-        need = k - len(free)
-        later = np.sort(first[full])
-        shadow = self.now if need <= 0 else float(later[need - 1]) if need <= len(later) else math.inf
+    def reservation(self, k: int, u: int = 1) -> tuple[float, int, np.ndarray]:
+        """For a head job of ``k`` nodes, ``u`` places on each, that does not start now: the shadow time (when the
+        estimates give ``k`` nodes ``u`` free places each), the extra nodes (with ``u`` places then, beyond its k) and
+        each node's free places at the shadow time. An overdue estimate counts as ending any moment."""
+        held = np.where(self.est_ends == 0, self.now, np.maximum(self.est_ends, self.now))
+        ready = np.sort(held, axis=1)[:, u - 1]  # when each node has u places free
+        shadow = float(np.partition(ready, k - 1)[k - 1]) if k <= self.size else math.inf
         places = self.cmax - (self.est_ends > shadow + _EPS).sum(axis=1)
-        extra = int((places >= 1).sum()) - k
+        extra = int((places >= u).sum()) - k
         return shadow, extra, places
 
 
@@ -383,7 +384,7 @@ def simulate(jobs: Sequence[TraceJob], policy: ClusterPolicy, node: NodeSpec, si
         decide_s += time.process_time() - t0
         passes += 1
         for j, placed in started:
-            runs[j.id] = JobRun(j.id, j.program, j.nodes, j.submit_s, cl.now, math.nan, j.run_s)
+            runs[j.id] = JobRun(j.id, j.program, j.nodes, j.submit_s, cl.now, math.nan, j.run_s, tuple(n for n, _ in placed))
             dirty.update(n for n, _ in placed)
         for item in cl.refresh(dirty):
             heapq.heappush(heap, item)
@@ -408,7 +409,8 @@ def _schedule(cl: Cluster, policy: ClusterPolicy, queue: list[TraceJob], depth: 
         free = cl.free_nodes()
     if len(queue) < 2 or not free:
         return started
-    shadow, extra, places = cl.reservation(queue[0].nodes, free)
+    u = 1  # the head's rank needs one free place a node
+    shadow, extra, places = cl.reservation(queue[0].nodes, u)
     k = 1
     while k < len(queue) and k <= depth and free:
         job = queue[k]
@@ -416,10 +418,9 @@ def _schedule(cl: Cluster, policy: ClusterPolicy, queue: list[TraceJob], depth: 
             k += 1
             continue
         ends_before = cl.now + job.est_s * cl.scale(job.program) <= shadow + _EPS
-        if ends_before or extra >= job.nodes:
-            cands = free
-        else:  # only nodes that keep a place for the head at the shadow time
-            cands = [n for n in free if places[n] >= 2]
+        cands = free
+        if not ends_before and extra < job.nodes:  # nodes that keep u places for the head at the shadow time
+            cands = [n for n in free if places[n] - 1 >= u]
             if len(cands) < job.nodes:
                 k += 1
                 continue
@@ -429,11 +430,13 @@ def _schedule(cl: Cluster, policy: ClusterPolicy, queue: list[TraceJob], depth: 
             k += 1
             continue
         if not ends_before:
+            cost = sum(1 for n, a in placed if places[n] >= u > places[n] - cl.places_of(a))
+            if cost > extra:
+                k += 1
+                continue
+            extra -= cost
             for n, a in placed:
-                used = cl.places_of(a)
-                if places[n] >= 1 and places[n] - used < 1:
-                    extra -= 1
-                places[n] -= used
+                places[n] -= cl.places_of(a)
         queue.pop(k)
         asked -= job.nodes
         cl.start(job, placed)

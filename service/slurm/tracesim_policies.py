@@ -71,17 +71,17 @@ class Packing:
 
 
 class Cosched:
-    """``cosched:POLICY``: the node-level stream policy's allocation on each node, nodes chosen by the node model."""
+    """``cosched:POLICY``: alone on whole nodes while nobody else waits; else the node-level stream policy's
+    allocation (slots of N/Cmax CPUs) on the nodes where the node model gains most (``shared``: always the latter)."""
 
-    def __init__(self, stream_policy: str = "greedy-continuous", cmax: int = DEFAULT_CMAX, whole_when_idle: bool = True) -> None:
+    def __init__(self, stream_policy: str = "greedy-continuous", cmax: int = DEFAULT_CMAX, shared: bool = False) -> None:
         self.policy = stream_registry().get(stream_policy)  # one line naming the choices if unknown
-        self.cmax, self.whole_when_idle = cmax, whole_when_idle
-        base = "cosched" if whole_when_idle else "cosched-shared"
+        self.cmax, self.shared = cmax, shared
+        base = "cosched-shared" if shared else "cosched"
         self.name = base if stream_policy == "greedy-continuous" else f"{base}:{stream_policy}"
         self.decide_calls = 0
 
     def reset(self, cluster: Cluster) -> None:
-        self.cl = cluster
         self.jobs = {p: StreamJob(p, p, e.params, cluster.solo[p]) for p, e in cluster.entries.items()}
         self.policy.reset(cluster.node, list(self.jobs.values()), self.cmax)
         self.cache: dict[tuple, tuple[float, Allocation | None]] = {}
@@ -90,7 +90,7 @@ class Cosched:
     def place(self, cluster: Cluster, job: TraceJob, candidates: list[int]) -> list[tuple[int, Allocation]] | None:
         if len(candidates) < job.nodes:
             return None
-        if self.whole_when_idle:  # nobody else needs the idle nodes: the job alone on whole nodes (time sharing's)
+        if not self.shared:  # nobody else needs the idle nodes: the job alone on whole nodes (time sharing's)
             idle = [n for n in candidates if cluster.count[n] == 0]
             if len(idle) - job.nodes >= cluster.waiting_nodes:
                 return [(n, self.whole) for n in idle[:job.nodes]]
@@ -105,11 +105,11 @@ class Cosched:
                 if len(self.cache) >= _CACHE_MAX:
                     self.cache.clear()
                 hit = self.cache[key] = self._score(cluster, nodes[0], job)
-            if hit[1] is not None:
-                scored.append((-hit[0], nodes[0], nodes, hit[1]))
-        scored.sort(key=lambda s: (s[0], s[1]))
+            if hit[1] is not None:  # ties: the fuller node (keeps idle nodes whole), then the lowest-numbered
+                scored.append((-round(hit[0], 9), -int(cluster.count[nodes[0]]), nodes[0], nodes, hit[1]))
+        scored.sort(key=lambda s: s[:3])
         out: list[tuple[int, Allocation]] = []
-        for _, _, nodes, alloc in scored:
+        for *_, nodes, alloc in scored:
             for n in nodes:
                 out.append((n, alloc))
                 if len(out) == job.nodes:
@@ -152,7 +152,7 @@ def trace_policy(name: str, cmax: int = DEFAULT_CMAX):  # noqa: ANN201 - a Clust
         return Packing(cmax, lln=name == "packing-lln")
     base, _, stream = name.partition(":")
     if base in ("cosched", "cosched-shared"):
-        return Cosched(stream or "greedy-continuous", cmax, whole_when_idle=base == "cosched")
+        return Cosched(stream or "greedy-continuous", cmax, shared=base == "cosched-shared")
     raise InputError(f"unknown trace policy {name!r}: choose from {', '.join(TRACE_POLICIES)} or cosched:STREAM-POLICY")
 
 
