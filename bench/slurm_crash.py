@@ -228,8 +228,24 @@ class Run:
             "plain_touched": sum(p["journaled"] or (p["partition"] not in (None, self.st.plain_partition)) for p in plain),
             "plain_ran_twice": sum(p["runs"] >= 2 for p in plain),
         }
+        counts["nodes_drained"] = len(self.drained())
         return {"label": "measured (real slurmctld, slurmd and controller on this machine)", "counts": counts,
                 "notes": self.notes, "jobs": per_job, "plain": plain}
+
+    def drained(self) -> dict[str, str]:
+        """Nodes Slurm drained (e.g. 'Duplicate jobid': a slurmd given an id it ran before), with the reason."""
+        out = self.sh("sinfo", "-h", "-N", "-o", "%N|%T|%E", check=False)
+        return {n: why for n, st_, why in (ln.split("|", 2) for ln in out.splitlines() if ln.count("|") == 2)
+                if "drain" in st_}
+
+    def clean(self) -> None:
+        """Leaves the cluster as it found it: this run's jobs still queued cancelled, drained nodes resumed."""
+        q = self.squeue()
+        ids = [str(j["job_id"]) for t, j in q.items() if (t in self.jobs or t in self.plain) and j["job_state"] not in ENDED]
+        if ids:
+            self.sh("scancel", *ids, check=False)
+        for node in self.drained():
+            self.sh("scontrol", "update", f"NodeName={node}", "State=RESUME", check=False)
 
 
 def scenario(run: Run, n: int, plain: int, settle: float) -> dict:
@@ -252,6 +268,7 @@ def scenario(run: Run, n: int, plain: int, settle: float) -> dict:
     if run.ctl is not None:
         run.ctl.send_signal(signal.SIGTERM)
         run.ctl.wait(timeout=60)
+    run.clean()
     return out
 
 

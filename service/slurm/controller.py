@@ -148,11 +148,17 @@ class Controller(Recovery):
                         placement.remove(pdir, r.job_id)
                         self._ended(r, sj)
                 elif any(sj.held for _, sj in members):
-                    # A release slurmctld did not keep (restarted from state saved before it): the group goes back to
-                    # dispatched, and its held jobs that never started are released again (_start_group).
-                    self.log(f"window {g.window_id}, group {g.idx}: jobs held again after a slurmctld restart; "
-                             "releasing again those that never started")
-                    again.append((g.window_id, g.idx, None))
+                    # A release slurmctld did not keep (restarted from state saved before it): its held jobs that never
+                    # started are released again (_start_group), on the same node while some of the group runs or
+                    # ran there, else on whichever node is idle now (Slurm may believe the old one still busy).
+                    if any(placement.started(pdir, r.job_id) is not None for r, _ in members):
+                        self.log(f"window {g.window_id}, group {g.idx}: jobs held again after a slurmctld restart; "
+                                 f"releasing again on {g.node} those that never started")
+                        again.append((g.window_id, g.idx, None))
+                    else:
+                        self.log(f"window {g.window_id}, group {g.idx}: held again after a slurmctld restart before any "
+                                 "of it started; it waits for a node again")
+                        self.journal.regroup(g.window_id, g.idx)
                 else:
                     running.extend((r, sj) for r, sj in members if sj.state == "RUNNING")
         self._stale(running)

@@ -206,6 +206,15 @@ class Journal:
             self.db.execute("UPDATE jobs SET status=?, updated=? WHERE window_id=? AND group_idx=? "
                             "AND status IN ('planned', 'dispatched', 'released')", (job_status, now, window_id, idx))
 
+    def regroup(self, window_id: int, idx: int) -> None:
+        """A group none of whose jobs started goes back to waiting for a node (its node forgotten)."""
+        now = time.time()
+        with self._tx():
+            self.db.execute("UPDATE groups SET status='waiting', node=NULL, updated=? WHERE window_id=? AND idx=?",
+                            (now, window_id, idx))
+            self.db.execute("UPDATE jobs SET status='planned', updated=? WHERE window_id=? AND group_idx=? "
+                            "AND status IN ('planned', 'dispatched', 'released')", (now, window_id, idx))
+
     def set_job(self, job_id: int, status: str, note: str | None = None) -> None:
         with self._tx():
             self.db.execute("UPDATE jobs SET status=?, note=COALESCE(?, note), updated=? WHERE job_id=?",

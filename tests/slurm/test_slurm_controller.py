@@ -131,7 +131,8 @@ def test_a_release_lost_by_a_restarted_slurmctld_is_sent_again(tmp_path: Path) -
         j.job = j.job.__class__(**{**j.job.__dict__, "priority": 0, "reason": "JobHeldUser"})
     drain(ctl, sim)
     assert all(j.state == "COMPLETED" for j in sim.jobs())
-    assert any("releasing again" in line for line in log)
+    assert any("held again after a slurmctld restart before any of it started" in line for line in log)
+    assert all(sim.started(i) == 2 for i in ids), "released again, once"
 
 
 def test_an_unreachable_planner_keeps_jobs_held_and_is_retried(tmp_path: Path) -> None:
