@@ -307,6 +307,12 @@ class Cluster:
             self._resig(n)
         return r.ranks
 
+    def sync_left(self, n: int) -> None:
+        """Node ``n``'s jobs carry their work left now (what a policy that plays the node forward reads)."""
+        for jid, rr in self.sims[n].running.items():
+            r = self.running[jid]
+            rr.left = max(1e-6, r.left - r.rate * (self.now - r.t_upd))
+
     def _resig(self, n: int) -> None:
         self.sig[n] = tuple(sorted((r.name, r.alloc.cpus, r.alloc.memory, tuple(sorted(r.alloc.l3.items())),
                                     tuple(sorted(r.alloc.mem_bw_percent.items()))) for r in self.sims[n].running.values()))

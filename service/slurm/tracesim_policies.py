@@ -14,8 +14,10 @@ choice of nodes and CPUs.
   what it would start there for this job (its allocation); each candidate node is scored by the node model's
   instantaneous work rate (sum over the node's jobs of solo time / predicted time) with the job minus without it,
   and the job's k ranks go to the k best-scoring nodes (ties to the lowest-numbered). Nodes that run the same jobs on
-  the same allocations score the same, so a score is computed once per node composition and program. The
-  decision's ``changes`` (new ways / caps of running jobs) are not applied (greedy-continuous makes none).
+  the same allocations score the same, so a score is computed once per node composition and program (for
+  greedy-continuous, packing and timeshare; another policy is asked on every candidate node, its jobs carrying their
+  work left). The decision's ``changes`` (new ways / caps of running jobs) are not applied (greedy-continuous makes
+  none).
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ from service.slurm.tracesim import Cluster, TraceJob
 
 #: Jobs a node holds at once in the sharing policies unless told.
 DEFAULT_CMAX = 4
+#: Stream policies whose decision is a function of the node's jobs and allocations (not of their work left): their
+#: node scores are computed once per node composition and program.
+_BY_COMPOSITION = ("greedy-continuous", "packing", "timeshare")
 #: Cached node scores kept before the cache starts afresh (bounds memory on long traces).
 _CACHE_MAX = 200_000
 
@@ -77,6 +82,7 @@ class Cosched:
     def __init__(self, stream_policy: str = "greedy-continuous", cmax: int = DEFAULT_CMAX, shared: bool = False) -> None:
         self.policy = stream_registry().get(stream_policy)  # one line naming the choices if unknown
         self.cmax, self.shared = cmax, shared
+        self.memo = stream_policy in _BY_COMPOSITION  # its decision depends on the node's jobs and allocations only
         base = "cosched-shared" if shared else "cosched"
         self.name = base if stream_policy == "greedy-continuous" else f"{base}:{stream_policy}"
         self.decide_calls = 0
@@ -96,11 +102,11 @@ class Cosched:
                 return [(n, self.whole) for n in idle[:job.nodes]]
         groups: dict[tuple, list[int]] = {}
         for n in candidates:
-            groups.setdefault(cluster.sig[n], []).append(n)
+            groups.setdefault(cluster.sig[n] if self.memo else (n,), []).append(n)
         scored = []
         for sig, nodes in groups.items():
             key = (sig, job.program)
-            hit = self.cache.get(key)
+            hit = self.cache.get(key) if self.memo else None
             if hit is None:
                 if len(self.cache) >= _CACHE_MAX:
                     self.cache.clear()
@@ -121,6 +127,7 @@ class Cosched:
         sim = cluster.sims[n]
         sj = self.jobs[job.program]
         self.decide_calls += 1
+        cluster.sync_left(n)
         d = self.policy.decide(StreamView(sim, [sj], self.cmax, 0))
         allocs = [a for jid, a in d.starts if jid == sj.id]
         if not allocs:
