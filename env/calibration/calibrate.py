@@ -333,7 +333,8 @@ def calibrate(backend: MeasuringBackend, cfg: CalibrationConfig = CalibrationCon
                                  node_seconds={"profiling": profiling_s, "reused": reused_s,
                                                "probes": probe_runner.node_seconds, "heldout": 0.0})
     probed = {frozenset(p.job for p in r.group) for r in probe_records}
-    say(f"held-out co-runs: {cfg.heldout} random groups of 2-4 jobs"
+    kmax = min(4, len(jobs), len(node.cpus))
+    say(f"held-out co-runs: {cfg.heldout} random groups of {'2' if kmax == 2 else f'2-{kmax}'} jobs"
         + (", none of them a probed pair" if reserved else f" (the only job pair, {' + '.join(sorted(jobs))}, is probed too)"))
     held_runner = Runner(b, seed=seed + 5)
     pred = Predictor(spec, base, space)
