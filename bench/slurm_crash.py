@@ -58,6 +58,7 @@ class Run:
         self.ctl: subprocess.Popen[bytes] | None = None
         self.notes: list[str] = []
         self.stale_after = stale_after
+        self.run_id = f"{seed}{os.getpid() % 1000:03d}"  # job names unique to this run (a cluster may have older ones)
 
     # ------------------------------------------------------------------ Slurm and the controller
 
@@ -98,9 +99,9 @@ class Run:
 
     def stream(self, prefix: str, n: int, gap_s: float, plain_every: int) -> None:
         for k in range(n):
-            self.submit(f"{prefix}{k:02d}", self.rng.choice((1, 2, 3)), cosched=True)
+            self.submit(f"{prefix}{k:02d}-{self.run_id}", self.rng.choice((1, 2, 3)), cosched=True)
             if plain_every and len(self.jobs) % plain_every == 0:
-                self.submit(f"plain-{prefix}{k:02d}", 1, cosched=False)
+                self.submit(f"plain-{prefix}{k:02d}-{self.run_id}", 1, cosched=False)
             time.sleep(gap_s)
 
     def start_controller(self) -> None:

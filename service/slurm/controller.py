@@ -81,7 +81,7 @@ class Controller(Recovery):
     _refused: set[str] | None = field(default=None, repr=False)  # refusal records already reported
     _active: set[int] = field(default_factory=set, repr=False)  # job ids in groups not over, this step
     _stale_checked: float = field(default=float("-inf"), repr=False)
-    _avoid: dict[int, tuple[str, float]] = field(default_factory=dict, repr=False)  # reused id -> (old node, until)
+    _ran: dict[int, dict[str, tuple[int, float]]] = field(default_factory=dict, repr=False)  # id -> node -> (submit, t)
 
     # ------------------------------------------------------------------ one cycle
 
@@ -99,6 +99,8 @@ class Controller(Recovery):
         if self._slurm_down_logged:
             self.log("slurmctld answers again")
             self._slurm_down_logged = False
+        self._note_nodes(jobs)
+        self._hold_started(jobs)
         self._reconcile(jobs)
         self._see(jobs)
         self._report_refusals()
@@ -267,7 +269,7 @@ class Controller(Recovery):
         todo = [(g, by_name[g.node]) for g in self.journal.groups(("dispatched",)) if g.node in by_name]
         free = [n for n in nodes if n.idle and n.name not in ours]
         fresh = []
-        avoid = self._avoided() if self._avoid else {}
+        avoid = self._avoided(jobs) if self._ran else {}
         for g in self.journal.groups(("waiting",)):
             if not free:
                 break

@@ -3,13 +3,13 @@ of the SPANK plugin's start and end records (service/slurm/placement.py) and of 
 older state.
 
 * A job held again after it started is never released again; one that never started is (the controller's
-  _start_group asks _started_before).
+  _start_group asks _started_before). One brought back pending after it started is held (_hold_started).
 * A journaled job Slurm no longer lists is lost (one line: who, what the records say, the sbatch line that
   submits it again), or done when the plugin recorded its end. Jobs are journaled at first sight (_see), so one
   lost before it was planned is reported too.
 * Slurm gives a lost job's id to the next submission: a job whose submit time differs (and that was not requeued
-  since) is a new job; the old one's journal row and records go aside (_retire) and the new one avoids the node
-  the old one ran on (that slurmd refuses the id again and Slurm drains the node).
+  since) is a new job; the old one's journal row and records go aside (_retire), and it keeps off every node
+  that ran a job of that id in the last AVOID_S (that slurmd refuses the id again, and Slurm drains the node).
 * Each second start the plugin refused is reported once; a job whose end was recorded stale_after_s ago and that
   Slurm shows running again is cancelled in Slurm, so its node frees (Slurm notices minutes later).
 
@@ -28,7 +28,7 @@ from service.slurm.slurmcmd import SlurmAPI, SlurmJob
 if TYPE_CHECKING:
     from service.slurm.controller import ControllerConfig
 
-AVOID_S = 150.0  # a reused id waits this long at most for a node other than its old job's (slurmd keeps a finished id a while)
+AVOID_S = 150.0  # a node that ran a job id is kept off by another job given that id this long (slurmd remembers it)
 
 
 class Recovery:
@@ -43,7 +43,7 @@ class Recovery:
     _refused: set[str] | None
     _active: set[int]
     _stale_checked: float
-    _avoid: dict[int, tuple[str, float]]
+    _ran: dict[int, dict[str, tuple[int, float]]]
 
     def _stale(self, running: list[tuple[JobRow, SlurmJob]]) -> None:
         """Jobs Slurm shows RUNNING whose end the plugin recorded long ago: cancelled in Slurm (they are not run
@@ -180,28 +180,62 @@ class Recovery:
         self._report("held-again", f"{job_id}:{sj.submit_time}", job_id, line)
         return True
 
+    def _hold_started(self, jobs: dict[int, SlurmJob]) -> None:
+        """A journaled job that already started, which a slurmctld restarted from older state shows pending and
+        released again: held before Slurm schedules it (its slurmd would refuse the id it ran, and Slurm would
+        drain that node; elsewhere the plugin would refuse it)."""
+        hold = getattr(self.slurm, "hold", None)
+        known = self._journaled()
+        for j in jobs.values():
+            if (hold is None or j.state != "PENDING" or j.held or j.partition != self.cfg.partition or not j.managed
+                    or j.job_id not in known or not self._same(known[j.job_id], j)):
+                continue
+            start = placement.started(self.cfg.placement_dir, j.job_id)
+            if start is None:
+                continue
+            try:
+                hold(j.job_id)
+            except RunError:
+                continue  # it left pending meanwhile (started, cancelled): nothing to hold
+            line = (f"job {j.job_id} started {start.describe()}, then a slurmctld restart brought it back pending: held "
+                    f"so that it does not start again (it runs once; 'scancel {j.job_id}' clears it from Slurm's queue)")
+            self._report("held-again", f"{j.job_id}:{j.submit_time}", j.job_id, line)
+
     def _retire(self, j: SlurmJob, old_submit: int) -> None:
         """``j`` has the id of a journaled job Slurm lost (reported by _reconcile): the old job's journal row and
         records go aside, so that ``j`` is planned and starts as itself."""
         first = placement.started(self.cfg.placement_dir, j.job_id)
         if first is not None:
-            self._avoid[j.job_id] = (first.node, self.clock() + AVOID_S)
+            self._ran.setdefault(j.job_id, {})[first.node] = (old_submit, self.clock())
         moved = placement.retire(self.cfg.placement_dir, j.job_id, str(old_submit))
         self.journal.retire(j.job_id)
         self.log(f"job {j.job_id} is a new job with the id of a job Slurm lost (submitted at {j.submit_time}, not "
                  f"{old_submit}): planned as itself" + (f"; the old job's records moved aside ({', '.join(moved)})"
                                                          if moved else ""))
 
-    def _avoided(self) -> dict[tuple[int, int], set[str]]:
-        """(window, group) -> the nodes its jobs with reused ids keep off."""
+    def _note_nodes(self, jobs: dict[int, SlurmJob]) -> None:
+        """Remembers for AVOID_S which node ran each job id (any job, co-scheduled or plain): a slurmd that ran an
+        id refuses it for a while, and Slurm drains the node, when a restarted slurmctld gives the id to a new job."""
+        now = self.clock()
+        for j in jobs.values():
+            if j.state == "RUNNING" and j.nodes:
+                self._ran.setdefault(j.job_id, {})[j.nodes] = (j.submit_time, now)
+        if len(self._ran) > 4 * len(jobs) + 1000:
+            for jid in [k for k, v in self._ran.items() if all(now - t > AVOID_S for _, t in v.values())]:
+                del self._ran[jid]
+
+    def _avoided(self, jobs: dict[int, SlurmJob]) -> dict[tuple[int, int], set[str]]:
+        """(window, group) -> the nodes it keeps off: those that ran another job of the same id lately."""
         now = self.clock()
         out: dict[tuple[int, int], set[str]] = {}
-        for job_id, (node, until) in list(self._avoid.items()):
-            r = self.journal.job(job_id)
-            if r is None or until < now or r.status not in ("planned", "dispatched"):
-                del self._avoid[job_id]
+        for jid, seen in self._ran.items():
+            sj = jobs.get(jid)
+            if sj is None or not sj.held:
                 continue
-            out.setdefault((r.window_id, r.group_idx), set()).add(node)
+            nodes = {n for n, (submit, t) in seen.items() if submit != sj.submit_time and now - t < AVOID_S}
+            r = self.journal.job(jid) if nodes else None
+            if r is not None and r.status == "planned":
+                out.setdefault((r.window_id, r.group_idx), set()).update(nodes)
         return out
 
     def _journaled(self) -> dict[int, int]:

@@ -3,8 +3,8 @@
 ``squeue --json`` and ``sinfo --json`` (Slurm 22.05's OpenAPI v0.0.38 documents; ``squeue --json`` ignores
 -p/-t filters there, so jobs are filtered here). Writes are ``scontrol update`` and one ``scontrol release``
 per group (the group's jobs are released in one request, so one scheduling pass starts them together);
-``scancel`` only for a job whose end the SPANK plugin recorded and that a restarted slurmctld shows running
-again; ``scontrol write batch_script`` keeps a --wrap job's script, for its resubmission if Slurm loses it.
+``scontrol hold`` and ``scancel`` only for a job that started (its start recorded by the SPANK plugin) and that
+a restarted slurmctld shows pending, or running after its recorded end; ``scontrol write batch_script`` keeps a --wrap job's script, for its resubmission if Slurm loses it.
 ``SlurmAPI`` is the protocol the controller uses; bench/slurm_scale.py drives it with a simulated cluster.
 """
 
@@ -163,6 +163,9 @@ class SlurmCommands:
 
     def release(self, job_ids: list[int]) -> None:
         self._scontrol(["release", ",".join(map(str, job_ids))], job_ids[0] if len(job_ids) == 1 else None)
+
+    def hold(self, job_id: int) -> None:
+        self._scontrol(["hold", str(job_id)], job_id)
 
     def cancel(self, job_id: int) -> None:
         r = self._run(["scancel", str(job_id)])

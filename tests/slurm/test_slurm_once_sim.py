@@ -218,3 +218,35 @@ def test_each_refused_second_start_is_reported_once(tmp_path: Path) -> None:
     run(make(tmp_path, sim, log2), plugin, 2.0)
     assert not [ln for ln in log2 if "came back" in ln]
     assert placement.refusals(tmp_path / "placements")[0].job_id == i
+
+
+class HoldingSim(SimCluster):
+    """The simulated Slurm with 'scontrol hold'."""
+
+    def hold(self, job_id: int) -> None:
+        j = self._jobs[job_id]
+        if j.job.state != "PENDING":
+            from service.slurm.slurmcmd import JobGone
+
+            raise JobGone(f"job {job_id}: Job is no longer pending execution")
+        j.job = replace(j.job, priority=0, reason="JobHeldUser")
+        self.calls.append(("hold", (job_id,), None))
+
+
+def test_a_job_brought_back_pending_after_it_started_is_held_before_slurm_starts_it_again(tmp_path: Path) -> None:
+    # On real daemons Slurm would schedule it on its node again, whose slurmd refuses the id it ran: node drained.
+    sim = HoldingSim(n_nodes=1, cpus=24)
+    i = sim.submit("MG", runtime_s=1.0)
+    plugin, log = Plugin(sim, tmp_path / "placements"), []
+    ctl = make(tmp_path, sim, log)
+    run(ctl, plugin, 3.0)
+    assert plugin.runs[i] == 1 and sim._jobs[i].job.state == "COMPLETED"
+    j = sim._jobs[i]  # restored from state saved after its release, before its start: pending, released, pinned
+    j.job, j.end_s = replace(j.job, state="PENDING", priority=1, reason="None", start_time=0), None
+    plugin.state[i] = "PENDING"
+    run(ctl, plugin, 5.0)
+    assert ("hold", (i,), None) in sim.calls and j.job.held and plugin.runs[i] == 1
+    assert not placement.refusals(tmp_path / "placements"), "held before it could start again"
+    lines = [ln for ln in log if ln.startswith(f"job {i} started on n1") and "back pending: held" in ln]
+    assert len(lines) == 1, log
+    assert sim.started(i) == 1
