@@ -99,10 +99,10 @@ def test_the_service_says_the_model_is_the_users_own(folders) -> None:
     assert info is not None and info.source == "given" and not info.shipped
 
 
-@pytest.mark.parametrize("verb", ["schedule", "run", "eval", "serve"])
+@pytest.mark.parametrize("verb", ["schedule", "run", "eval", "serve", "slurm run"])
 def test_model_is_an_option_wherever_a_model_is_used(verb: str, capsys) -> None:
     with pytest.raises(SystemExit):
-        main([verb, "--help"])
+        main([*verb.split(), "--help"])
     assert "--model" in capsys.readouterr().out
 
 
