@@ -192,8 +192,7 @@ class TraceRun:
 
 
 class ClusterPolicy(Protocol):
-    """Where a job's ranks go. ``cmax``: the places of a node (a job's allocation holds its share of the CPUs,
-    rounded up); ``place``: one (node, allocation) a rank on ``k`` distinct nodes among ``candidates`` (node indices,
+    """Where a job's ranks go. ``cmax``: the jobs a node runs at once (their CPUs disjoint); ``place``: one (node, allocation) a rank on ``k`` distinct nodes among ``candidates`` (node indices,
     ascending, each with a free place), or None to leave the job waiting."""
 
     name: str
@@ -213,6 +212,7 @@ class _Running:
     rate: float = 0.0
     t_upd: float = 0.0
     version: int = 0
+    cols: dict = field(default_factory=dict)  # node -> its place there
 
 
 @dataclass
@@ -233,7 +233,8 @@ class Cluster:
 
     def __post_init__(self) -> None:
         self.sims = [StreamNode(self.node, self.params) for _ in range(self.size)]
-        self.est_ends = np.zeros((self.size, self.cmax))  # estimated end of each held place (0: free)
+        self.est_ends = np.zeros((self.size, self.cmax))  # estimated end of the job in each of a node's Cmax places (0: free)
+        self.held = np.zeros((self.size, self.cmax), dtype=np.int64)  # the CPUs it holds
         self.count = np.zeros(self.size, dtype=np.int64)  # ranks on each node
         self.idle_cpus = np.full(self.size, len(self.node.cpus), dtype=np.int64)
         self.sig: list[tuple] = [() for _ in range(self.size)]  # what each node runs (programs and allocations)
@@ -265,29 +266,27 @@ class Cluster:
         return self._slow[key]
 
     # ------------------------------------------------------------------ changes
-    def places_of(self, alloc: Allocation) -> int:
-        """The node's places (of Cmax) an allocation holds: its share of the CPUs, rounded up (a whole node: all)."""
-        return max(1, -(-len(alloc.cpus) * self.cmax // len(self.node.cpus)))
-
     def start(self, job: TraceJob, placed: list[tuple[int, Allocation]]) -> None:
         nodes = [n for n, _ in placed]
         if len(set(nodes)) != job.nodes:
             raise ValueError(f"job {job.id} needs {job.nodes} distinct nodes, the policy gave {nodes}")
         factor = job.run_s / self.solo[job.program]
         est = self.now + job.est_s * max(self.slowdown(job.program, a) for _, a in placed)
+        cols = {}
         for n, alloc in placed:
-            sim, used = self.sims[n], self.places_of(alloc)
-            if self.count[n] + used > self.cmax:
-                raise ValueError(f"node {n} has no room for job {job.id} under Cmax {self.cmax}")
+            sim = self.sims[n]
+            if self.count[n] >= self.cmax:
+                raise ValueError(f"node {n} already runs Cmax {self.cmax} jobs")
             sim.now = self.now
             sim.start(job.id, job.program, self.entries[job.program].params, alloc, factor=factor)
-            self.est_ends[n, np.flatnonzero(self.est_ends[n] == 0)[:used]] = est
+            c = cols[n] = int(np.flatnonzero(self.est_ends[n] == 0)[0])
+            self.est_ends[n, c], self.held[n, c] = est, len(alloc.cpus)
             if self.count[n] == 0:
                 self._busy_since[n] = self.now
-            self.count[n] += used
+            self.count[n] += 1
             self.idle_cpus[n] -= len(alloc.cpus)
             self._resig(n)
-        self.running[job.id] = _Running(job, nodes, est, t_upd=self.now)
+        self.running[job.id] = _Running(job, nodes, est, t_upd=self.now, cols=cols)
 
     def finish(self, jid: str) -> list[int]:
         r = self.running.pop(jid)
@@ -295,12 +294,11 @@ class Cluster:
             sim = self.sims[n]
             sim.now = self.now
             alloc = sim.running[jid].alloc
-            used = self.places_of(alloc)
             sim.running[jid].left = 0.0
             if jid not in sim.advance(self.now):
                 raise ValueError(f"job {jid} did not leave node {n}")
-            self.est_ends[n, np.flatnonzero(self.est_ends[n] == r.est_end)[:used]] = 0.0
-            self.count[n] -= used
+            self.est_ends[n, r.cols[n]], self.held[n, r.cols[n]] = 0.0, 0
+            self.count[n] -= 1
             if self.count[n] == 0:
                 self.busy_s += self.now - self._busy_since.pop(n)
             self.idle_cpus[n] += len(alloc.cpus)
@@ -331,16 +329,30 @@ class Cluster:
         return out
 
     # ------------------------------------------------------------------ EASY's reservation
-    def reservation(self, k: int, u: int = 1) -> tuple[float, int, np.ndarray]:
-        """For a head job of ``k`` nodes, ``u`` places on each, that does not start now: the shadow time (when the
-        estimates give ``k`` nodes ``u`` free places each), the extra nodes (with ``u`` places then, beyond its k) and
-        each node's free places at the shadow time. An overdue estimate counts as ending any moment."""
-        held = np.where(self.est_ends == 0, self.now, np.maximum(self.est_ends, self.now))
-        ready = np.sort(held, axis=1)[:, u - 1]  # when each node has u places free
+    def room(self, jobs: np.ndarray, cpus: np.ndarray) -> np.ndarray:
+        """Whether a node running ``jobs`` jobs on ``cpus`` CPUs has room for one more on a slot of N/Cmax CPUs."""
+        n = len(self.node.cpus)
+        return (jobs < self.cmax) & (cpus <= n - n // self.cmax)
+
+    def reservation(self, k: int) -> tuple[float, int, np.ndarray, np.ndarray]:
+        """For a head job of ``k`` nodes that does not start now: the shadow time (when the estimates give ``k`` nodes
+        room for a rank), the extra nodes (with room then, beyond its k), and each node's jobs and CPUs still held at
+        the shadow time. An overdue estimate counts as ending any moment."""
+        taken = self.est_ends > 0
+        ends = np.where(taken, np.maximum(self.est_ends, self.now), math.inf)
+        order = np.argsort(ends, axis=1)
+        ends = np.take_along_axis(ends, order, axis=1)
+        cpus = np.take_along_axis(np.where(taken, self.held, 0), order, axis=1)
+        jobs, total = taken.sum(axis=1), cpus.sum(axis=1)
+        ready = np.full(self.size, math.inf)
+        for j in range(self.cmax + 1):  # once the j earliest-ending jobs have ended
+            t = np.full(self.size, self.now) if j == 0 else ends[:, j - 1]
+            ok = self.room(jobs - j, total - cpus[:, :j].sum(axis=1)) & (j <= jobs) & np.isinf(ready)
+            ready[ok] = t[ok]
         shadow = float(np.partition(ready, k - 1)[k - 1]) if k <= self.size else math.inf
-        places = self.cmax - (self.est_ends > shadow + _EPS).sum(axis=1)
-        extra = int((places >= u).sum()) - k
-        return shadow, extra, places
+        after = taken & (self.est_ends > shadow + _EPS)
+        jobs_s, cpus_s = after.sum(axis=1), (self.held * after).sum(axis=1)
+        return shadow, int(self.room(jobs_s, cpus_s).sum()) - k, jobs_s, cpus_s
 
 
 def simulate(jobs: Sequence[TraceJob], policy: ClusterPolicy, node: NodeSpec, size: int, *,
@@ -415,8 +427,8 @@ def _schedule(cl: Cluster, policy: ClusterPolicy, queue: list[TraceJob], depth: 
         free = cl.free_nodes()
     if len(queue) < 2 or not free:
         return started
-    u = 1  # the head's rank needs one free place a node
-    shadow, extra, places = cl.reservation(queue[0].nodes, u)
+    shadow, extra, jobs_s, cpus_s = cl.reservation(queue[0].nodes)
+    slot = len(cl.node.cpus) // cl.cmax
     k = 1
     while k < len(queue) and k <= depth and free:
         job = queue[k]
@@ -425,8 +437,9 @@ def _schedule(cl: Cluster, policy: ClusterPolicy, queue: list[TraceJob], depth: 
             continue
         ends_before = cl.now + job.est_s * cl.scale(job.program) <= shadow + _EPS
         cands = free
-        if not ends_before and extra < job.nodes:  # nodes that keep u places for the head at the shadow time
-            cands = [n for n in free if places[n] - 1 >= u]
+        if not ends_before and extra < job.nodes:  # nodes that keep room for the head at the shadow time
+            keep = cl.room(jobs_s[free] + 1, cpus_s[free] + slot)
+            cands = [n for n, ok in zip(free, keep) if ok]
             if len(cands) < job.nodes:
                 k += 1
                 continue
@@ -436,13 +449,15 @@ def _schedule(cl: Cluster, policy: ClusterPolicy, queue: list[TraceJob], depth: 
             k += 1
             continue
         if not ends_before:
-            cost = sum(1 for n, a in placed if places[n] >= u > places[n] - cl.places_of(a))
+            ns = np.array([n for n, _ in placed])
+            add = np.array([len(a.cpus) for _, a in placed])
+            cost = int((cl.room(jobs_s[ns], cpus_s[ns]) & ~cl.room(jobs_s[ns] + 1, cpus_s[ns] + add)).sum())
             if cost > extra:
                 k += 1
                 continue
             extra -= cost
-            for n, a in placed:
-                places[n] -= cl.places_of(a)
+            jobs_s[ns] += 1
+            cpus_s[ns] += add
         queue.pop(k)
         asked -= job.nodes
         cl.start(job, placed)

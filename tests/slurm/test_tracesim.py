@@ -162,7 +162,7 @@ def _random_jobs(n: int, nodes: int, seed: int) -> list[TraceJob]:
     return out
 
 
-@pytest.mark.parametrize("name", TRACE_POLICIES + ("cosched:packing",))
+@pytest.mark.parametrize("name", TRACE_POLICIES + ("cosched:packing", "cosched:rollout"))
 def test_every_policy_runs_every_job_once(name: str) -> None:
     jobs = _random_jobs(70, 5, seed=3)
     r = simulate(jobs, trace_policy(name, 2), NODE, 5)
