@@ -37,7 +37,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from service.slurm.cluster import alive, load_state  # noqa: E402
+from service.slurm import placement
+from service.slurm.cluster import alive, load_state
 
 PORT = 16880
 HELD = ("JobHeldUser", "JobHeldAdmin")
@@ -58,19 +59,20 @@ class Run:
         self.ctl: subprocess.Popen[bytes] | None = None
         self.notes: list[str] = []
         self.stale_after = stale_after
+        self.t0 = time.time()
         self.run_id = f"{seed}{os.getpid() % 1000:03d}"  # job names unique to this run (a cluster may have older ones)
 
     # ------------------------------------------------------------------ Slurm and the controller
 
     def sh(self, *argv: str, check: bool = True) -> str:
-        r = subprocess.run(list(argv), env=self.env, capture_output=True, text=True, timeout=60)
+        r = subprocess.run(list(argv), env=self.env, capture_output=True, text=True, timeout=60, check=False)
         if check and r.returncode != 0:
             raise SystemExit(f"{' '.join(argv[:3])} failed: {r.stderr.strip()}")
         return r.stdout
 
     def squeue(self) -> dict[str, dict]:
         """Slurm's jobs by name (each job's tag), or {} while slurmctld does not answer."""
-        r = subprocess.run(["squeue", "--json"], env=self.env, capture_output=True, text=True, timeout=60)
+        r = subprocess.run(["squeue", "--json"], env=self.env, capture_output=True, text=True, timeout=60, check=False)
         try:
             doc = json.loads(r.stdout)
         except json.JSONDecodeError:
@@ -153,7 +155,8 @@ class Run:
     def calm(self) -> bool:
         """No released job between allocation and launch: every job Slurm runs has started."""
         q = self.squeue()
-        return bool(q) and all(self.started(t) > 0 for t, j in q.items() if j["job_state"] == "RUNNING")
+        return bool(q) and all(self.started(t) > 0 for t, j in q.items()
+                               if j["job_state"] == "RUNNING" and (t in self.jobs or t in self.plain))
 
     def kill_slurmctld(self) -> None:
         ctld = next(d for d in self.st.daemons if d.name == "slurmctld")
@@ -221,8 +224,9 @@ class Run:
                                                   for p in per_job),
             "lost_and_never_ran": sum(not p["in_slurm"] and p["runs"] == 0 for p in per_job),
             "known_to_slurm_unrun": sum(p["in_slurm"] and p["runs"] == 0 for p in per_job),
-            "held_again_reported": log.count("brought it back held"),
-            "second_starts_refused": log.count("the plugin refused to start it again"),
+            "held_again_reported": log.count("a slurmctld restart brought it back"),
+            # the plugin's refusals of this run (its records under the placement directory)
+            "second_starts_refused": sum(r.time >= self.t0 for r in placement.refusals(Path(self.st.placement_dir))),
             "cancelled_stale": log.count("cancelled in Slurm so that its node frees"),
             "ids_reused": log.count("a new job with the id of a job Slurm lost"),
             "plain_jobs": len(plain),
@@ -312,7 +316,7 @@ def main() -> None:
     finally:
         if own:
             subprocess.run([sys.executable, "-m", "service.cli", "slurm", "down", "--state-dir", str(state)], env=env,
-                           cwd=ROOT, capture_output=True, timeout=180)
+                           cwd=ROOT, capture_output=True, timeout=180, check=False)
     if args.json:
         print(json.dumps(out, indent=2))
         return

@@ -118,7 +118,6 @@ class Controller(Recovery):
         done: list[tuple[int, int, str | None]] = []
         again: list[tuple[int, int, str | None]] = []
         pdir = self.cfg.placement_dir
-        running: list[tuple[JobRow, SlurmJob]] = []
         for g in self.journal.groups(("waiting", "dispatched", "released")):
             members: list[tuple[JobRow, SlurmJob]] = []
             for r in active.get((g.window_id, g.idx), []):
@@ -161,9 +160,7 @@ class Controller(Recovery):
                         self.log(f"window {g.window_id}, group {g.idx}: held again after a slurmctld restart before any "
                                  "of it started; it waits for a node again")
                         self.journal.regroup(g.window_id, g.idx)
-                else:
-                    running.extend((r, sj) for r, sj in members if sj.state == "RUNNING")
-        self._stale(running)
+        self._stale(jobs)
         self.journal.set_groups(done, "done")
         self.journal.set_groups(again, "dispatched")
 

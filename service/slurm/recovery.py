@@ -18,11 +18,12 @@ Every report is said once, across restarts of the controller (the journal's even
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from env.errors import RunError
 from service.slurm import placement
-from service.slurm.journal import Journal, JobRow, SeenJob
+from service.slurm.journal import JobRow, Journal, SeenJob
 from service.slurm.slurmcmd import SlurmAPI, SlurmJob
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ AVOID_S = 150.0  # a node that ran a job id is kept off by another job given tha
 
 
 class Recovery:
-    cfg: "ControllerConfig"
+    cfg: ControllerConfig
     slurm: SlurmAPI
     journal: Journal
     log: Callable[[str], None]
@@ -45,24 +46,29 @@ class Recovery:
     _stale_checked: float
     _ran: dict[int, dict[str, tuple[int, float]]]
 
-    def _stale(self, running: list[tuple[JobRow, SlurmJob]]) -> None:
-        """Jobs Slurm shows RUNNING whose end the plugin recorded long ago: cancelled in Slurm (they are not run
-        again either way), so their node frees now. Checked every stale_after_s / 3 (it reads a file per job)."""
+    def _stale(self, jobs: dict[int, SlurmJob]) -> None:
+        """Journaled jobs Slurm shows RUNNING whose end the plugin recorded long ago (slurmctld restarted from state
+        saved while they ran): cancelled in Slurm, so their node frees now (they are not run again either way).
+        Checked every stale_after_s / 3 (it reads a file per running job)."""
         now = self.clock()
         if now - self._stale_checked < self.cfg.stale_after_s / 3:
             return
         self._stale_checked = now
         cancel = getattr(self.slurm, "cancel", None)
-        for r, sj in running:
-            end = placement.ended(self.cfg.placement_dir, r.job_id)
+        known = self._journaled()
+        for sj in jobs.values():
+            if (cancel is None or sj.state != "RUNNING" or sj.partition != self.cfg.partition or not sj.managed
+                    or sj.job_id not in known or not self._same(known[sj.job_id], sj)):
+                continue
+            end = placement.ended(self.cfg.placement_dir, sj.job_id)
             if end is None or now - end.time < self.cfg.stale_after_s or sj.start_time > end.time:
                 continue
-            line = (f"job {r.job_id} ended {end.describe()}, but Slurm shows it running again (slurmctld restarted "
+            line = (f"job {sj.job_id} ended {end.describe()}, but Slurm shows it running again (slurmctld restarted "
                     f"from state saved while it ran): cancelled in Slurm so that its node frees; it is not run again")
-            if cancel is None or self.journal.report_once("stale", f"{r.job_id}:{sj.submit_time}", r.job_id, line) is False:
+            if not self.journal.report_once("stale", f"{sj.job_id}:{sj.submit_time}", sj.job_id, line):
                 continue
             try:
-                cancel(r.job_id)
+                cancel(sj.job_id)
             except RunError as exc:
                 line += f" (the cancel failed: {exc})"
             self.log(line)

@@ -16,7 +16,7 @@ def test_sigkills_of_the_controller_and_slurmctld_run_no_job_twice_and_report_ev
                                                                                       tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, str(REPO / "bench" / "slurm_crash.py"), "--jobs", "12", "--plain", "2",
                         "--cluster", str(cluster.state_dir), "--work", str(tmp_path), "--json"],
-                       env=cluster.env, cwd=REPO, capture_output=True, text=True, timeout=400)
+                       env=cluster.env, cwd=REPO, capture_output=True, text=True, timeout=400, check=False)
     assert r.returncode == 0, r.stderr[-2000:]
     out = json.loads(r.stdout)
     c = out["counts"]
