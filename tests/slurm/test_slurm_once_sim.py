@@ -250,3 +250,18 @@ def test_a_job_brought_back_pending_after_it_started_is_held_before_slurm_starts
     lines = [ln for ln in log if ln.startswith(f"job {i} started on n1") and "back pending: held" in ln]
     assert len(lines) == 1, log
     assert sim.started(i) == 1
+
+
+def test_a_job_seen_ending_that_comes_back_running_is_cancelled_too(tmp_path: Path) -> None:
+    sim = SimCluster(n_nodes=1, cpus=24)
+    i = sim.submit("MG", runtime_s=1.0)
+    plugin, log = Plugin(sim, tmp_path / "placements"), []
+    ctl = make(tmp_path, sim, log)
+    run(ctl, plugin, 4.0)
+    assert not ctl.pending_work() and [g.status for g in ctl.journal.groups()] == ["done"]
+    j = sim._jobs[i]
+    j.job, j.end_s = replace(j.job, state="RUNNING"), float("inf")
+    plugin.state[i] = "RUNNING"
+    run(ctl, plugin, 40.0)
+    assert j.job.state == "CANCELLED" and plugin.runs[i] == 1
+    assert sum("cancelled in Slurm so that its node frees" in ln for ln in log) == 1
