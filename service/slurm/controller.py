@@ -81,6 +81,7 @@ class Controller(Recovery):
     _refused: set[str] | None = field(default=None, repr=False)  # refusal records already reported
     _active: set[int] = field(default_factory=set, repr=False)  # job ids in groups not over, this step
     _stale_checked: float = field(default=float("-inf"), repr=False)
+    _read_at: float = field(default=0.0, repr=False)
     _ran: dict[int, dict[str, tuple[int, float]]] = field(default_factory=dict, repr=False)  # id -> node -> (submit, t)
 
     # ------------------------------------------------------------------ one cycle
@@ -88,6 +89,7 @@ class Controller(Recovery):
     def step(self, flush: bool = False) -> StepResult:
         res = StepResult()
         try:
+            self._read_at = self.clock()  # the queue below is no newer than this
             jobs = {j.job_id: j for j in self.slurm.jobs()}
             nodes = [n for n in self.slurm.nodes() if self.cfg.partition in n.partitions]
         except SlurmUnavailable as exc:

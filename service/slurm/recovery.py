@@ -44,6 +44,7 @@ class Recovery:
     _refused: set[str] | None
     _active: set[int]
     _stale_checked: float
+    _read_at: float
     _ran: dict[int, dict[str, tuple[int, float]]]
 
     def _stale(self, jobs: dict[int, SlurmJob]) -> None:
@@ -197,8 +198,8 @@ class Recovery:
                     or j.job_id not in known or not self._same(known[j.job_id], j)):
                 continue
             start = placement.started(self.cfg.placement_dir, j.job_id)
-            if start is None:
-                continue
+            if start is None or start.time >= self._read_at:
+                continue  # not started; or started since the queue was read (it was pending then, running now)
             try:
                 hold(j.job_id)
             except RunError:

@@ -265,3 +265,22 @@ def test_a_job_seen_ending_that_comes_back_running_is_cancelled_too(tmp_path: Pa
     run(ctl, plugin, 40.0)
     assert j.job.state == "CANCELLED" and plugin.runs[i] == 1
     assert sum("cancelled in Slurm so that its node frees" in ln for ln in log) == 1
+
+
+def test_a_job_that_starts_just_after_the_queue_was_read_is_not_held(tmp_path: Path) -> None:
+    # The queue said pending (released, not yet running); its start record appears before the controller looks.
+    sim = HoldingSim(n_nodes=1, cpus=24)
+    i = sim.submit("MG", runtime_s=5.0)
+    plugin, log = Plugin(sim, tmp_path / "placements"), []
+    ctl = make(tmp_path, sim, log)
+    ctl.step()  # released: pending until the next scheduling pass
+    real_jobs = sim.jobs
+
+    def jobs_then_start():  # the job starts between the controller's read of the queue and its look at the records
+        snapshot = real_jobs()
+        plugin._write("started", f"{i}.batch.0", f"node=n1 time={sim.now + 0.01} pid=1 restarts=0")
+        return snapshot
+
+    sim.jobs = jobs_then_start  # type: ignore[method-assign]
+    ctl.step()
+    assert not [c for c in sim.calls if c[0] == "hold"] and not [ln for ln in log if "held" in ln]
