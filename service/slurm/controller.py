@@ -103,7 +103,7 @@ class Controller(Recovery):
             self._slurm_down_logged = False
         self._note_nodes(jobs)
         self._hold_started(jobs)
-        self._reconcile(jobs)
+        self._reconcile(jobs, {n.name: n for n in nodes})
         self._see(jobs)
         self._report_refusals()
         self._plan_new(jobs, nodes, flush, res)
@@ -114,7 +114,7 @@ class Controller(Recovery):
 
     # ------------------------------------------------------------------ reconcile with Slurm
 
-    def _reconcile(self, jobs: dict[int, SlurmJob]) -> None:
+    def _reconcile(self, jobs: dict[int, SlurmJob], nodes: dict[str, SlurmNode]) -> None:
         active = self.journal.active_jobs()
         self._active = {r.job_id for rows in active.values() for r in rows}
         done: list[tuple[int, int, str | None]] = []
@@ -162,6 +162,8 @@ class Controller(Recovery):
                         self.log(f"window {g.window_id}, group {g.idx}: held again after a slurmctld restart before any "
                                  "of it started; it waits for a node again")
                         self.journal.regroup(g.window_id, g.idx)
+                elif g.node in nodes and nodes[g.node].unusable:
+                    self._move_off(g, members)
         self._stale(jobs)
         self.journal.set_groups(done, "done")
         self.journal.set_groups(again, "dispatched")

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from env.errors import RunError
 from service.slurm import placement
-from service.slurm.journal import JobRow, Journal, SeenJob
+from service.slurm.journal import GroupRow, JobRow, Journal, SeenJob
 from service.slurm.slurmcmd import SlurmAPI, SlurmJob
 
 if TYPE_CHECKING:
@@ -207,6 +207,22 @@ class Recovery:
             line = (f"job {j.job_id} started {start.describe()}, then a slurmctld restart brought it back pending: held "
                     f"so that it does not start again (it runs once; 'scancel {j.job_id}' clears it from Slurm's queue)")
             self._report("held-again", f"{j.job_id}:{j.submit_time}", j.job_id, line)
+
+    def _move_off(self, g: GroupRow, members: list[tuple[JobRow, SlurmJob]]) -> None:
+        """A released group none of whose jobs started, on a node Slurm has drained (e.g. a restarted slurmctld gave
+        that slurmd an id it had run): held, and back to waiting for a node (said once)."""
+        hold = getattr(self.slurm, "hold", None)
+        if hold is None or any(sj.state != "PENDING" for _, sj in members) or any(
+                placement.started(self.cfg.placement_dir, r.job_id) is not None for r, _ in members):
+            return
+        for r, _ in members:
+            try:
+                hold(r.job_id)
+            except RunError:
+                return  # it started or went meanwhile: the next reconcile sees it
+        self.journal.regroup(g.window_id, g.idx)
+        self.log(f"window {g.window_id}, group {g.idx}: its node {g.node} is drained or down and none of its jobs "
+                 "started: held, it waits for another node")
 
     def _retire(self, j: SlurmJob, old_submit: int) -> None:
         """``j`` has the id of a journaled job Slurm lost (reported by _reconcile): the old job's journal row and

@@ -89,6 +89,11 @@ class SlurmNode:
     def idle(self) -> bool:
         return self.state == "idle"
 
+    @property
+    def unusable(self) -> bool:
+        """Drained, down or failed: a job pinned to it does not start until an operator resumes it."""
+        return any(w in self.state for w in ("drain", "down", "fail"))
+
 
 class SlurmAPI(Protocol):
     def jobs(self) -> list[SlurmJob]: ...
@@ -151,7 +156,9 @@ class SlurmCommands:
 
     def nodes(self) -> list[SlurmNode]:
         doc = self._json(["sinfo", "--json"])
-        return [SlurmNode(name=n["name"], cpus=int(n.get("cpus") or 0), state=(n.get("state") or "").lower(),
+        # A drained node is 'idle' with the flag DRAIN: its state here is 'idle+drain', never idle.
+        return [SlurmNode(name=n["name"], cpus=int(n.get("cpus") or 0),
+                          state="+".join([(n.get("state") or "").lower(), *(f.lower() for f in n.get("state_flags") or ())]),
                           partitions=tuple(n.get("partitions") or ()))
                 for n in doc.get("nodes", [])]
 

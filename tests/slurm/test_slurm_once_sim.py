@@ -284,3 +284,37 @@ def test_a_job_that_starts_just_after_the_queue_was_read_is_not_held(tmp_path: P
     sim.jobs = jobs_then_start  # type: ignore[method-assign]
     ctl.step()
     assert not [c for c in sim.calls if c[0] == "hold"] and not [ln for ln in log if "held" in ln]
+
+
+class DrainSim(HoldingSim):
+    """...whose nodes in ``drained`` Slurm has drained: nothing starts there."""
+
+    drained: set[str] = set()
+
+    def nodes(self):  # type: ignore[no-untyped-def]
+        return [replace(n, state=n.state + "+drain") if n.name in self.drained else n for n in super().nodes()]
+
+    def advance(self, dt: float) -> None:
+        parked = [(j, j.node) for j in self._jobs.values() if j.node in self.drained and j.job.state == "PENDING"]
+        for j, _ in parked:
+            j.node = None
+        super().advance(dt)
+        for j, node in parked:
+            if j.node is None:
+                j.node = node
+
+
+def test_a_group_released_on_a_node_slurm_then_drained_moves_to_another(tmp_path: Path) -> None:
+    # Seen on real daemons: a restarted slurmctld gives a plain job back to a slurmd that ran its id; the node is
+    # drained, and the jobs pinned there would wait for an operator.
+    sim = DrainSim(n_nodes=2, cpus=24)
+    sim.drained = set()
+    i = sim.submit("MG", runtime_s=1.0)
+    plugin, log = Plugin(sim, tmp_path / "placements"), []
+    ctl = make(tmp_path, sim, log)
+    ctl.step()
+    assert sim._jobs[i].node == "n1" and sim._jobs[i].job.state == "PENDING"
+    sim.drained = {"n1"}
+    run(ctl, plugin, 5.0)
+    assert sim._jobs[i].job.state == "COMPLETED" and sim._jobs[i].node == "n2" and plugin.runs[i] == 1
+    assert sum("its node n1 is drained or down" in ln for ln in log) == 1
