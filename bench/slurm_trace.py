@@ -9,7 +9,7 @@ assigns programs afresh; the table gives the median over seeds [min, max]. No tr
 (docs/slurm-scale.md says where the one used there comes from).
 
     .venv/bin/python bench/slurm_trace.py TRACE.swf.gz [--nodes 1000] [--skip 0] [--jobs N] [--seeds 1,2,3]
-        [--policies easy,packing,cosched] [--cmax 2] [--loads 1] [--json OUT.json] [--plot OUT.png]
+        [--policies easy,packing,cosched] [--cmax 2] [--loads 1] [--json OUT.json] [--plot OUT.png] [--merge A.json ...]
 """
 
 from __future__ import annotations
@@ -52,6 +52,8 @@ def main() -> int:
     ap.add_argument("--loads", default="1", help="arrival compression factors (1: the trace's own times)")
     ap.add_argument("--json", help="write every run's figures here")
     ap.add_argument("--plot", help="draw mean turnaround and bounded slowdown per policy and load here (PNG)")
+    ap.add_argument("--merge", nargs="*", default=[], metavar="JSON",
+                    help="also count the runs of earlier --json files (the same trace, jobs and Cmax) in the table and picture")
     args = ap.parse_args()
     try:
         node = load_node(args.node)
@@ -70,7 +72,14 @@ def main() -> int:
           f"-> {args.nodes} simulated {args.node} nodes; Cmax {args.cmax} in the sharing policies; seeds {args.seeds}",
           flush=True)
     runs: list[dict] = []
-    for load in loads:
+    for f in args.merge:
+        doc = json.loads(Path(f).read_text())
+        if (doc["jobs"], doc["nodes"], doc["cmax"]) != (len(trace.jobs), args.nodes, args.cmax):
+            print(f"slurm_trace: {f} holds another experiment (jobs, nodes or Cmax differ)", file=sys.stderr)
+            return 2
+        runs += [r for r in doc["runs"] if r["policy"] in policies and r["seed"] in seeds]
+    loads = sorted(set(loads) | {r["load"] for r in runs})
+    for load in [x for x in loads if not any(r["load"] == x for r in runs)]:
         for seed in seeds:
             jobs = map_jobs(trace, programs, args.nodes, seed, load=load)
             for p in policies:

@@ -227,7 +227,7 @@ class Cluster:
     solo: dict[str, float]  # program -> solo time on a whole node (s)
     now: float = 0.0
     waiting: int = 0  # jobs queued behind the one being placed (what a load-aware policy reads)
-    waiting_nodes: int = 0  # the nodes they ask for in all
+    waiting_nodes: int = 0  # the nodes they ask for in all (those that could start now: no more than the free nodes)
     sims: list[StreamNode] = field(default_factory=list)
     running: dict[str, _Running] = field(default_factory=dict)
 
@@ -414,7 +414,8 @@ def _schedule(cl: Cluster, policy: ClusterPolicy, queue: list[TraceJob], depth: 
     """One pass: FCFS from the head while jobs fit, then EASY backfilling behind the head's reservation."""
     started = []
     free = cl.free_nodes()
-    asked = sum(j.nodes for j in queue)
+    fits = len(free)
+    asked = sum(j.nodes for j in queue if j.nodes <= fits)  # what the jobs that could start now ask for
     while queue and queue[0].nodes <= len(free):
         cl.waiting, cl.waiting_nodes = len(queue) - 1, asked - queue[0].nodes
         placed = policy.place(cl, queue[0], free)
@@ -443,7 +444,7 @@ def _schedule(cl: Cluster, policy: ClusterPolicy, queue: list[TraceJob], depth: 
             if len(cands) < job.nodes:
                 k += 1
                 continue
-        cl.waiting, cl.waiting_nodes = len(queue) - 1, asked - job.nodes
+        cl.waiting, cl.waiting_nodes = len(queue) - 1, max(0, asked - job.nodes)
         placed = policy.place(cl, job, cands)
         if not placed:
             k += 1
@@ -459,7 +460,7 @@ def _schedule(cl: Cluster, policy: ClusterPolicy, queue: list[TraceJob], depth: 
             jobs_s[ns] += 1
             cpus_s[ns] += add
         queue.pop(k)
-        asked -= job.nodes
+        asked -= job.nodes if job.nodes <= fits else 0
         cl.start(job, placed)
         started.append((job, placed))
         free = cl.free_nodes()
