@@ -192,8 +192,9 @@ class TraceRun:
 
 
 class ClusterPolicy(Protocol):
-    """Where a job's ranks go. ``cmax``: the jobs a node runs at once (their CPUs disjoint); ``place``: one (node, allocation) a rank on ``k`` distinct nodes among ``candidates`` (node indices,
-    ascending, each with a free place), or None to leave the job waiting."""
+    """Where a job's ranks go. ``cmax``: the jobs a node runs at once (their CPUs disjoint); ``place``: one
+    (node, allocation) a rank on ``k`` distinct nodes among ``candidates`` (node indices, ascending, each with a free
+    place), or None to leave the job waiting."""
 
     name: str
     cmax: int
@@ -226,14 +227,13 @@ class Cluster:
     entries: dict  # program -> catalogue entry (its JobParams)
     solo: dict[str, float]  # program -> solo time on a whole node (s)
     now: float = 0.0
-    waiting: int = 0  # jobs queued behind the one being placed (what a load-aware policy reads)
-    waiting_nodes: int = 0  # the nodes they ask for in all (those that could start now: no more than the free nodes)
+    waiting_nodes: int = 0  # what the other queued jobs that could start now ask for, in nodes (a policy reads it)
     sims: list[StreamNode] = field(default_factory=list)
     running: dict[str, _Running] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.sims = [StreamNode(self.node, self.params) for _ in range(self.size)]
-        self.est_ends = np.zeros((self.size, self.cmax))  # estimated end of the job in each of a node's Cmax places (0: free)
+        self.est_ends = np.zeros((self.size, self.cmax))  # estimated end of the job in each place of a node (0: free)
         self.held = np.zeros((self.size, self.cmax), dtype=np.int64)  # the CPUs it holds
         self.count = np.zeros(self.size, dtype=np.int64)  # ranks on each node
         self.idle_cpus = np.full(self.size, len(self.node.cpus), dtype=np.int64)
@@ -257,7 +257,8 @@ class Cluster:
 
     def slowdown(self, program: str, alloc: Allocation) -> float:
         """The program alone on ``alloc`` against alone on the whole node (the node model): the estimate's scale."""
-        key = (program, alloc.cpus, alloc.memory, tuple(sorted(alloc.l3.items())), tuple(sorted(alloc.mem_bw_percent.items())))
+        key = (program, alloc.cpus, alloc.memory, tuple(sorted(alloc.l3.items())),
+               tuple(sorted(alloc.mem_bw_percent.items())))
         if key not in self._slow:
             from env.sim.model import solve
 
@@ -417,7 +418,7 @@ def _schedule(cl: Cluster, policy: ClusterPolicy, queue: list[TraceJob], depth: 
     fits = len(free)
     asked = sum(j.nodes for j in queue if j.nodes <= fits)  # what the jobs that could start now ask for
     while queue and queue[0].nodes <= len(free):
-        cl.waiting, cl.waiting_nodes = len(queue) - 1, asked - queue[0].nodes
+        cl.waiting_nodes = asked - queue[0].nodes
         placed = policy.place(cl, queue[0], free)
         if not placed:
             break
@@ -444,7 +445,7 @@ def _schedule(cl: Cluster, policy: ClusterPolicy, queue: list[TraceJob], depth: 
             if len(cands) < job.nodes:
                 k += 1
                 continue
-        cl.waiting, cl.waiting_nodes = len(queue) - 1, max(0, asked - job.nodes)
+        cl.waiting_nodes = max(0, asked - job.nodes)
         placed = policy.place(cl, job, cands)
         if not placed:
             k += 1

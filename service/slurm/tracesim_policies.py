@@ -9,15 +9,18 @@ choice of nodes and CPUs.
   baseline ``packing`` does; multi-node jobs share nodes too (one slot on each of their nodes).
 * ``packing-lln``: the same with Slurm's ``CR_LLN`` (least-loaded nodes first): ranks go to the nodes running the
   fewest jobs, ties to the lowest-numbered.
-* ``cosched`` (``cosched:POLICY``): the controller's node-level decision code, a stream policy of
-  ``env.planners.streams.stream_registry`` by name (``greedy-continuous`` by default), asked on each candidate node
-  what it would start there for this job (its allocation); each candidate node is scored by the node model's
-  instantaneous work rate (sum over the node's jobs of solo time / predicted time) with the job minus without it,
-  and the job's k ranks go to the k best-scoring nodes (ties to the lowest-numbered). Nodes that run the same jobs on
-  the same allocations score the same, so a score is computed once per node composition and program (for
-  greedy-continuous, packing and timeshare; another policy is asked on every candidate node, its jobs carrying their
-  work left). The decision's ``changes`` (new ways / caps of running jobs) are not applied (greedy-continuous makes
-  none).
+* ``cosched`` (``cosched:POLICY``): a job runs alone on whole idle nodes (time sharing's allocation) while the idle
+  nodes left would still hold every other queued job that could start now; otherwise it shares: the controller's
+  node-level decision code, a stream policy of ``env.planners.streams.stream_registry`` by name
+  (``greedy-continuous`` by default, slots of N/Cmax CPUs), is asked on each candidate node what it would start
+  there for this job (its allocation); each candidate node is scored by the node model's instantaneous work rate
+  (sum over the node's jobs of solo time / predicted time) with the job minus without it, and the job's k ranks go
+  to the k best-scoring nodes (ties to the fuller node, which keeps idle nodes whole, then to the lowest-numbered).
+  Nodes that run the same jobs on the same allocations score the same, so a score is computed once per node
+  composition and program (for greedy-continuous, packing and timeshare; another policy, e.g. ``rollout``, is asked
+  on every candidate node, its jobs carrying their work left). The decision's ``changes`` (new ways / caps of running
+  jobs) are not applied (greedy-continuous makes none).
+* ``cosched-shared``: cosched without the whole-node case (every job shares, as in packing, nodes chosen as above).
 """
 
 from __future__ import annotations
