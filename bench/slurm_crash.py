@@ -188,7 +188,8 @@ class Run:
                     return False  # lost before its end, not reported yet
             elif j["job_state"] not in ENDED and not (j["state_reason"] in HELD and f"job {jid} started" in log):
                 return False
-        return all(q[t]["job_state"] in ENDED for t in self.plain if t in q)
+        # plain jobs: ran to their end (a restarted slurmctld may show one running for minutes after), or ended
+        return all(self.started(t, "end ") or q[t]["job_state"] in ENDED for t in self.plain if t in q)
 
     def outcome(self) -> dict:
         q = self.squeue()
