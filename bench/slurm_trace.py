@@ -92,8 +92,8 @@ def main() -> int:
     print("\nsimulated; median over seeds [min, max]; decisions/s measured (CPU time of the scheduling passes, one core)")
     for load in loads:
         print(f"\nload x{load:g}")
-        print(f"| policy | makespan (h) | mean turnaround (s) | vs easy | vs packing | mean bounded slowdown | "
-              f"node utilisation | work utilisation | decisions/s |")
+        print("| policy | makespan (h) | mean turnaround (s) | turnaround below easy's | below packing's | "
+              "mean bounded slowdown | node utilisation | work utilisation | decisions/s |")
         print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         by = {p: [r for r in runs if r["load"] == load and r["policy"] == p] for p in policies}
 
@@ -144,8 +144,9 @@ def _plot(runs: list[dict], policies: list[str], loads: list[float], args: argpa
     axes[0].legend(fontsize=8)
     fig.suptitle(f"{Path(args.trace).name} on {args.nodes} simulated {args.node} nodes (Cmax {args.cmax}): "
                  "simulated, median of seeds [min, max]", fontsize=9)
-    fig.text(0.01, 0.01, f"bench/slurm_trace.py {Path(args.trace).name} --skip {args.skip} --jobs {args.jobs} "
-                         f"--seeds {args.seeds} --policies {args.policies} --cmax {args.cmax} --loads {args.loads}",
+    window = (f" --skip {args.skip}" if args.skip else "") + (f" --jobs {args.jobs}" if args.jobs else "")
+    fig.text(0.01, 0.01, f"bench/slurm_trace.py {Path(args.trace).name}{window} --seeds {args.seeds} "
+                         f"--policies {args.policies} --cmax {args.cmax} --loads {','.join(f'{x:g}' for x in loads)}",
              fontsize=7, family="monospace")
     fig.tight_layout(rect=(0, 0.04, 1, 0.95))
     fig.savefig(args.plot, dpi=110)
