@@ -15,6 +15,7 @@ assigns programs afresh; the table gives the median over seeds [min, max]. No tr
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -46,6 +47,8 @@ def main() -> int:
     ap.add_argument("--nodes", type=int, default=1000, help="simulated nodes (the trace's node counts are scaled to them)")
     ap.add_argument("--skip", type=int, default=0, help="usable jobs of the trace skipped first")
     ap.add_argument("--jobs", type=int, default=None, help="jobs simulated (default: the rest of the trace)")
+    ap.add_argument("--machine", metavar="NODES:PROCS",
+                    help="the trace machine's nodes and processors where its header lacks MaxNodes / MaxProcs")
     ap.add_argument("--seeds", default="1,2,3", help="program-assignment seeds")
     ap.add_argument("--policies", default="easy,packing,cosched")
     ap.add_argument("--cmax", type=int, default=2, help="jobs a node holds at once in the sharing policies")
@@ -58,6 +61,11 @@ def main() -> int:
     try:
         node = load_node(args.node)
         trace = read_swf(args.trace, skip=args.skip, limit=args.jobs)
+        if args.machine:
+            nodes, _, procs = args.machine.partition(":")
+            if not (nodes.isdigit() and procs.isdigit() and int(nodes) > 0 and int(procs) >= int(nodes)):
+                raise InputError(f"--machine {args.machine!r}: give NODES:PROCS, e.g. 1024:8192")
+            trace = dataclasses.replace(trace, max_nodes=int(nodes), max_procs=int(procs))
         seeds = [int(s) for s in args.seeds.split(",")]
         loads = [float(x) for x in args.loads.split(",")]
         policies = [p.strip() for p in args.policies.split(",") if p.strip()]
