@@ -153,10 +153,10 @@ def _plot(runs: list[dict], policies: list[str], loads: list[float], args: argpa
     fig.suptitle(f"{Path(args.trace).name} on {args.nodes} simulated {args.node} nodes (Cmax {args.cmax}): "
                  "simulated, median of seeds [min, max]", fontsize=9)
     window = (f" --skip {args.skip}" if args.skip else "") + (f" --jobs {args.jobs}" if args.jobs else "")
-    fig.text(0.01, 0.01, f"bench/slurm_trace.py {Path(args.trace).name}{window} --seeds {args.seeds} "
-                         f"--policies {args.policies} --cmax {args.cmax} --loads {','.join(f'{x:g}' for x in loads)}",
+    fig.text(0.01, 0.01, f"bench/slurm_trace.py {Path(args.trace).name}{window} --seeds {args.seeds}\n"
+                         f"    --policies {args.policies} --cmax {args.cmax} --loads {','.join(f'{x:g}' for x in loads)}",
              fontsize=7, family="monospace")
-    fig.tight_layout(rect=(0, 0.04, 1, 0.95))
+    fig.tight_layout(rect=(0, 0.07, 1, 0.95))
     fig.savefig(args.plot, dpi=110)
     print(f"picture: {args.plot}")
 
