@@ -35,6 +35,16 @@ FIELDS = ("makespan_s", "mean_turnaround_s", "mean_wait_s", "mean_bounded_slowdo
           "work_utilisation", "decisions_per_s")
 
 
+def _numbers(text: str, kind: type, flag: str, example: str) -> list:
+    try:
+        out = [kind(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        out = []
+    if not out or any(x <= 0 and flag == "--loads" for x in out):
+        raise InputError(f"{flag} {text!r}: give numbers separated by commas, e.g. {example}")
+    return out
+
+
 def _cell(vals: list[float], fmt: str) -> str:
     med = statistics.median(vals)
     return f"{med:{fmt}} [{min(vals):{fmt}}, {max(vals):{fmt}}]" if len(vals) > 1 else f"{med:{fmt}}"
@@ -66,8 +76,8 @@ def main() -> int:
             if not (nodes.isdigit() and procs.isdigit() and int(nodes) > 0 and int(procs) >= int(nodes)):
                 raise InputError(f"--machine {args.machine!r}: give NODES:PROCS, e.g. 1024:8192")
             trace = dataclasses.replace(trace, max_nodes=int(nodes), max_procs=int(procs))
-        seeds = [int(s) for s in args.seeds.split(",")]
-        loads = [float(x) for x in args.loads.split(",")]
+        seeds = _numbers(args.seeds, int, "--seeds", "1,2,3")
+        loads = _numbers(args.loads, float, "--loads", "1,1.3")
         policies = [p.strip() for p in args.policies.split(",") if p.strip()]
         for p in policies:
             trace_policy(p, args.cmax)
