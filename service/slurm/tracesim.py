@@ -34,9 +34,10 @@ import heapq
 import math
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -141,7 +142,7 @@ def map_jobs(trace: Trace, programs: Sequence[str], nodes: int, seed: int, load:
         k = min(nodes, max(1, round(tn * nodes / trace.max_nodes)))
         key = ("app", j.app) if j.app >= 0 else ("user", j.user) if j.user >= 0 else ("job", j.id)
         prog = progs[random.Random(f"{seed}:{key[0]}:{key[1]}").randrange(len(progs))]
-        est = j.req_s if j.req_s >= j.run_s else j.run_s
+        est = max(j.req_s, j.run_s)
         out.append(TraceJob(str(j.id), (j.submit_s - t0) / load, k, j.run_s, est, prog))
     return out
 
@@ -199,9 +200,9 @@ class ClusterPolicy(Protocol):
     name: str
     cmax: int
 
-    def reset(self, cluster: "Cluster") -> None: ...
+    def reset(self, cluster: Cluster) -> None: ...
 
-    def place(self, cluster: "Cluster", job: TraceJob, candidates: list[int]) -> list[tuple[int, Allocation]] | None: ...
+    def place(self, cluster: Cluster, job: TraceJob, candidates: list[int]) -> list[tuple[int, Allocation]] | None: ...
 
 
 @dataclass
@@ -250,8 +251,8 @@ class Cluster:
         what a user asking for a slot's share of the node would request; 1 with Cmax 1."""
         if self.cmax == 1:
             return 1.0
-        from env.planners.streams import slots
         from env.plan.allocate import plain_allocation
+        from env.planners.streams import slots
 
         return self.slowdown(program, plain_allocation(self.node, slots(self.node, self.cmax)[0]))
 
@@ -468,5 +469,17 @@ def _schedule(cl: Cluster, policy: ClusterPolicy, queue: list[TraceJob], depth: 
     return started
 
 
-__all__ = ["SwfJob", "Trace", "read_swf", "TraceJob", "map_jobs", "JobRun", "TraceRun", "ClusterPolicy", "Cluster",
-           "simulate", "BACKFILL_DEPTH", "SLOWDOWN_FLOOR_S"]
+__all__ = [
+    "BACKFILL_DEPTH",
+    "SLOWDOWN_FLOOR_S",
+    "Cluster",
+    "ClusterPolicy",
+    "JobRun",
+    "SwfJob",
+    "Trace",
+    "TraceJob",
+    "TraceRun",
+    "map_jobs",
+    "read_swf",
+    "simulate",
+]

@@ -141,7 +141,7 @@ class Cosched:
         return after - before, allocs[0]
 
 
-def _work_rate(g, jobs: list) -> float:  # noqa: ANN001 - Geometry; jobs: (SimJob, solo s)
+def _work_rate(g, jobs: list) -> float:
     """Solo-seconds of work done per second on the node (greedy-continuous's instantaneous work rate)."""
     if not jobs:
         return 0.0
@@ -152,7 +152,7 @@ def _work_rate(g, jobs: list) -> float:  # noqa: ANN001 - Geometry; jobs: (SimJo
 TRACE_POLICIES = ("easy", "packing", "packing-lln", "cosched", "cosched-shared")
 
 
-def trace_policy(name: str, cmax: int = DEFAULT_CMAX):  # noqa: ANN201 - a ClusterPolicy
+def trace_policy(name: str, cmax: int = DEFAULT_CMAX):
     """The cluster policy called ``name``, one line naming the choices when it is unknown."""
     if cmax < 1:
         raise InputError("--cmax must be at least 1")
@@ -166,4 +166,4 @@ def trace_policy(name: str, cmax: int = DEFAULT_CMAX):  # noqa: ANN201 - a Clust
     raise InputError(f"unknown trace policy {name!r}: choose from {', '.join(TRACE_POLICIES)} or cosched:STREAM-POLICY")
 
 
-__all__ = ["DEFAULT_CMAX", "Exclusive", "Packing", "Cosched", "TRACE_POLICIES", "trace_policy"]
+__all__ = ["DEFAULT_CMAX", "TRACE_POLICIES", "Cosched", "Exclusive", "Packing", "trace_policy"]

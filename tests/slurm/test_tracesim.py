@@ -78,7 +78,7 @@ def _job(jid: str, submit: float, nodes: int, run: float, program: str = "EP", e
     return TraceJob(jid, submit, nodes, run, est if est is not None else run, program)
 
 
-def _by_id(run) -> dict:  # noqa: ANN001 - TraceRun
+def _by_id(run) -> dict:
     return {j.id: j for j in run.jobs}
 
 
