@@ -26,3 +26,12 @@ def make_plan(groups: list[list[tuple[str, list[str]] | tuple[str, list[str], st
             assert b.place(job, action) is not None, "the test plan must fit this node"
         b.close_group()
     return b.build("hand")
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

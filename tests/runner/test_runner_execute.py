@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from env.plan.models import Plan
-from runner_support import make_plan
+from runner_support import alive as _alive, make_plan
 
 COSCHED = [sys.executable, "-m", "service.cli"]
 PY = sys.executable
@@ -82,14 +82,6 @@ def _started(runs: Path, group: int) -> Path | None:
         if j.exists() and any(e["event"] == "job_start" and e["group"] == group for e in journal(d)):
             return d
     return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def test_sigkill_then_resume_counts_every_job_once(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from runner_support import make_plan
+from runner_support import alive as _alive, make_plan
 
 COSCHED = [sys.executable, "-m", "service.cli"]
 PY = sys.executable
@@ -21,14 +21,6 @@ FIRST_SLOW = "import os, sys, time; m = sys.argv[1]; first = not os.path.exists(
 
 def _journal(run_dir: Path) -> list[dict]:
     return [json.loads(ln) for ln in (run_dir / "journal.jsonl").read_text().splitlines() if ln.strip()]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def test_resume_says_it_stopped_the_killed_runs_leftovers_and_journals_it(tmp_path: Path) -> None:
