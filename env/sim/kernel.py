@@ -23,11 +23,12 @@ LIB = Path(__file__).resolve().parents[2] / "native" / "build" / "libcosched_sim
 MAX_DOMAINS, MAX_L3, MAX_JOBS = 16, 64, 8  # native/src/simkernel/simgroup.h
 
 _lib: Any = None
+_solve: Any = None
 _why = ""
 
 
 def _load() -> Any:
-    global _lib, _why
+    global _lib, _solve, _why
     if _lib is not None or _why:
         return _lib
     if os.environ.get("COSCHED_SIM_KERNEL", "auto") == "python":
@@ -42,7 +43,11 @@ def _load() -> Any:
     fn.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_char_p,
                    ctypes.POINTER(ctypes.c_double)]
     fn.restype = ctypes.c_int
-    _lib = fn
+    sv = lib.sg_solve
+    sv.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_int,
+                   ctypes.POINTER(ctypes.c_double)]
+    sv.restype = ctypes.c_int
+    _lib, _solve = fn, sv
     return fn
 
 
@@ -91,4 +96,20 @@ def run_group(g: Any, jobs: Sequence[Any], factors: Sequence[float] | None = Non
     return out[:]
 
 
-__all__ = ["run_group", "status", "LIB"]
+def solve(g: Any, jobs: Sequence[Any]) -> list[float] | None:
+    """``env.sim.model.solve`` in C (each job's time for its whole work when they run together from now on), or None
+    when the Python model must run it (as for ``run_group``). The streams' searches solve once per event."""
+    if _lib is None and _load() is None:
+        return None
+    k = len(jobs)
+    node = g.record
+    if node is None or not 0 < k <= MAX_JOBS:
+        return None
+    recs = b"".join([job_record(j) for j in jobs])
+    out = (ctypes.c_double * k)()
+    if _solve(node, len(node) // 8, recs, len(recs) // 8, k, out):
+        return None
+    return out[:]
+
+
+__all__ = ["run_group", "solve", "status", "LIB"]

@@ -353,7 +353,14 @@ def _popcount(x: int) -> int:
 
 
 def solve(g: Geometry, jobs: list[SimJob]) -> list[float]:
-    """Each running job's time for its whole work under the current contention (seconds)."""
+    """Each running job's time for its whole work under the current contention (seconds). By the C kernel where it
+    is built (the same doubles), else by ``solve_py``."""
+    times = kernel.solve(g, jobs)
+    return times if times is not None else solve_py(g, jobs)
+
+
+def solve_py(g: Geometry, jobs: list[SimJob]) -> list[float]:
+    """``solve`` in Python: the model's definition."""
     sp = g.sp
     ov = 1.0 - sp.overlap
     vols = traffic_gb(jobs, _cache_mb(g, jobs))
@@ -422,7 +429,7 @@ def run_group_py(g: Geometry, jobs: list[SimJob], factors: list[float] | None = 
     active = list(range(len(jobs)))
     now = 0.0
     while active:
-        times = solve(g, [jobs[k] for k in active])
+        times = solve_py(g, [jobs[k] for k in active])
         if factors is not None:
             times = [t * factors[k] for t, k in zip(times, active)]
         rates = [1.0 / t for t in times]

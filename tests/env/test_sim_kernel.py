@@ -56,11 +56,25 @@ def test_the_kernel_gives_the_python_models_doubles(node: str) -> None:
         assert fast == model.run_group_py(g, jobs, factors), (trial, [j.params.name for j in jobs])
 
 
+@pytest.mark.parametrize("node", ["reference", "four-domains"])
+def test_the_kernels_solve_gives_the_python_models_doubles(node: str) -> None:
+    """The streams' one solve per event (env.sim.stream) goes through the kernel too: the same doubles."""
+    spec = load_node("sim:reference") if node == "reference" else _four_domains()
+    g = model.Geometry(spec)
+    rng = random.Random(12)
+    for trial in range(400):
+        jobs = _random_group(g, rng, rng.randint(1, 4))
+        fast = kernel.solve(g, jobs)
+        assert fast is not None
+        assert fast == model.solve_py(g, jobs) == model.solve(g, jobs), (trial, [j.params.name for j in jobs])
+
+
 def test_what_the_kernel_cannot_take_runs_in_python(monkeypatch) -> None:
     g = model.Geometry(load_node("sim:reference"))
     rng = random.Random(3)
     nine = _random_group(g, rng, kernel.MAX_JOBS + 1)
     assert kernel.run_group(g, nine) is None  # over the kernel's group size
+    assert kernel.solve(g, nine) is None
     assert model.run_group(g, nine) == model.run_group_py(g, nine)
     two = _random_group(g, rng, 2)
     kernel.job_record(two[0])
@@ -72,6 +86,7 @@ def test_what_the_kernel_cannot_take_runs_in_python(monkeypatch) -> None:
     monkeypatch.setenv("COSCHED_SIM_KERNEL", "python")
     assert kernel.status() == "Python (COSCHED_SIM_KERNEL=python)"
     assert kernel.run_group(g, _random_group(g, rng, 2)) is None
+    assert kernel.solve(g, _random_group(g, rng, 2)) is None
 
 
 def test_the_shared_allocation_table_gives_what_a_fresh_one_gives() -> None:

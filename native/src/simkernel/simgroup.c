@@ -264,20 +264,39 @@ static void solve(const sg_node *g, const sg_job *const *jobs, int na, double *t
     }
 }
 
-__attribute__((visibility("default"))) int sg_run_group(const double *node, int node_len, const double *rec, int rec_len,
-                                                        int k, const double *factors, double *ends) {
-    sg_node g;
-    sg_job jobs[SG_MAX_JOBS];
-    if (k < 1 || k > SG_MAX_JOBS || parse_node(&g, node, node_len))
+/* Parses a node and k job records (one after another); 0, or -1 when malformed. */
+static int parse_group(sg_node *g, const double *node, int node_len, const double *rec, int rec_len, int k,
+                       sg_job *jobs) {
+    if (k < 1 || k > SG_MAX_JOBS || parse_node(g, node, node_len))
         return -1;
     int off = 0;
     for (int a = 0; a < k; a++) {
-        int size = parse_job(&jobs[a], &g, rec + off, rec_len - off);
+        int size = parse_job(&jobs[a], g, rec + off, rec_len - off);
         if (size < 0)
             return -1;
         off += size;
     }
-    if (off != rec_len)
+    return off == rec_len ? 0 : -1;
+}
+
+__attribute__((visibility("default"))) int sg_solve(const double *node, int node_len, const double *rec, int rec_len,
+                                                    int k, double *times) {
+    sg_node g;
+    sg_job jobs[SG_MAX_JOBS];
+    if (parse_group(&g, node, node_len, rec, rec_len, k, jobs))
+        return -1;
+    const sg_job *run[SG_MAX_JOBS];
+    for (int a = 0; a < k; a++)
+        run[a] = &jobs[a];
+    solve(&g, run, k, times);
+    return 0;
+}
+
+__attribute__((visibility("default"))) int sg_run_group(const double *node, int node_len, const double *rec, int rec_len,
+                                                        int k, const double *factors, double *ends) {
+    sg_node g;
+    sg_job jobs[SG_MAX_JOBS];
+    if (parse_group(&g, node, node_len, rec, rec_len, k, jobs))
         return -1;
     double left[SG_MAX_JOBS], out[SG_MAX_JOBS], times[SG_MAX_JOBS], rates[SG_MAX_JOBS], now = 0.0;
     int active[SG_MAX_JOBS], na = k;

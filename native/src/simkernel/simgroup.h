@@ -31,4 +31,8 @@
 int sg_run_group(const double *node, int node_len, const double *jobs, int jobs_len, int k, const double *factors,
                  double *ends);
 
+/* model.solve: each job's time for its whole work when the k jobs run together
+ * from now on (times[k]). Returns 0, or -1 as sg_run_group does. */
+int sg_solve(const double *node, int node_len, const double *jobs, int jobs_len, int k, double *times);
+
 #endif
