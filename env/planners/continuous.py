@@ -30,7 +30,7 @@ from typing import Sequence
 from env.episode.stream import DEFAULT_STREAM_WINDOW, WAIT, Decision, StreamJob, StreamView
 from env.node.spec import NodeSpec
 from env.plan.allocate import Allocation, assign_cpus, plain_allocation
-from env.sim.model import SimJob, solve
+from env.sim.model import solve
 from env.sim.stream import StreamNode
 
 Start = tuple[StreamJob, Allocation]
@@ -40,27 +40,17 @@ DEFAULT_CANDIDATES = 8
 
 
 class _Rates:
-    """The node model's instantaneous work rate of the running set with one job added (memoised SimJobs)."""
+    """The node model's instantaneous work rate of the running set with one job added (SimJobs and solves memoised
+    by the node, ``StreamNode.memo``)."""
 
     def __init__(self, solo: dict[str, float]) -> None:
         self.solo = solo
-        self.cache: dict[tuple, SimJob] = {}
-
-    def sim_job(self, sim: StreamNode, job: StreamJob, alloc: Allocation) -> SimJob:
-        key = (job.name, alloc.cpus, alloc.memory, tuple(sorted(alloc.l3.items())),
-               tuple(sorted(alloc.mem_bw_percent.items())))
-        x = self.cache.get(key)
-        if x is None:
-            if len(self.cache) > 50_000:
-                self.cache.clear()
-            x = self.cache[key] = sim.sim_job(job.params, alloc)
-        return x
 
     def with_job(self, sim: StreamNode, job: StreamJob, alloc: Allocation) -> float:
         running = list(sim.running.values())
-        trial = [r.sim for r in running] + [self.sim_job(sim, job, alloc)]
+        trial = [r.sim for r in running] + [sim.sim_job(job.params, alloc)]
         solos = [self.solo[r.name] for r in running] + [job.solo_s]
-        return sum(s / t for s, t in zip(solos, solve(sim.g, trial)))
+        return sum(s / t for s, t in zip(solos, sim.memo.solve(sim.g, trial)))
 
 
 def _distinct(queue: Sequence[StreamJob], window: int) -> list[StreamJob]:
@@ -88,8 +78,8 @@ class _Regret(_Rates):
 
     def with_job(self, sim: StreamNode, job: StreamJob, alloc: Allocation) -> float:
         running = list(sim.running.values())
-        now = solve(sim.g, [r.sim for r in running]) if running else []
-        times = solve(sim.g, [r.sim for r in running] + [self.sim_job(sim, job, alloc)])
+        now = sim.memo.solve(sim.g, [r.sim for r in running]) if running else []
+        times = sim.memo.solve(sim.g, [r.sim for r in running] + [sim.sim_job(job.params, alloc)])
         inflicted = sum(len(r.alloc.cpus) * r.left * (t - t0) for r, t, t0 in zip(running, times, now))
         return -(len(alloc.cpus) * times[-1] + inflicted - self.ref[job.name])
 

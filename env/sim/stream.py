@@ -37,6 +37,41 @@ class Running:
     factor: float = 1.0  # its noise factor: its times under any contention are multiplied by it
 
 
+class Memo:
+    """The SimJobs and contention solves a node and its forks have seen. Searches fork the node hundreds of times per
+    event and meet the same running sets again and again; a solve's result depends only on its SimJobs (and their
+    order), so it is kept. Bounded: emptied when the solves reach ``LIMIT``."""
+
+    LIMIT = 200_000
+
+    __slots__ = ("jobs", "solves")
+
+    def __init__(self) -> None:
+        self.jobs: dict[tuple, tuple[JobParams, SimJob]] = {}
+        self.solves: dict[tuple[int, ...], tuple[tuple[SimJob, ...], list[float]]] = {}
+
+    def sim_job(self, g, params: JobParams, alloc: Allocation) -> SimJob:  # noqa: ANN001 - Geometry
+        key = (id(params), alloc.cpus, alloc.memory, tuple(sorted(alloc.l3.items())),
+               tuple(sorted(alloc.mem_bw_percent.items())))
+        hit = self.jobs.get(key)
+        if hit is None:
+            masks = {g.l3_index[d]: m for d, (_, m) in alloc.l3.items()}
+            mba = {g.numa_index[d]: p for d, p in alloc.mem_bw_percent.items()}
+            hit = self.jobs[key] = (params, SimJob(g, params, alloc.cpus, alloc.memory, masks, mba))  # params: kept alive
+        return hit[1]
+
+    def solve(self, g, sims: list[SimJob]) -> list[float]:  # noqa: ANN001 - Geometry
+        key = tuple(map(id, sims))
+        hit = self.solves.get(key)
+        if hit is None:
+            if len(self.solves) >= self.LIMIT:
+                self.solves.clear()
+                self.jobs.clear()
+            # the entry holds its SimJobs: the ids in its key name live objects for as long as it exists
+            hit = self.solves[key] = (tuple(sims), solve(g, sims))
+        return hit[1]
+
+
 @dataclass
 class StreamNode:
     """The simulated node advanced from event to event. ``start`` and ``change`` act at ``now``; ``advance`` moves
@@ -48,15 +83,35 @@ class StreamNode:
     running: dict[str, Running] = field(default_factory=dict)
     ended: dict[str, float] = field(default_factory=dict)  # job id -> its end (s)
     events: int = 0  # contention solves so far (one per interval between events)
+    memo: Memo = field(default_factory=Memo, repr=False, compare=False)  # shared with its forks
 
     def __post_init__(self) -> None:
         self.g = geometry(self.node, self.params)
         self._rates: dict[str, float] | None = None
 
+    @classmethod
+    def from_running(cls, node: NodeSpec, params: SimParams,
+                     jobs: "list[tuple[str, str, JobParams, Allocation, float]]", now: float = 0.0,
+                     floor: float = 0.01) -> "StreamNode":
+        """The node with ``jobs`` running, each (id, program, params, allocation, seconds run), as a real node or a
+        caller reports them. A job's work left is estimated from the model's rate at its current allocation under
+        the current contention (the running set as it is now; what ran beside it before is not known):
+        1 - seconds run x rate, at least ``floor`` (a job past the model's end is taken to end soon). Its start is
+        now - seconds run. A CPU held twice raises ValueError (``start``)."""
+        sim = cls(node, params, now=now)
+        for jid, name, p, alloc, ran in jobs:
+            sim.start(jid, name, p, alloc)
+            sim.running[jid].start_s = now - ran
+        rates = sim.rates()
+        for jid, _, _, _, ran in jobs:
+            sim.running[jid].left = max(floor, 1.0 - ran * rates[jid])
+        return sim
+
     def fork(self) -> "StreamNode":
         """An independent copy of the node now (the searches play decisions forward on it; the jobs' SimJobs, which
         never change, are shared)."""
-        other = StreamNode(self.node, self.params, now=self.now, ended=dict(self.ended))
+        other = StreamNode(self.node, self.params, now=self.now, ended=dict(self.ended), memo=self.memo)
+        other.g = self.g
         other.running = {k: Running(r.name, r.params, r.alloc, r.sim, r.start_s, r.left, r.factor)
                          for k, r in self.running.items()}
         return other
@@ -67,10 +122,7 @@ class StreamNode:
 
     def sim_job(self, params: JobParams, alloc: Allocation) -> SimJob:
         """What the model sees of a job of ``params`` on ``alloc`` on this node."""
-        g = self.g
-        masks = {g.l3_index[d]: m for d, (_, m) in alloc.l3.items()}
-        mba = {g.numa_index[d]: p for d, p in alloc.mem_bw_percent.items()}
-        return SimJob(g, params, alloc.cpus, alloc.memory, masks, mba)
+        return self.memo.sim_job(self.g, params, alloc)
 
     def start(self, job_id: str, name: str, params: JobParams, alloc: Allocation, factor: float = 1.0) -> None:
         """``job_id`` starts now on ``alloc`` (its CPUs must be free)."""
@@ -95,7 +147,7 @@ class StreamNode:
         """Each running job's progress per second (fraction of its whole work) under the current contention."""
         if self._rates is None:
             ids = list(self.running)
-            times = solve(self.g, [self.running[k].sim for k in ids]) if ids else []
+            times = self.memo.solve(self.g, [self.running[k].sim for k in ids]) if ids else []
             self.events += 1
             self._rates = {k: 1.0 / (t * self.running[k].factor) for k, t in zip(ids, times)}
         return self._rates
@@ -129,4 +181,4 @@ class StreamNode:
         return done
 
 
-__all__ = ["DONE", "Running", "StreamNode"]
+__all__ = ["DONE", "Memo", "Running", "StreamNode"]

@@ -149,3 +149,19 @@ def test_greedy_continuous_fills_every_free_slot_from_the_window() -> None:
     run = run_stream(NODE, jobs, 4, GreedyContinuous(window=6))
     assert sum(1 for j in run.jobs if j.start_s == 0.0) == 4
     assert sorted(c for j in run.jobs if j.start_s == 0.0 for c in j.cpus) == list(range(24))
+
+
+def test_the_memo_changes_no_double_even_when_it_empties(monkeypatch) -> None:
+    """Forks share their node's memo of SimJobs and solves: a rollout stream gives the same ends with a memo that
+    empties every few solves as with one that never does (a stale entry would change them)."""
+    from env.planners.continuous import Rollout
+    from env.sim.stream import Memo
+
+    rng = random.Random(5)
+    jobs = [job(k, rng.choice(NAMES)) for k in range(10)]
+    ends = run_stream(NODE, jobs, 3, Rollout(candidates=3)).jobs
+    monkeypatch.setattr(Memo, "LIMIT", 7)
+    again = run_stream(NODE, jobs, 3, Rollout(candidates=3)).jobs
+    assert [(r.id, r.start_s, r.end_s, r.cpus) for r in again] == [(r.id, r.start_s, r.end_s, r.cpus) for r in ends]
+    sim = StreamNode(NODE, WORLD.params)
+    assert sim.fork().memo is sim.memo
