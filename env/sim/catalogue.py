@@ -241,7 +241,7 @@ def catalogue(node: NodeSpec, sp: SimParams | None = None) -> dict[str, Catalogu
 
 class _Jobs(WithGenerated):
     """Catalogue jobs on one node; a generated job is computed (and kept) on first use. Iterate ``ALL_JOBS``
-    to list the catalogue: iterating this also lists the generated jobs used so far in this process."""
+    to list the catalogue (iterating this lists the catalogue's jobs only, never the generated ones)."""
 
     def __init__(self, node: NodeSpec, sp: SimParams) -> None:
         from env.sim.world import world_for

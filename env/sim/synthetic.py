@@ -46,7 +46,13 @@ _NAME = re.compile(rf"^{PREFIX}-(\d{{1,9}})-(\d{{1,9}})$")
 
 class WithGenerated(dict):
     """A table of the catalogue's programs by name that also answers for generated jobs: a missing ``syn-…``
-    name is made by ``_make`` on first use and kept; ``[]`` and ``get`` both resolve it."""
+    name is made by ``_make`` on first use and kept apart; ``[]`` and ``get`` both resolve it. Iterating, ``len``
+    and ``in`` see the catalogue's programs only, whatever was generated before in the process (the tables are
+    cached per node: a generated job kept in the table itself would show in every later listing)."""
+
+    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003 - dict's own
+        super().__init__(*args, **kwargs)
+        self._generated: dict[str, object] = {}
 
     def _make(self, name: str) -> object:
         raise NotImplementedError
@@ -54,7 +60,9 @@ class WithGenerated(dict):
     def __missing__(self, name: str) -> object:
         if not isinstance(name, str) or not is_synthetic(name):
             raise KeyError(name)
-        value = self[name] = self._make(name)
+        value = self._generated.get(name)
+        if value is None:
+            value = self._generated[name] = self._make(name)
         return value
 
     def get(self, name, default=None):  # type: ignore[override]
