@@ -354,6 +354,8 @@ def calibrate(backend: MeasuringBackend, cfg: CalibrationConfig = CalibrationCon
     repeats = _repeat_probes(rep_runner, probe_records, cfg.repeats, say)
     check_s = held_runner.node_seconds + rep_runner.node_seconds  # the check's node time: held out and repeats
     floor = f"; noise floor {noise_floor(repeats).median_abs_error_pct:.1f} % ({len(repeats)} probes repeated)" if repeats else ""
+    if repeats:  # kept with the held-out error in the model file
+        summary = summary.model_copy(update={"noise_floor": round(noise_floor(repeats).median_abs_error_pct, 3)})
     say(f"held-out: median abs error {summary.median_abs_error_pct:.1f} %, p90 {summary.p90_abs_error_pct:.1f} % (n {summary.n}){floor}")
 
     model = build_model(node, spec, base, space, x, jobs, profiles, bench, fit, backend_simulated=bool(b.simulated),

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_serializer, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_serializer, model_serializer, model_validator
 
 from env.node.spec import NodeSpec
 from env.sim.model import JobParams
@@ -87,6 +87,17 @@ class HeldOutError(BaseModel):
     median_abs_error_pct: float
     p90_abs_error_pct: float
     n: int
+    noise_floor: float | None = Field(None, description="the median error (%) that repeated measurements of the same "
+                                      "groups show against each other (cosched calibrate --repeats): below it a model "
+                                      "cannot be judged; None (left out of the file) when no group was repeated")
+
+    @model_serializer(mode="wrap")
+    def _floor_only_when_measured(self, handler: Any) -> dict[str, Any]:
+        """Files written before the field existed read and write back the same."""
+        out = handler(self)
+        if isinstance(out, dict) and out.get("noise_floor") is None:
+            out.pop("noise_floor", None)
+        return out
 
 
 class Provenance(BaseModel):

@@ -46,6 +46,9 @@ def test_heldout_pairs_are_never_probed_pairs(two_cpu_node: str, capsys) -> None
     # the noise floor beside the held-out error: repeats of probed co-runs, in the same units
     floor = doc["noise_floor"]
     assert floor["n"] == 6 and 0 < floor["median_abs_error_pct"] < 20
+    # the model file keeps it with its held-out error (HeldOutError.noise_floor)
+    held = json.loads(Path(doc["out"]).read_text())["provenance"]["heldout"]
+    assert held["noise_floor"] == pytest.approx(floor["median_abs_error_pct"], abs=1e-3)
     assert main(["calibrate", "--backend", "sim", "--node", two_cpu_node, "--jobs", "EP,MG,CG,FT", "--probes", "6",
                  "--heldout", "8", "--noise", "0.05", "--seed", "3"]) == 0
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("held-out co-runs"))
@@ -57,6 +60,7 @@ def test_without_noise_the_floor_is_zero_and_without_repeats_it_is_not_measured(
     assert doc["noise_floor"]["median_abs_error_pct"] == pytest.approx(0.0, abs=1e-6)
     doc = _calibrate(capsys, two_cpu_node, "--repeats", "0", "--seed", "1")
     assert doc["noise_floor"] is None
+    assert json.loads(Path(doc["out"]).read_text())["provenance"]["heldout"].get("noise_floor") is None
 
 
 def test_the_floor_is_the_error_one_measurement_carries() -> None:
