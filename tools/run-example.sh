@@ -48,7 +48,7 @@ if [ "$OWN" != yes ]; then
   if [ ! -f "$NODE_MODEL" ]; then
     echo
     echo "== no model of this node's own ($NODE_ID): calibrating its node model (microbenchmarks, the jobs' stored curves, a few co-run probes) =="
-    $C calibrate --probes 6 --heldout 4
+    $C calibrate --probes 6 --heldout 4 --repeats 3
   else
     echo
     echo "== node model of this node: $NODE_MODEL (cosched calibrate --report shows its error) =="
