@@ -170,11 +170,15 @@ def fit(node: Any, records: Sequence[tuple[tuple[str, ...], list[float]]], provi
     shape = GroupNetShape(d_feature=provider.n_features, d_model=args.d_model, n_cores=len(actions.CORE_FRACTIONS),
                           n_schedules=len(SCHEDULES), max_group=MAX_GROUP)
     net = GroupNet(shape)
-    x, m, cores, sched, y = (torch.from_numpy(a) for a in _arrays(node, records, provider))
-    ok = ~torch.isnan(y)
-    y = torch.nan_to_num(y, nan=0.0)
+    arrays = _arrays(node, records, provider)
+    usable = np.isfinite(arrays[-1]).any(1)  # a group with no finite option value has nothing to learn (and would
+    if not usable.any():  # give the option sampler a row of zero weights: torch's "invalid multinomial distribution")
+        raise ValueError("the group-cost head has no group with a finite option value to fit on")
+    x, m, cores, sched, y = (torch.from_numpy(np.ascontiguousarray(a[usable])) for a in arrays)
+    ok = torch.isfinite(y)
+    y = torch.where(ok, y, torch.zeros_like(y))
     v = torch.where(ok, y, torch.full_like(y, -1e9)).max(1).values
-    order = rng.permutation(len(records))
+    order = rng.permutation(len(y))
     held = torch.from_numpy(order[: max(1, len(order) // 20)])
     train = order[len(held):]
     opt = torch.optim.Adam(net.parameters(), lr=args.lr)

@@ -98,3 +98,19 @@ def test_bad_settings_are_refused_in_one_line(capsys, tmp_path) -> None:  # noqa
     assert cli(["--model", "x", "--out", "y", "--groups", "0"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--groups must be at least 1" in err
+
+
+def test_groups_without_a_finite_option_value_are_left_out_not_a_multinomial_error() -> None:
+    """A labelled group none of whose options has a finite value (NaN or inf: an option that could not run) gives the
+    option sampler a row of zero weights; such groups are dropped before fitting, and a fit left with none says so."""
+    from training.group_head import fit
+
+    provider = sim_provider(NODE)
+    n_opts = len(options_of(NODE, 2))
+    good = [(("EP", "MG"), [1.0 + 0.01 * r for r in range(n_opts)]), (("CG", "FT"), [2.0] * n_opts)]
+    bad = [(("EP", "SP"), [float("nan")] * n_opts), (("MG", "FT"), [float("inf")] * n_opts)]
+    args = GroupHeadArgs(groups=4, epochs=2, batch_size=64, seed=1, workers=1, d_model=8)
+    params, head = fit(NODE, good + bad, provider, args)
+    assert head["figures"]["groups"] == 4 and all(np.isfinite(v).all() for v in params.values())
+    with pytest.raises(ValueError, match="no group with a finite option value"):
+        fit(NODE, bad, provider, args)
