@@ -9,6 +9,7 @@ from typing import Any
 
 from env.errors import InputError
 from env.plan.models import RunReport
+from env.plan.stream_plan import ContinuousPlan, ContinuousRunReport
 from profiler.errors import ProfilerInputError
 from profiler.interference import InterferenceProfile
 
@@ -22,8 +23,63 @@ def _pyplot() -> Any:
     return plt
 
 
-def schedule_chart(report: RunReport, path: Path, node_cpus: list[int]) -> Path:
+def launches_chart(bars: list[tuple[str, list[int], float, float, bool]], title: str, path: Path, node_cpus: list[int],
+                   kind: str, note: str | None = None) -> Path:
+    """Jobs that start at events: each job (id, CPUs, start, end, ok) a bar on each of its CPUs from its start to its
+    end, a thin line at each start (no group bands: a job starts when what it needs frees)."""
+    plt = _pyplot()
+    from matplotlib.patches import Patch
+
+    fig, ax = plt.subplots(figsize=(10, max(2.5, 0.35 * len(node_cpus) + 1.5)))
+    cmap = plt.get_cmap("tab20")
+    colours: dict[str, tuple[float, ...]] = {}
+    for jid, cpus, start, end, ok in bars:
+        colour = colours.setdefault(jid, cmap(len(colours) % 20))
+        for c in cpus or node_cpus:
+            ax.broken_barh([(start, max(end - start, 1e-6))], (c - 0.4, 0.8), facecolors=colour,
+                           edgecolor="black" if ok else "red", linewidth=0.6)
+        ax.axvline(start, color="grey", linewidth=0.5, linestyle=":")
+    end = max((b[3] for b in bars), default=0.0)
+    ax.set_title(title, fontsize=10)
+    if note:
+        fig.text(0.01, 0.005, note, fontsize=7, color="dimgrey")
+    ax.set_xlabel(f"time, s ({kind})")
+    ax.set_ylabel("CPU")
+    ax.set_yticks(node_cpus if len(node_cpus) <= 48 else node_cpus[::max(1, len(node_cpus) // 24)])
+    ax.set_xlim(0, max(end, 1e-3) * 1.02)
+    ax.legend(handles=[Patch(color=c, label=j) for j, c in list(colours.items())[:40]], loc="upper left",
+              bbox_to_anchor=(1.0, 1.0), fontsize=7)
+    fig.tight_layout()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=110)
+    except OSError as exc:
+        raise InputError(f"cannot write the picture {path}: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)
+    return path
+
+
+def plan_chart(plan: ContinuousPlan, path: Path, node_cpus: list[int]) -> Path:
+    """A continuous plan's predicted launches (simulated): each job on its CPUs from its predicted start to end."""
+    bars = [(j.id, j.cpus, j.predicted_start_s or 0.0, j.predicted_end_s or 0.0, True) for j in plan.launches
+            if j.predicted_start_s is not None and j.predicted_end_s is not None]
+    if not bars:
+        raise InputError("the plan has no predicted starts and ends to draw")
+    span = f": {plan.predicted_makespan_s:.1f} s" if plan.predicted_makespan_s is not None else ""
+    return launches_chart(bars, f"continuous plan for {plan.node.name} ({plan.policy}, Cmax {plan.max_concurrency}), "
+                          f"predicted{span}", path, node_cpus, "simulated", plan.predictions_source)
+
+
+def schedule_chart(report: RunReport | ContinuousRunReport, path: Path, node_cpus: list[int]) -> Path:
     """Draw the executed (or simulated) schedule: each job a bar on each of its CPUs over its run."""
+    if isinstance(report, ContinuousRunReport):
+        kind = "simulated" if report.simulated else "measured"
+        tput = f", throughput vs time sharing {report.throughput_vs_timeshare:.2f}" if report.throughput_vs_timeshare else ""
+        bars = [(j.id, j.cpus, j.start_s, j.end_s, j.exit_code == 0) for j in report.jobs]
+        return launches_chart(bars, f"executed continuous plan on {report.plan.node.name} ({kind}): {report.total_s:.1f} s"
+                              f"{tput}", path, node_cpus, kind,
+                              f"time sharing: {report.timeshare_source}" if report.timeshare_source else None)
     plt = _pyplot()
     from matplotlib.patches import Patch
 

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from env.errors import InputError
 from env.plan.models import Plan, Window
+from env.plan.stream_plan import ContinuousPlan, parse_plan
 from service.output import describe_validation_error
 
 
@@ -31,16 +32,18 @@ def read_json(path: str | Path) -> Any:
         raise InputError(f"{p} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
 
 
-def read_window_or_plan(path: str | Path) -> Window | Plan:
-    """A plan has "groups"; a window has "jobs"."""
+def read_window_or_plan(path: str | Path) -> Window | Plan | ContinuousPlan:
+    """A plan has "groups" (or "launches": a continuous plan); a window has "jobs"."""
     doc = read_json(path)
     if not isinstance(doc, dict):
-        raise InputError(f"{path}: expected a JSON object (a window with \"jobs\" or a plan with \"groups\")")
-    model: type[Window] | type[Plan] = Plan if "groups" in doc else Window
+        raise InputError(f"{path}: expected a JSON object (a window with \"jobs\", a plan with \"groups\" or a "
+                         "continuous plan with \"launches\")")
+    continuous = doc.get("mode") == "continuous" or "launches" in doc
+    what = "continuous plan" if continuous else "plan" if "groups" in doc else "window"
     try:
-        return model.model_validate(doc)
+        return parse_plan(doc) if what != "window" else Window.model_validate(doc)
     except ValidationError as exc:
-        raise InputError(f"{path} is not a valid {model.__name__.lower()}: {describe_validation_error(exc)}") from None
+        raise InputError(f"{path} is not a valid {what}: {describe_validation_error(exc)}") from None
 
 
 def read_window(path: str | Path) -> Window:

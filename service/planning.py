@@ -48,3 +48,167 @@ def simulate(plan: Plan, seed: int | None = None) -> RunReport:
         raise InputError(f"the plan is for node {plan.node.name!r}; the sim backend runs plans made for a simulated "
                          "node: plan the window again with --node sim:reference")
     return SimBackend(load_node(plan.node.name)).run(plan, seed=seed)
+
+
+# -- modes: groups (barriers) or continuous (jobs start at events) ----------------------------------------------
+
+
+def model_node(node: NodeSpec) -> tuple[NodeSpec, str]:
+    """The node model a continuous plan is decided on, and how its figures are labelled: a simulated node is its own;
+    this node needs the node model ``cosched calibrate`` wrote for it (the same CPUs)."""
+    if node.simulated:
+        return node, f"simulated: node model {node.name}"
+    from env.calibration.store import model_path
+    from env.node.discover import local_node_id
+
+    path = model_path(local_node_id())
+    if not path.exists():
+        raise InputError(f"node {node.name!r} has no node model to decide a continuous plan on: run 'cosched "
+                         "calibrate' first (or plan for a simulated node, --node sim:reference)")
+    spec = load_node(f"sim:{path.resolve()}")
+    if sorted(spec.cpus) != sorted(node.cpus) or len(spec.numa) != len(node.numa):
+        raise InputError(f"the node model {path} has CPUs {spec.cpus}, this node {node.cpus}: calibrate this node again")
+    return spec, f"simulated: this node's calibrated node model ({path})"
+
+
+class _Recorder:
+    """A stream policy whose started allocations are kept (``run_stream`` checks and applies them as they are)."""
+
+    def __init__(self, inner) -> None:  # noqa: ANN001 - a StreamPolicy
+        self.inner, self.name = inner, inner.name
+        self.allocs: dict = {}
+
+    def reset(self, node, jobs, max_concurrency) -> None:  # noqa: ANN001
+        self.inner.reset(node, jobs, max_concurrency)
+
+    def decide(self, view):  # noqa: ANN001, ANN201
+        d = self.inner.decide(view)
+        for jid, alloc in d.starts:
+            self.allocs[jid] = alloc
+        return d
+
+
+def plan_continuous(window: Window, node: NodeSpec, *, policy: str | None = None, pin_runtime: bool = False,
+                    window_size: int | None = None, seed: int | None = None):  # noqa: ANN201 - ContinuousPlan
+    """The continuous plan of ``window`` for ``node``: the stream policy (default ``DEFAULT_CONTINUOUS_POLICY``) decides
+    at every event of the node model (``env.episode.stream.run_stream``); its starts become the launches in start
+    order with their ``after`` (``after_sets``), predicted starts and ends; its changes, tied to the job ends that
+    trigger them. Jobs the node model does not know are excluded (run alone after the launches, profiled)."""
+    from env.episode.stream import DEFAULT_STREAM_WINDOW, run_stream, sim_stream
+    from env.plan.models import Excluded
+    from env.plan.stream_plan import SAME_EVENT_S, after_sets, build_continuous_plan
+    from env.planners.streams import DEFAULT_CONTINUOUS_POLICY, stream_registry
+    from env.sim.world import world_for
+
+    name = policy or DEFAULT_CONTINUOUS_POLICY
+    w = window_size or DEFAULT_STREAM_WINDOW
+    if w < 1:
+        raise InputError("the stream window must be at least 1 job")
+    registry = stream_registry(lambda win: plan_window(win, node, seed=seed), w)
+    recorder = _Recorder(registry.get(name))
+    mnode, source = model_node(node)
+    world = world_for(mnode)
+    provider = provider_for(node) if node.simulated else None
+    known, excluded = [], []
+    for j in window.jobs:
+        if world.is_known(j.profile_name):
+            known.append(j)
+            continue
+        reason = (provider.missing_reason(j.profile_name) if provider is not None else
+                  f"the node model of this node does not know {j.profile_name!r}: will run alone and be profiled "
+                  "(then 'cosched calibrate --update')")
+        excluded.append(Excluded(id=j.id, profile=j.profile, command=j.command or [], env=j.env, reason=reason))
+    notes: dict = {"predictions_source": source}
+    launches, changes = [], []
+    if known:
+        run = run_stream(mnode, sim_stream(mnode, known), window.max_concurrency, recorder)
+        by_id = {j.id: j for j in known}
+        order = sorted(run.jobs, key=lambda r: (r.start_s, list(recorder.allocs).index(r.id)))
+        after = after_sets([(r.start_s, r.cpus) for r in order], [r.end_s for r in order], window.max_concurrency)
+        t0 = min(r.start_s for r in order)
+        for r, a in zip(order, after):
+            wj = by_id[r.id]
+            launches.append((wj, recorder.allocs[r.id], [order[i].id for i in a], round(r.start_s - t0, 4),
+                             round(r.end_s - t0, 4), wj.submit_s if wj.submit_s else None))
+        for when, jid, alloc in run.changes:
+            ended = [r.id for r in order if abs(r.end_s - when) <= SAME_EVENT_S]
+            if not ended:
+                raise InputError(f"policy {name!r} changed {jid} at {when:.1f} s, which is no job's end: a continuous "
+                                 "plan ties each change to the end of a job")
+            changes.append((ended[-1], jid, alloc))
+        m = run.metrics()
+        notes.update(predicted_makespan_s=round(m["makespan_s"], 4),
+                     predicted_throughput_vs_timeshare=round(m["throughput_vs_timeshare"], 4))
+    return build_continuous_plan(node, launches, policy=name, max_concurrency=window.max_concurrency, window_size=w,
+                                 changes=changes, excluded=excluded, pin_runtime=PINRT_LIB if pin_runtime else None,
+                                 **notes)
+
+
+def as_groups(plan: Plan, reason: str, continuous_s: float | None = None):  # noqa: ANN201 - GroupsPlan
+    """``plan`` saying it is the groups mode and why (the same fields and values, and these three)."""
+    from env.plan.stream_plan import GroupsPlan
+
+    return GroupsPlan.model_construct(**{k: getattr(plan, k) for k in Plan.model_fields}, mode="groups",
+                                      mode_reason=reason, continuous_predicted_makespan_s=continuous_s)
+
+
+def choose_mode(window: Window, node: NodeSpec, groups: Plan, *, pin_runtime: bool = False, seed: int | None = None):  # noqa: ANN201
+    """The default mode: the groups plan ``groups`` or the continuous plan of ``window``, whichever the node model
+    predicts to end sooner (ties: groups, today's plans); the plan says which and why. Where the groups plan has no
+    prediction (a node without a node model) or both modes are the same (Cmax 1, one job), groups."""
+    placed = sum(len(g.jobs) for g in groups.groups)
+    if window.max_concurrency == 1 or placed < 2:
+        return as_groups(groups, "groups: with Cmax 1 or one job to co-schedule both modes run the same")
+    preds = [g.predicted_makespan_s for g in groups.groups]
+    if any(p is None for p in preds):
+        return as_groups(groups, f"groups: {groups.no_prediction or 'the groups plan has no predicted makespan'}; "
+                         "no continuous plan is compared with it")
+    g_s = sum(preds)  # type: ignore[arg-type]
+    try:
+        cont = plan_continuous(window, node, pin_runtime=pin_runtime, seed=seed)
+    except InputError as exc:
+        return as_groups(groups, f"groups: no continuous plan to compare with ({exc})")
+    c_s = cont.predicted_makespan_s
+    label = cont.predictions_source or "simulated"
+    if c_s is not None and c_s < g_s:
+        why = (f"continuous: the node model predicts {c_s:.1f} s for the co-scheduled jobs continuously ({cont.policy}) "
+               f"against {g_s:.1f} s in groups ({groups.policy}); {label}")
+        return cont.model_copy(update={"mode_reason": why, "groups_predicted_makespan_s": round(g_s, 4)})
+    why = (f"groups: the node model predicts {g_s:.1f} s for the co-scheduled jobs in groups ({groups.policy}) against "
+           f"{c_s if c_s is None else round(c_s, 1)} s continuously ({cont.policy}); {label}")
+    return as_groups(groups, why, c_s)
+
+
+def plan_document(window: Window, node: NodeSpec, *, mode: str | None = None, policy: str | None = None,
+                  model: object | None = None, pin_runtime: bool = False, seed: int | None = None,
+                  search_budget: int | None = None, window_size: int | None = None):  # noqa: ANN201
+    """The plan of ``window`` in ``mode`` (groups, continuous, or None: ``choose_mode``); ``policy`` is the mode's
+    policy (a window policy for groups, a stream policy for continuous). Without a mode a policy of one mode only
+    chooses it (a name of both, e.g. timeshare, plans groups as before)."""
+    from env.planners.streams import stream_registry
+    from env.plan.stream_plan import ContinuousPlan
+    from training.registry import policy_registry
+
+    if mode is None and policy is not None:
+        groups_names = set(policy_registry().names())
+        stream_only = policy in stream_registry(lambda w: None).names() and policy not in groups_names  # type: ignore[arg-type,return-value]
+        mode = "continuous" if stream_only else "groups"
+        reason = f"{mode}: policy {policy!r} plans {'continuously' if stream_only else 'groups'}"
+    else:
+        reason = f"{mode}: asked for"
+    if mode == "continuous":
+        if model is not None or search_budget is not None:
+            raise InputError("--model and --search-budget are for the groups mode's agent policies; the stream "
+                             "policies take no model yet")
+        plan: ContinuousPlan = plan_continuous(window, node, policy=policy, pin_runtime=pin_runtime,
+                                               window_size=window_size, seed=seed)
+        return plan.model_copy(update={"mode_reason": reason})
+    if window_size is not None:
+        raise InputError("--window-size is for the continuous mode (the queued jobs each decision chooses among)")
+    groups = plan_window(window, node, policy=policy, model=model, pin_runtime=pin_runtime, seed=seed,
+                         search_budget=search_budget)
+    if mode == "groups":
+        return as_groups(groups, reason)
+    if mode is not None:
+        raise InputError(f"unknown mode {mode!r}: choose groups or continuous")
+    return choose_mode(window, node, groups, pin_runtime=pin_runtime, seed=seed)

@@ -12,12 +12,13 @@ from typing import Callable
 
 from env.errors import InputError
 from env.plan.models import Plan, RunReport
+from env.plan.stream_plan import ContinuousPlan
 from env.real.backend import RealBackend
 from env.sim.nodes import load_node
 from service.chart import schedule_chart
 from service.documents import read_window_or_plan
 from service.output import emit
-from service.runreport import LiveProgress, render_report
+from service.runreport import LiveProgress, render_report, run_continuous
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -58,8 +59,8 @@ def _print_dry_run(plan: Plan) -> None:
 
 def _plan_for(args: argparse.Namespace, node_name: str) -> Plan:
     doc = read_window_or_plan(args.document)
-    if isinstance(doc, Plan):
-        return doc
+    if isinstance(doc, (Plan, ContinuousPlan)):
+        return doc  # type: ignore[return-value]
     if args.backend == "real":
         doc.require_commands()
     from service.planning import plan_window
@@ -69,10 +70,16 @@ def _plan_for(args: argparse.Namespace, node_name: str) -> Plan:
 
 def run(args: argparse.Namespace) -> int:
     if args.resume:
+        from env.real.launches import is_continuous_run
+
+        if is_continuous_run(Path(args.resume)):  # a continuous plan's run (service.runreport.run_continuous)
+            return run_continuous(None, args, load_node("local"), resume=args.resume)
         return _execute(args, lambda backend: backend.resume(Path(args.resume)))
     if not args.document:
         raise InputError("give WINDOW.json or PLAN.json (or --resume RUN_DIR)")
     plan = _plan_for(args, args.node or ("local" if args.backend == "real" else "sim:reference"))
+    if isinstance(plan, ContinuousPlan):  # launches at events: env.real.launches
+        return run_continuous(plan, args, load_node("local") if args.backend == "real" else None)
     if args.backend == "sim":
         from service.planning import simulate
 

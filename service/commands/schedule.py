@@ -11,12 +11,17 @@ from rich.table import Table
 from env.errors import InputError
 from env.node.cpulist import format_cpulist
 from env.plan.models import Plan
+from env.plan.stream_plan import ContinuousPlan
 from env.planners.registry import DEFAULT_POLICY
+from env.planners.streams import DEFAULT_CONTINUOUS_POLICY, STREAM_POLICIES
 from env.planners.search import BUDGET_HELP, check_budget
 from env.sim.nodes import DEFAULT_SIM_NODE, load_node
 from service.documents import read_window
 from service.output import emit
 from training.registry import policy_registry
+
+
+_STREAM_POLICIES = tuple(p for p in STREAM_POLICIES if p != "groups") + ("best-found",)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,13 +32,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("window", metavar="WINDOW.json", help="the window document")
     p.add_argument("--node", default="local", help=f"node to plan for: 'local' (this machine, the default; jobs need "
                    f"profiles on it) or 'sim:NAME' (e.g. {DEFAULT_SIM_NODE})")
-    p.add_argument("--policy", default=None, help=f"one of {', '.join(policy_registry().names())} (default: agent-search when a model "
-                   f"ships for the node or is given and the node has a node model to score plans on, agent with a model only, else {DEFAULT_POLICY})")
+    p.add_argument("--mode", choices=("groups", "continuous"), default=None,
+                   help="groups: jobs in groups one after another (barriers); continuous: each job starts at an event "
+                   "(a job's end) once what it needs is free, decided by a stream policy on the node model. Default: "
+                   "the mode the node model predicts to end sooner (groups where there is no node model); the plan "
+                   "says which and why")
+    p.add_argument("--policy", default=None, help=f"groups: one of {', '.join(policy_registry().names())} (default: "
+                   f"agent-search when a model ships for the node or is given and the node has a node model to score "
+                   f"plans on, agent with a model only, else {DEFAULT_POLICY}); continuous: a stream policy, "
+                   f"{', '.join(_STREAM_POLICIES)} (default {DEFAULT_CONTINUOUS_POLICY}). Without --mode a policy of "
+                   "one mode only chooses that mode")
     p.add_argument("--model", default=None, help="model file for the agent policies")
     p.add_argument("--search-budget", type=_budget, default=None, metavar="N",
                    help=BUDGET_HELP)
     p.add_argument("--seed", type=int, default=0, help="seed of the random policy (default 0)")
     p.add_argument("--pin-runtime", action="store_true", help="launch commands load the C pinning runtime")
+    p.add_argument("--window-size", type=int, default=None, metavar="W",
+                   help="continuous: the queued jobs each decision chooses among (default 8)")
+    p.add_argument("--plot", metavar="PNG", help="continuous: also draw the plan's predicted launches (cores x time)")
     p.add_argument("--json", action="store_true", help="print the plan as one JSON document")
     p.set_defaults(handler=run)
 
@@ -56,8 +72,40 @@ def _domains(values: dict[str, int]) -> str:
     return vs[0] if len(set(vs)) == 1 else "/".join(vs)
 
 
-def render(plan: Plan, console: Console | None = None) -> None:
+def render_continuous(plan: ContinuousPlan, console: Console | None = None) -> None:
+    """A continuous plan as a table: each launch, what it waits for, its predicted start and end."""
+    console = console or Console()
+    table = Table(title=f"continuous plan for {plan.node.name}: {plan.policy}, Cmax {plan.max_concurrency}",
+                  box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    for col, just in (("#", "right"), ("job", "left"), ("cpus", "left"), ("memory", "left"), ("L3 ways", "right"),
+                      ("bw %", "right"), ("after", "left"), ("start s", "right"), ("end s", "right")):
+        table.add_column(col, justify=just, overflow="fold", no_wrap=col in ("memory", "start s", "end s"))  # type: ignore[arg-type]
+    for k, j in enumerate(plan.launches):
+        name = j.id if j.profile == j.id else f"{j.id} ({j.profile})"
+        t = [f"{x:.1f}" if x is not None else "" for x in (j.predicted_start_s, j.predicted_end_s)]
+        table.add_row(str(k + 1), name, format_cpulist(j.cpus), j.memory, _domains({d: a.ways for d, a in j.l3.items()}),
+                      _domains(j.mem_bw_percent), ", ".join(j.after) or "-", *t)
+    console.print(table)
+    for c in plan.changes:
+        console.print(f"change at the end of {c.at_end_of}: {c.job} to ways {_domains({d: a.ways for d, a in c.l3.items()})}, "
+                      f"bandwidth {_domains(c.mem_bw_percent) if c.mem_bw_percent else '-'} %")
+    for e in plan.excluded:
+        console.print(f"excluded: {e.id}: {e.reason}")
+    for what, why in plan.enforcement.reasons.items():
+        console.print(f"not enforced: {what}: {why}")
+    if plan.predicted_makespan_s is not None:
+        tput = plan.predicted_throughput_vs_timeshare
+        console.print(f"predicted makespan {plan.predicted_makespan_s:.1f} s"
+                      + (f", throughput vs time sharing {tput:.3f}" if tput is not None else "")
+                      + f" ({plan.predictions_source or 'prediction'})")
+    if plan.mode_reason:
+        console.print(f"mode: {plan.mode_reason}")
+
+
+def render(plan: Plan | ContinuousPlan, console: Console | None = None) -> None:
     """The plan as a table that fits an 80-column terminal (L3 masks and launch commands are in --json)."""
+    if isinstance(plan, ContinuousPlan):
+        return render_continuous(plan, console)
     console = console or Console()
     sp = plan.schedule_policy
     title = f"plan for {plan.node.name}: {plan.policy}, {sp.affinity}, {sp.memory}"
@@ -92,13 +140,26 @@ def render(plan: Plan, console: Console | None = None) -> None:
                       f"({plan.predictions_source or 'prediction'})")
     elif plan.no_prediction:
         console.print(f"no prediction: {plan.no_prediction}")
+    if getattr(plan, "mode_reason", None):
+        console.print(f"mode: {plan.mode_reason}")  # type: ignore[attr-defined]
 
 
 def run(args: argparse.Namespace) -> int:
-    from service.planning import plan_window
+    from pathlib import Path
+
+    from service.planning import plan_document
 
     window = read_window(args.window)
-    plan = plan_window(window, load_node(args.node), policy=args.policy, model=args.model, pin_runtime=args.pin_runtime, seed=args.seed,
-                       search_budget=args.search_budget)
+    node = load_node(args.node)
+    plan = plan_document(window, node, mode=args.mode, policy=args.policy, model=args.model,
+                         pin_runtime=args.pin_runtime, seed=args.seed, search_budget=args.search_budget,
+                         window_size=args.window_size)
+    if args.plot:
+        if not isinstance(plan, ContinuousPlan):
+            raise InputError("--plot draws a continuous plan's launches; this window's plan is in groups "
+                             f"({plan.mode_reason}): add --mode continuous")  # type: ignore[union-attr]
+        from service.chart import plan_chart
+
+        plan_chart(plan, Path(args.plot), node.cpus)
     emit(plan, args.json, lambda: render(plan))
     return 0
