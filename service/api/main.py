@@ -1,7 +1,8 @@
 """The HTTP service: FastAPI over the same planning code as ``cosched schedule``.
 
 Routes (docs/design/interfaces.md, HTTP service), one router per resource under ``routers/``: ``POST /schedule`` (window
-in, plan out), ``GET /healthz``, ``GET /node``, ``GET /model``, ``GET /profiles``, ``GET/PUT/DELETE
+in, plan out), ``POST /decide`` (a node's state at an event in, the decision out: ``service.decide``),
+``GET /healthz``, ``GET /node``, ``GET /model``, ``GET /profiles``, ``GET/PUT/DELETE
 /profiles/{name}``, and ``/docs`` and ``/openapi.json``.
 
 * **Decisions only.** ``POST /schedule`` calls ``service.planning.plan_window`` (the one planning entry point)
