@@ -26,7 +26,7 @@ from profiler.store import ProfileStore
 EXAMPLES = int(os.environ.get("COSCHED_SERVICE_EXAMPLES", "40"))  # per operation and mode; raise it to hunt longer
 
 
-OPERATIONS = [("POST", "/schedule"), ("GET", "/healthz"), ("GET", "/node"), ("GET", "/model"), ("GET", "/profiles"),
+OPERATIONS = [("POST", "/schedule"), ("POST", "/decide"), ("GET", "/healthz"), ("GET", "/node"), ("GET", "/model"), ("GET", "/profiles"),
               ("GET", "/profiles/{name}"), ("PUT", "/profiles/{name}"), ("DELETE", "/profiles/{name}")]
 
 
