@@ -23,17 +23,24 @@ and the Slurm controller, in process, through ``decide_state``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Literal, Sequence
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from env.episode.stream import DEFAULT_STREAM_WINDOW, Decision, StreamJob, StreamView, check_decision
+from env.episode.stream import (
+    DEFAULT_STREAM_WINDOW,
+    Decision,
+    StreamJob,
+    StreamView,
+    check_decision,
+)
 from env.errors import InputError, RunError
 from env.node.spec import NodeSpec
 from env.plan.actions import MemoryPolicy
 from env.plan.allocate import Allocation, plain_allocation
 from env.plan.models import MAX_CONCURRENCY, MAX_JOBS, L3Alloc, Name
+from env.real.online import HeldCpus, stream_model
 
 #: Policies that decide from which CPUs are held alone (no node model needed).
 MODEL_FREE = ("packing", "timeshare")
@@ -127,30 +134,6 @@ class DecideResponse(BaseModel):
     not_enforced: dict[str, str] = Field(default_factory=dict, description="what this node cannot enforce, and why")
 
 
-@dataclass(frozen=True)
-class StreamModel:
-    node: NodeSpec  # the simulated node decisions are made on (CPU ids are the real node's)
-    kind: Literal["simulated", "model"]
-    source: str
-
-
-def stream_model(node: NodeSpec) -> StreamModel | None:
-    """The node model decisions are made on: a simulated node itself; the real node's calibrated model; else None."""
-    if node.simulated:
-        return StreamModel(node, "simulated", f"simulated: the node model of {node.name}")
-    from env.calibration.store import model_path
-    from env.node.discover import node_id
-    from env.sim.nodes import load_node
-
-    path = model_path(node_id(node))
-    if not path.exists():
-        return None
-    model = load_node(f"sim:{path.resolve()}")
-    if model.cpus != node.cpus or [sorted(d.cpus) for d in model.numa] != [sorted(d.cpus) for d in node.numa]:
-        raise InputError(f"the node model {path} is of another shape than this node: run 'cosched calibrate' again")
-    return StreamModel(model, "model", f"node model {path}, calibrated on this node")
-
-
 class Decider:
     """A stream policy deciding from a node's state. ``reset`` with every job it may see (their programs' solo
     times), then ``decide`` at each event; one object keeps the policy's own state between events (the online
@@ -206,7 +189,7 @@ class Decider:
              pending: int = 0) -> StreamView:
         """The state as a policy sees it (running: each job, its allocation and seconds run)."""
         if self.model is None:
-            return StreamView(_Held(self.node, now, {j.id: a for j, a, _ in running}), queue, self.cmax, pending)  # type: ignore[arg-type]
+            return StreamView(HeldCpus(self.node, now, {j.id: a for j, a, _ in running}), queue, self.cmax, pending)  # type: ignore[arg-type]
         from env.sim.stream import StreamNode
         from env.sim.world import world_for
 
@@ -258,18 +241,6 @@ class Decider:
                           makespan_s=round(last - first, 6) if last is not None else None)
 
 
-@dataclass
-class _Held:
-    """The node as the model-free policies see it: which CPUs the running jobs hold."""
-
-    node: NodeSpec
-    now: float
-    running: dict[str, Allocation]
-
-    def free_cpus(self) -> set[int]:
-        return set(self.node.cpus) - {c for a in self.running.values() for c in a.cpus}
-
-
 def allocation_in(node: NodeSpec, a: DecideAllocation, field: str) -> Allocation:
     """A caller's allocation on ``node`` (one line naming what the node lacks)."""
     cpus = tuple(sorted(a.cpus))
@@ -288,7 +259,7 @@ def allocation_in(node: NodeSpec, a: DecideAllocation, field: str) -> Allocation
         if d not in l3:
             raise DecideError(f"{field}.l3", f"L3 domain {key} holds none of the job's CPUs on node {node.name} "
                                              f"(its CPUs are in {sorted(l3)}): give ways for those domains")
-        if bin(mask).count("1") != v.ways or mask >= 1 << ways[d]:
+        if mask.bit_count() != v.ways or mask >= 1 << ways[d]:
             raise DecideError(f"{field}.l3.{key}", f"mask {v.mask} is not {v.ways} of the domain's {ways[d]} ways: "
                                                    "send a mask with one bit per way")
         l3[d] = (v.ways, mask)
@@ -382,3 +353,152 @@ def _unique(seen: dict[str, str], jid: str, where: str) -> None:
     if jid in seen:
         raise DecideError(f"{where}.id", f"{jid!r} is also {seen[jid]}: each job appears once, running or queued")
     seen[jid] = where
+
+
+# -- cosched run WINDOW.json --mode continuous: the online runner's entry (env.real.online runs the jobs)
+
+def run_online_command(args: Any) -> int:
+    """``cosched run WINDOW.json --mode continuous [--policy P] [--backend sim|real]`` and ``--resume`` of such a
+    run: the sim backend decides at every simulated event on the node model; the real backend runs the jobs on this
+    node, deciding at every real event (``env.real.online``). Exit 1 when a job failed."""
+    from pathlib import Path
+
+    from env.episode.stream import run_stream
+    from env.plan.models import Window
+    from env.real.online import OnlineJob, OnlineRunner, read_stream, write_stream
+    from env.real.run import new_run_dir
+    from env.sim.nodes import load_node
+    from service.documents import read_window
+    from service.output import emit
+
+    resume = Path(args.resume) if getattr(args, "resume", None) else None
+    for flag in ("dry_run", "fail_fast", "measure_timeshare"):
+        if getattr(args, flag, False):
+            raise InputError(f"--{flag.replace('_', '-')} is not for online runs (--mode continuous): the decisions "
+                             "come at real events; 'cosched schedule --mode continuous' shows a plan beforehand")
+    if resume is not None:
+        rec = read_stream(resume)
+        window, policy, w, backend = Window.model_validate(rec["window"]), rec["policy"], rec["window_size"], "real"
+    else:
+        window, policy, w, backend = read_window(args.document), args.policy, getattr(args, "window_size", None), args.backend
+    node = load_node(args.node or "sim:reference") if backend == "sim" else load_node("local")
+    decider = Decider(node, policy, w)
+    jobs = {j.id: decider.stream_job(j.id, j.profile_name, j.submit_s or 0.0, f"jobs[{i}]") for i, j in enumerate(window.jobs)}
+    decider.reset(list(jobs.values()), window.max_concurrency)
+    decided_on = decider.model.source if decider.model else "which CPUs are held (no node model of this node)"
+    if backend == "sim":
+        run = run_stream(decider.dnode, list(jobs.values()), window.max_concurrency, decider.policy)  # type: ignore[arg-type]
+        doc = {"run_dir": None, "backend": "sim", "mode": "continuous", "simulated": True, "node": node.name,
+               "policy": decider.name, "max_concurrency": window.max_concurrency, "decided_on": decided_on,
+               "decisions": run.decisions, "jobs": [{"id": j.id, "profile": j.name, "submit_s": j.submit_s, "start_s":
+                                                     j.start_s, "end_s": j.end_s, "cpus": list(j.cpus)} for j in run.jobs],
+               "metrics": run.metrics(), "failed": [], "notes": []}
+        emit(doc, args.json, lambda: render_online(doc))
+        return 0
+    window.require_commands()
+    _preflight(window)
+    if resume is None:
+        resume_dir, run_dir = None, new_run_dir(Path(args.runs))
+        write_stream(run_dir, {"window": window.model_dump(mode="json"), "policy": decider.name, "window_size": w})
+    else:
+        resume_dir = run_dir = resume
+
+    def decide(held: list, queue: list, pending: int, now: float) -> Decision:
+        view = decider.view([(jobs[h.id], h.alloc, h.seconds_run) for h in held], [jobs[q.id] for q in queue], now, pending)
+        return decider.decide(view)
+
+    from env.plan.launch import PINRT_LIB
+
+    pin = PINRT_LIB if getattr(args, "pin_runtime", False) else None
+    online = [OnlineJob(j.id, j.profile_name, list(j.command or []), dict(j.env), j.submit_s or 0.0) for j in window.jobs]
+    progress = OnlineProgress()
+    runner = OnlineRunner(online, node, run_dir, window.max_concurrency, decide, timeout_s=args.timeout,
+                          pin_runtime=pin, progress=progress)
+    result = runner.run(resume=resume_dir is not None)
+    solo, source = _solo(decider, window)
+    doc = result.report(node=node.name, policy=decider.name, max_concurrency=window.max_concurrency, solo=solo,
+                        solo_source=source, decided_on=decided_on)
+    (run_dir / "report.json").write_text(__import__("json").dumps(doc, indent=1))
+    try:
+        from service.chart import launches_chart
+
+        bars = [(j["id"], j["cpus"], j["start_s"], j["end_s"], j["exit_code"] == 0) for j in doc["jobs"]
+                if j["start_s"] is not None and j["end_s"] is not None]
+        launches_chart(bars, f"online run on {node.name} ({decider.name}, Cmax {window.max_concurrency}, measured)",
+                       run_dir / "schedule.png", node.cpus, "measured", f"decided on {decided_on}")
+    except Exception as exc:  # noqa: BLE001 - the picture is a convenience; the report is written
+        doc["notes"].append(f"no picture: {exc}")
+    emit(doc, args.json, lambda: render_online(doc))
+    return 1 if doc["failed"] else 0
+
+
+def _preflight(window: Any) -> None:
+    import os
+
+    from env.real.executor import _resolvable  # the executor's own check
+
+    for j in window.jobs:
+        if not _resolvable(j.command[0], {**os.environ, **j.env}):
+            raise InputError(f"job {j.id}: {j.command[0]!r} is not an executable file or a program on PATH")
+
+
+def _solo(decider: Decider, window: Any) -> tuple[dict[str, float], str]:
+    """Each job's solo time on the whole node: measured (its stored profile) where every job has one, else the node
+    model's prediction."""
+    measured = {j.id: decider._profile_solo(j.profile_name) for j in window.jobs}
+    if all(not math.isnan(v) for v in measured.values()):
+        return measured, "measured: the stored profiles' solo runs on this node"
+    if decider.model is not None:
+        return ({j.id: decider.stream_job(j.id, j.profile_name).solo_s for j in window.jobs},
+                f"predicted: {decider.model.source}")
+    return measured, "unknown: not every job has a profile on this node"
+
+
+class OnlineProgress:
+    """Progress lines on stderr as the online run goes (``env.real.online``'s events)."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+
+        self.console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+    def __call__(self, kind: str, info: dict[str, Any]) -> None:
+        say = self.console.print
+        if kind == "online_start":
+            say(f"online run: {info['jobs']} jobs" + (f", resumed ({info['done']} done)" if info["resumed"] else ""))
+        elif kind == "resumed_job":
+            say(info["line"])
+        elif kind == "decision" and info["starts"]:
+            starts = ", ".join(f"{k} on CPUs {_span(c)}" for k, c in info["starts"])
+            say(f"{info['at_s']:.2f} s: decision {info['n']}: start {starts} ({info['running']} running, "
+                f"{info['queue']} queued)")
+        elif kind == "job_end":
+            what = info["note"] or f"exit {info['exit_code']}"
+            say(f"{info['at_s']:.2f} s: {info['job']} ended ({what}) after {info['wall_s']:.2f} s")
+
+
+def render_online(doc: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    kind = "simulated" if doc["simulated"] else "measured"
+    table = Table(title=f"online run on {doc['node']} ({doc['policy']}, Cmax {doc['max_concurrency']}, times {kind})")
+    for col in ("job", "profile", "submit s", "start s", "end s", "cpus", "exit"):
+        table.add_column(col)
+    for j in doc["jobs"]:
+        f = lambda v: "-" if v is None else f"{v:.2f}"
+        table.add_row(j["id"], j["profile"], f(j["submit_s"]), f(j["start_s"]), f(j["end_s"]), _span(j["cpus"]),
+                      str(j.get("exit_code", "-")) if not j.get("note") else "?")
+    console.print(table)
+    m = doc["metrics"]
+    for k, v in m.items():
+        console.print(f"{k.replace('_', ' ')}: {'unknown' if v is None else f'{v:.3f}'} ({kind})")
+    console.print(f"decisions: {doc['decisions']}, decided on {doc['decided_on']}; solo times: "
+                  f"{doc.get('solo_source') or 'the node model'}")
+    for n in doc["notes"]:
+        console.print(n)
+    if doc["failed"]:
+        console.print(f"[red]failed: {', '.join(doc['failed'])}[/]")
+    if doc["run_dir"]:
+        console.print(f"run directory: {doc['run_dir']}")
