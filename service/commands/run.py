@@ -38,6 +38,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="stop a job that runs longer than S seconds")
     p.add_argument("--fail-fast", action="store_true", help="stop after the first failing job (default: record it, go on)")
     p.add_argument("--measure-timeshare", action="store_true", help="also run every job alone to measure time sharing")
+    p.add_argument("--mode", choices=("groups", "continuous"), default=None,
+                   help="for a WINDOW.json: continuous decides online at every real event (a job ends, a job's "
+                   "submit_s arrives) with a stream policy (--policy, default rollout), journaled and resumable; "
+                   "groups (default) plans groups first")
     p.add_argument("--resume", metavar="RUN_DIR", help="finish an interrupted run without re-running finished groups")
     p.add_argument("--runs", default="runs", metavar="DIR", help="where run directories are made (default: ./runs)")
     p.add_argument("--json", action="store_true", help="print the run report as one JSON document")
@@ -69,6 +73,13 @@ def _plan_for(args: argparse.Namespace, node_name: str) -> Plan:
 
 
 def run(args: argparse.Namespace) -> int:
+    from env.real.online import is_online_run
+
+    if (args.resume and is_online_run(Path(args.resume))) or (args.mode == "continuous" and not args.resume
+                                                               and args.document and not _is_plan(args.document)):
+        from service.decide import run_online_command
+
+        return run_online_command(args)  # a window decided online: env.real.online
     if args.resume:
         from env.real.launches import is_continuous_run
 
@@ -93,6 +104,13 @@ def run(args: argparse.Namespace) -> int:
         emit(plan, args.json, lambda: _print_dry_run(plan))
         return 0
     return _execute(args, lambda backend: backend.run(plan))
+
+
+def _is_plan(path: str) -> bool:
+    from service.documents import read_json
+
+    doc = read_json(path)
+    return isinstance(doc, dict) and ("groups" in doc or "launches" in doc)
 
 
 def _execute(args: argparse.Namespace, how: Callable[[RealBackend], RunReport]) -> int:
