@@ -42,15 +42,12 @@ def predict_plan(plan: Plan, node_key: str) -> Plan | None:
     error: each group's makespan and the throughput vs time sharing (every job alone on the whole node, predicted
     by the same model); None when the node has no calibrated model or the model does not know a job of the plan
     (``service.planning`` would call it for plans on a real node; ``cosched run`` predicts the same way)."""
-    from env.sim.nodes import load_node
-    from env.sim.world import world_for
+    from env.calibration.learned import planning_model
 
-    path = model_path(node_key)
-    if not path.exists() or not plan.groups:
+    got = planning_model(node_key) if plan.groups else None  # the calibrated model and the programs learned since
+    if got is None:
         return None
-    model = world_for(load_node(f"sim:{path.resolve()}")).model
-    if model is None or model.provenance.source != "calibrated":
-        return None
+    path, model, learned = got
     ways = min((d.ways for d in model.node.l3), default=None)
     records = [group_record(g, {j.id: 0.0 for j in g.jobs}, False, ways) for g in plan.groups]
     alone = [RunRecord(kind="solo", group=[PlacementRecord(job=j.profile, cpus=list(model.node.cpus))], times_s=[0.0],
@@ -62,7 +59,14 @@ def predict_plan(plan: Plan, node_key: str) -> Plan | None:
     solo = sum(t[0] for t in times[len(records):])  # type: ignore[index]
     h = model.provenance.heldout
     error = (f"held-out median abs error {h.median_abs_error_pct:.1f} %, p90 {h.p90_abs_error_pct:.1f} % (n {h.n})"
+             + (f", noise floor {h.noise_floor:.1f} %" if h.noise_floor is not None else "")
              if h is not None and h.n else "no held-out error measured")
+    used = {j.profile for g in plan.groups for j in g.jobs}
+    new = [lj for lj in learned if lj.name in used]
+    if new:  # programs learned from production runs: their own uncertainty
+        error += "; " + ", ".join(f"{lj.name}: {lj.coruns} co-run{'s' if lj.coruns != 1 else ''}"
+                                  + (f", {lj.error_pct:.1f} % on them" if lj.error_pct is not None else "")
+                                  + ("" if lj.known else ", cautious") for lj in new)
     groups = [g.model_copy(update={"predicted_makespan_s": round(t, 4)}) for g, t in zip(plan.groups, spans)]
     return plan.model_copy(update={
         "groups": groups, "predicted_throughput_vs_timeshare": round(solo / sum(spans), 4) if sum(spans) > 0 else None,
@@ -72,14 +76,14 @@ def predict_plan(plan: Plan, node_key: str) -> Plan | None:
 def predict_and_record(report: RunReport, node_key: str, store: CalibrationStore | None = None) -> RunReport:
     """The report with each group's predicted makespan (where the node model can say) and where predictions came
     from; the groups stored in the calibration data. No node model: the report says so, nothing is stored."""
-    from env.sim.nodes import load_node
-    from env.sim.world import world_for
+    from env.calibration.learned import planning_model
 
     path = model_path(node_key)
-    if not path.exists():
+    got = planning_model(node_key)  # the calibrated model and the programs learned since: their co-runs are kept too
+    if got is None:
         return report.model_copy(update={"predictions_source": f"none: no node model for {node_key} "
                                                                 f"(cosched calibrate writes {path})"})
-    model = world_for(load_node(f"sim:{path.resolve()}")).model
+    model = got[1]
     records, keep = [], []
     by_index = {g.index: g for g in report.plan.groups}
     for g in report.groups:

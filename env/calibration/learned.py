@@ -1,0 +1,269 @@
+"""The real node's node model as planning uses it: the calibrated model (``cosched calibrate``) with every program
+profiled since, learned from its production runs (no dedicated profiling runs).
+
+A program the calibrated model does not know enters the model from its first production run (``cosched run``
+runs a job without a profile alone on the whole node under perf and stores that run as its profile):
+
+* its solo time is that run's; its scale factor the one-core run's when one was measured (``cosched profile``),
+  else estimated from the run itself: the CPUs it kept busy (perf's task-clock / wall time) is its speed-up on the
+  whole node, so its Amdahl parallel fraction follows (``parallel_from_speedup``);
+* its interference sensitivity (its memory traffic per compute-second, ``intensity``) cannot be read from a solo run
+  on a node without hardware counters: it starts at the *highest* intensity of the node's calibrated programs
+  (pessimistic: the planner pairs it as if it were the node's most memory-bound program, so only with partners the
+  model predicts hardly disturbed by that, or alone);
+* every later co-run of it (the calibration data ``cosched run`` keeps, source ``run``) refits that intensity (a
+  one-dimensional least-squares fit of the log times of every program of those co-runs); until ``KNOWN_AFTER``
+  co-runs the planner uses the fit's value or the pessimistic one's geometric mean with it, whichever is higher;
+* its uncertainty is shown (``LearnedJob``; ``cosched jobs`` lists it): co-runs so far, the median error of the
+  model on them, and whether it is known well yet.
+
+Everything here is keyed by what it reads (the model file, the profile store, the calibration store), so a new run
+or a new profile is taken into account on the next plan, and nothing is recomputed otherwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import statistics
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Sequence
+
+from env.calibration.store import CalibrationStore, default_calibration_path, model_path
+from env.measure.probing import Placement
+from env.node.spec import NodeSpec
+from env.sim.model import JobParams
+from env.sim.nodemodel import ModelJob, NodeModel, checked
+from profiler.interference import RunRecord
+from profiler.models import Profile
+
+#: Co-runs of a program after which its estimate is taken as it is (before: the cautious value).
+KNOWN_AFTER = 3
+#: The intensities (GB per compute-second) a fit tries, as factors of the calibrated programs' range.
+GRID = 28
+
+
+@dataclass(frozen=True)
+class LearnedJob:
+    """What the node model knows of a program it learned from production runs."""
+
+    name: str
+    solo_s: float
+    scale_factor: float
+    scale_source: str  # "measured" (a one-core run) or "estimated" (from the CPUs its solo run kept busy)
+    intensity: float  # the memory traffic per compute-second the model uses for it (GB/s of one core's work)
+    fitted_intensity: float | None  # the co-runs' fit (None before any co-run)
+    coruns: int
+    error_pct: float | None  # the model's median abs error on its co-runs' times (None before any)
+
+    @property
+    def known(self) -> bool:
+        return self.coruns >= KNOWN_AFTER
+
+    def describe(self) -> str:
+        if not self.coruns:
+            state = "no co-run yet: paired as the node's most memory-bound program until it has some"
+        else:
+            state = (f"{self.coruns} co-run{'s' if self.coruns != 1 else ''}, the model's median error on them "
+                     f"{self.error_pct:.1f} %" + ("" if self.known else f"; paired cautiously until {KNOWN_AFTER}"))
+        return f"learned from production runs (scale factor {self.scale_source}); {state}"
+
+
+def parallel_from_speedup(speedup: float, n_cpus: int) -> float:
+    """Amdahl's parallel fraction of a program that runs ``speedup`` times faster on ``n_cpus`` than on one."""
+    if n_cpus <= 1:
+        return 0.5
+    s = min(max(speedup, 1.0), float(n_cpus))
+    return min(1.0, max(0.0, (1.0 - 1.0 / s) / (1.0 - 1.0 / n_cpus)))
+
+
+def speedup_of(profile: Profile, n_cpus: int) -> tuple[float, str]:
+    """The program's speed-up on the whole node and where it came from: the one-core run's scale factor, else the
+    CPUs its solo run kept busy (task-clock / wall time), else 1 (nothing says it runs in parallel)."""
+    if profile.scale_factor is not None and profile.scale_factor > 0:
+        return profile.scale_factor, "measured"
+    clock = profile.counters.get("task-clock")
+    if clock is not None and profile.duration_s > 0:
+        return min(max(clock / 1000.0 / profile.duration_s, 1.0), float(n_cpus)), "estimated"
+    return 1.0, "estimated"
+
+
+def _intensity(p: JobParams) -> float:
+    return p.stream_gb / p.work_s
+
+
+class Learner:
+    """Programs of ``model``'s node learned from their solo run and co-runs (see the module docstring)."""
+
+    def __init__(self, model: NodeModel) -> None:
+        from env.sim.probes import GroupModel
+
+        self.model = model
+        self.GroupModel = GroupModel
+        own = [j.params for j in model.jobs]
+        self.template = sorted(own, key=_intensity)[len(own) // 2]  # the median program's other character
+        ks = [_intensity(p) for p in own]
+        self.k_high = max(ks)
+        positive = [k for k in ks if k > 0] or [self.k_high or 1.0]
+        lo, hi = min(positive) / 10.0, max(positive) * 3.0
+        self.grid = [0.0] + [lo * (hi / lo) ** (i / (GRID - 2)) for i in range(GRID - 1)]
+        self.whole = tuple(model.node.cpus)
+
+    def params(self, name: str, solo_s: float, parallel: float, k: float) -> JobParams:
+        """The program's parameters with intensity ``k``, its compute scaled so that the model's solo time on the
+        whole node is its measured one."""
+        t = self.template
+        base = dataclasses.asdict(t)
+        ratio_reuse = t.reuse_gb / t.stream_gb if t.stream_gb > 0 else 0.0
+        ratio_comm = t.comm_gb / t.work_s
+        work = solo_s
+        p = t
+        for _ in range(4):  # the solo time is nearly proportional to the work: a few steps converge
+            base.update(name=name, work_s=work, parallel=parallel, stream_gb=k * work, reuse_gb=ratio_reuse * k * work,
+                        comm_gb=ratio_comm * work)
+            p = checked(JobParams(**base))
+            got = self.GroupModel(self.model.node, self.model.params, {name: p}, self.model.probe).times(
+                [Placement(name, self.whole)])[0][0]
+            if not got or abs(got / solo_s - 1.0) < 1e-3:
+                break
+            work *= solo_s / got
+        return p
+
+    def learn(self, profiles: Sequence[Profile], runs: Sequence[RunRecord]) -> tuple[NodeModel, list[LearnedJob]]:
+        """``model`` with every program of ``profiles`` it lacks, learned from ``runs`` (records of co-runs)."""
+        known = {j.name for j in self.model.jobs}
+        new = [p for p in profiles if p.name not in known and p.duration_s > 0]
+        if not new:
+            return self.model, []
+        n = len(self.model.node.cpus)
+        jobs = dict(self.model.job_params())
+        shapes = {}
+        for prof in new:
+            s, src = speedup_of(prof, n)
+            shapes[prof.name] = (prof.duration_s, parallel_from_speedup(s, n), s, src)
+            jobs[prof.name] = self.params(prof.name, prof.duration_s, shapes[prof.name][1], self.k_high)
+        learned = []
+        for prof in new:  # one after another, each with the others at their estimate so far
+            solo, par, s, src = shapes[prof.name]
+            mine = [r for r in runs if r.kind == "corun" and len(r.group) > 1 and any(p.job == prof.name for p in r.group)
+                    and all(p.job in jobs for p in r.group) and all(t is not None for t in r.times_s)]
+            fitted, err = self._fit(prof.name, solo, par, mine, jobs) if mine else (None, None)
+            k = self.k_high if fitted is None else (
+                fitted if len(mine) >= KNOWN_AFTER else max(fitted, math.sqrt(max(fitted, 1e-12) * self.k_high)))
+            jobs[prof.name] = self.params(prof.name, solo, par, k)
+            learned.append(LearnedJob(prof.name, solo, s, src, k, fitted, len(mine), err))
+        extra = [ModelJob(params=jobs[lj.name], role="other", suite="learned", character=lj.describe(),
+                          profile=next(p for p in new if p.name == lj.name)) for lj in learned]
+        return self.model.model_copy(update={"jobs": [*self.model.jobs, *extra]}), learned
+
+    def _fit(self, name: str, solo: float, par: float, records: Sequence[RunRecord],
+             jobs: dict[str, JobParams]) -> tuple[float, float]:
+        """The intensity that best predicts ``records`` (least squares of log times) and the median abs error (%)
+        of the program's own times under it."""
+        best: tuple[float, float, float] | None = None
+        for k in self.grid:
+            trial = {**jobs, name: self.params(name, solo, par, k)}
+            gm = self.GroupModel(self.model.node, self.model.params, trial, self.model.probe)
+            loss, own = 0.0, []
+            for r in records:
+                group = [Placement(p.job, tuple(p.cpus)) for p in r.group]
+                pred = gm.times(group)[0]
+                for p, t, m in zip(r.group, pred, r.times_s):
+                    if t and m:
+                        loss += math.log(t / m) ** 2
+                        if p.job == name:
+                            own.append(abs(t / m - 1.0) * 100.0)
+            if best is None or loss < best[0] - 1e-12:
+                best = (loss, k, statistics.median(own) if own else float("nan"))
+        assert best is not None
+        return best[1], best[2]
+
+
+# -- the node's planning model, cached by what it reads -------------------------------------------------------
+
+
+def _stamp(path: Path) -> tuple[int, ...]:
+    out: list[int] = []
+    for suffix in ("", "-wal"):
+        try:
+            st = os.stat(f"{path}{suffix}")
+            out += [st.st_mtime_ns, st.st_size]
+        except OSError:
+            out += [0, 0]
+    return tuple(out)
+
+
+def planning_model(node_key: str) -> tuple[Path, NodeModel, tuple[LearnedJob, ...]] | None:
+    """The calibrated model of node ``node_key`` with the programs learned from production runs: (its file, the
+    model, what was learned), or None when the node has no calibrated model (or it cannot be read)."""
+    from profiler.store import ProfileStore
+
+    path = model_path(node_key)
+    try:
+        mtime = path.stat().st_mtime_ns
+    except OSError:
+        return None
+    store = ProfileStore()
+    return _planning_model(str(path.resolve()), mtime, node_key, str(store.path), _stamp(store.path),
+                           str(default_calibration_path()), _stamp(default_calibration_path()))
+
+
+@lru_cache(maxsize=8)
+def _planning_model(path: str, _mtime: int, node_key: str, store_path: str, _store_stamp: tuple[int, ...],
+                    calib_path: str, _calib_stamp: tuple[int, ...]) -> tuple[Path, NodeModel, tuple[LearnedJob, ...]] | None:
+    from env.errors import CoschedError
+    from env.sim.nodes import load_node
+    from env.sim.world import world_for
+    from profiler.errors import ProfilerError
+    from profiler.store import ProfileStore
+
+    try:
+        model = world_for(load_node(f"sim:{path}")).model
+    except CoschedError:
+        return None
+    if model is None or model.provenance.source != "calibrated":
+        return None
+    try:
+        profiles = ProfileStore(store_path).list(node_key) if Path(store_path).exists() else []
+        runs = [r.record for r in CalibrationStore(calib_path).runs(node_key, "run")] if Path(calib_path).exists() else []
+    except (ProfilerError, CoschedError):
+        profiles, runs = [], []
+    model, learned = Learner(model).learn(profiles, runs)
+    return Path(path), model, tuple(learned)
+
+
+def scoring_node(node: NodeSpec) -> NodeSpec | None:
+    """The simulated node that plans for the real ``node`` are scored on: its planning model (``planning_model``),
+    registered under its own name (``sim:FILE+learned``), when it has one for this node's CPUs; else None."""
+    from env.node.discover import node_id
+
+    got = planning_model(node_id(node))
+    if got is None or list(got[1].node.cpus) != list(node.cpus):
+        return None
+    return _registered(got[0], got[1])
+
+
+_REGISTERED: dict[int, tuple[NodeModel, NodeSpec]] = {}  # id(model) -> (the model, kept alive; its node)
+
+
+def _registered(path: Path, model: NodeModel) -> NodeSpec:
+    """The node of ``model`` (one of the cached planning models) under its own name, its world registered once."""
+    from env.sim.world import register
+
+    hit = _REGISTERED.get(id(model))
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    name = f"sim:{path}+learned"
+    register(name, model)
+    spec = model.node.model_copy(update={"name": name})
+    if len(_REGISTERED) >= 8:
+        _REGISTERED.pop(next(iter(_REGISTERED)))
+    _REGISTERED[id(model)] = (model, spec)
+    return spec
+
+
+__all__ = ["KNOWN_AFTER", "LearnedJob", "Learner", "parallel_from_speedup", "planning_model", "scoring_node",
+           "speedup_of"]
