@@ -10,7 +10,7 @@ from functools import cache
 from env.plan.models import Plan, Window
 from env.planners.baselines import PlanContext, Policy
 from env.planners.registry import BASELINES
-from env.planners.scoring import no_prediction_reason, predicted_throughput
+from env.planners.scoring import model_node, no_prediction_reason, predicted_throughput
 
 #: The baselines a plan predicted below time sharing is replaced by (the best of them, predicted).
 FALLBACKS = ("pairs", "greedy", "timeshare")
@@ -28,7 +28,7 @@ def guard_plan(plan: Plan, window: Window, ctx: PlanContext) -> Plan:
     node = ctx.node
     if plan.policy == "timeshare":
         return plan
-    if not node.simulated:
+    if not node.simulated and model_node(node) is None:  # a real node without a node model: nothing to predict with
         if plan.predicted_throughput_vs_timeshare is None and plan.no_prediction is None:
             return plan.model_copy(update={"no_prediction": no_prediction_reason(node)})
         return plan

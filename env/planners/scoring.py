@@ -79,7 +79,7 @@ class GroupEvaluator:
         from env.sim.world import world_for
 
         world = world_for(node)  # the node model's jobs and parameters when it has one
-        self.node = node
+        self.node, self.world = node, world
         self.g = geometry(node, world.params)
         self.by_name = world.entries
         self.memo: dict[tuple, float] = {}
@@ -132,8 +132,15 @@ class GroupEvaluator:
         return jobs
 
 
-#: The node's shared group evaluator (its memo makes repeated groups free); a fresh one past 200,000 groups.
-node_evaluator = _EVALUATORS = NodeCache(GroupEvaluator, 8, lambda ev: len(ev.memo) > 200_000)
+def _stale(ev: GroupEvaluator) -> bool:
+    from env.sim.world import world_for
+
+    return len(ev.memo) > 200_000 or ev.world is not world_for(ev.node)  # or the node's model changed since
+
+
+#: The node's shared group evaluator (its memo makes repeated groups free); a fresh one past 200,000 groups, or once
+#: the node's model is another (a node-model file rewritten, the real node's model learning from a run).
+node_evaluator = _EVALUATORS = NodeCache(GroupEvaluator, 8, _stale)
 
 
 def clear_evaluators() -> None:
@@ -141,25 +148,40 @@ def clear_evaluators() -> None:
     _EVALUATORS.clear()
 
 
+def model_node(node: NodeSpec) -> NodeSpec | None:
+    """The simulated node plans for ``node`` are scored on: ``node`` itself when simulated (``sim:NAME``, a node-model
+    file ``sim:FILE``); for the real node, its calibrated node model with the programs learned since
+    (``env.calibration.learned.scoring_node``); None when it has none."""
+    if node.simulated:
+        return node
+    from env.calibration.learned import scoring_node
+
+    return scoring_node(node)
+
+
 def node_scorer(node: NodeSpec) -> Scorer | None:
-    """The node model's group makespan for ``node``, or None when no node model exists for it. Simulated nodes
-    (``sim:NAME``, a node-model file ``sim:FILE``) have one (``node_evaluator``). The real local node has none here."""
-    if not node.simulated:
-        return None
-    return node_evaluator(node).makespan
+    """The node model's group makespan for ``node`` (``model_node``'s, through ``node_evaluator``), or None when no
+    node model exists for it."""
+    scored = model_node(node)
+    return None if scored is None else node_evaluator(scored).makespan
 
 
 def no_prediction_reason(node: NodeSpec) -> str:
-    return (f"no node model for node {node.name!r}: plans on it have no predicted throughput "
-            "(a simulated node, sim:NAME or sim:FILE, has one)")
+    if node.simulated:
+        return f"no node model for node {node.name!r}: plans on it have no predicted throughput"
+    return (f"no node model for node {node.name!r}: plans on it have no predicted throughput ('cosched calibrate' "
+            "measures this node and writes one)")
 
 
 def predicted_throughput(plan, node: NodeSpec, solo_total_s: float) -> tuple[float, list[float]] | None:  # noqa: ANN001
     """(throughput vs time sharing, group makespans) of ``plan`` on the node model, or None without one."""
-    if not node.simulated or not plan.groups:
+    scored = model_node(node)
+    if scored is None or not plan.groups:
         return None
     from env.sim.backend import SimBackend
 
-    makespans = SimBackend(node).evaluate(plan)
+    if scored is not node:  # the real node's plan, scored on its model
+        plan = plan.model_copy(update={"node": plan.node.model_copy(update={"name": scored.name})})
+    makespans = SimBackend(scored).evaluate(plan)
     total = sum(makespans)
     return (solo_total_s / total if total > 0 else 1.0), makespans
