@@ -37,7 +37,13 @@ def plan_window(window: Window, node: NodeSpec, *, policy: str | None = None, mo
                       pin_runtime=PINRT_LIB if pin_runtime else None,
                       baseline_provider=provider_for(node) if pipeline is not None else None)  # else the same one
     plan = pol.plan(window, ctx)
-    return guard_plan(plan, window, ctx) if guard else plan
+    plan = guard_plan(plan, window, ctx) if guard else plan
+    if not node.simulated:  # the real node: its calibrated model's predictions, labelled with its held-out error
+        from env.calibration.runs import predict_plan
+        from env.node.discover import node_id
+
+        plan = predict_plan(plan, node_id(node)) or plan
+    return plan
 
 
 def simulate(plan: Plan, seed: int | None = None) -> RunReport:
