@@ -397,11 +397,9 @@ def run_online_command(args: Any) -> int:
         return 0
     window.require_commands()
     _preflight(window)
+    resume_dir, run_dir = resume, resume or new_run_dir(Path(args.runs))
     if resume is None:
-        resume_dir, run_dir = None, new_run_dir(Path(args.runs))
         write_stream(run_dir, {"window": window.model_dump(mode="json"), "policy": decider.name, "window_size": w})
-    else:
-        resume_dir = run_dir = resume
 
     def decide(held: list, queue: list, pending: int, now: float) -> Decision:
         view = decider.view([(jobs[h.id], h.alloc, h.seconds_run) for h in held], [jobs[q.id] for q in queue], now, pending)
@@ -409,12 +407,9 @@ def run_online_command(args: Any) -> int:
 
     from env.plan.launch import PINRT_LIB
 
-    pin = PINRT_LIB if getattr(args, "pin_runtime", False) else None
     online = [OnlineJob(j.id, j.profile_name, list(j.command or []), dict(j.env), j.submit_s or 0.0) for j in window.jobs]
-    progress = OnlineProgress()
-    runner = OnlineRunner(online, node, run_dir, window.max_concurrency, decide, timeout_s=args.timeout,
-                          pin_runtime=pin, progress=progress)
-    result = runner.run(resume=resume_dir is not None)
+    result = OnlineRunner(online, node, run_dir, window.max_concurrency, decide, timeout_s=args.timeout, progress=OnlineProgress(),
+                          pin_runtime=PINRT_LIB if getattr(args, "pin_runtime", False) else None).run(resume=resume_dir is not None)
     solo, source = _solo(decider, window)
     doc = result.report(node=node.name, policy=decider.name, max_concurrency=window.max_concurrency, solo=solo,
                         solo_source=source, decided_on=decided_on)

@@ -484,19 +484,5 @@ def is_online_run(run_dir: Path) -> bool:
     return (run_dir / STREAM_FILE).is_file()
 
 
-__all__ = [
-    "MARK",
-    "Decide",
-    "Held",
-    "HeldCpus",
-    "JobResult",
-    "OnlineJob",
-    "OnlineResult",
-    "OnlineRunner",
-    "StreamModel",
-    "is_online_run",
-    "read_online_journal",
-    "read_stream",
-    "stream_model",
-    "write_stream",
-]
+__all__ = ["MARK", "Decide", "Held", "HeldCpus", "JobResult", "OnlineJob", "OnlineResult", "OnlineRunner", "StreamModel",
+           "is_online_run", "read_online_journal", "read_stream", "stream_model", "write_stream"]
