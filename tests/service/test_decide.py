@@ -18,7 +18,7 @@ from service.decide import DecideError, decide_state
 NODE = load_node("sim:reference")  # 24 CPUs, two NUMA domains of 12 (0-11, 12-23), 11 ways per L3
 
 
-def state(**over):  # noqa: ANN001, ANN003, ANN201 - a /decide body
+def state(**over):
     body = {"running": [{"id": "a", "profile": "MG", "seconds_run": 40.0, "allocation": {"cpus": list(range(6))}},
                         {"id": "b", "profile": "EP", "seconds_run": 5.0, "allocation": {"cpus": list(range(12, 18))}}],
             "queue": [{"id": "c", "profile": "FT"}, {"id": "d", "profile": "cholesky"}, {"id": "e", "profile": "IS"}],
