@@ -48,7 +48,9 @@ class StreamNet(nn.Module):
         self.none2 = nn.Linear(hh, 1)
 
     def forward(self, tokens: torch.Tensor, valid: torch.Tensor, context: torch.Tensor, options: torch.Tensor,
-                pairs: torch.Tensor) -> torch.Tensor:
+                pairs: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The logits (B, Q·K + 1). With ``mask`` (B, Q·K + 1, bool) only the valid starts are scored (the head's
+        work is then per valid action, not per slot and option); the others are 0, for the masked softmax to drop."""
         B, N, _ = tokens.shape
         Q = pairs.shape[1]
         d, H = self.shape.d_model, self.shape.heads
@@ -69,10 +71,18 @@ class StreamNet(nn.Module):
         mq = (h[:, :Q] * vq).sum(1) / vq.sum(1).clamp(min=1.0)
         mr = (h[:, Q:] * vr).sum(1) / vr.sum(1).clamp(min=1.0)
         pool = torch.cat([mq, mr, context], dim=-1)
+        nothing = self.none2(torch.relu(self.none1(pool)))
+        K = options.shape[1]
+        if mask is not None:
+            b, flat = mask[:, :Q * K].nonzero(as_tuple=True)
+            slot, k = flat // K, flat % K
+            z = self.head_tok(h[b, slot]) + self.head_pool(pool)[b] + self.head_opt(options[b, k]) + \
+                self.head_pair(pairs[b, slot, k])
+            start = torch.zeros(B, Q * K, dtype=h.dtype).index_put((b, flat), self.head_out(torch.relu(z))[:, 0])
+            return torch.cat([start, nothing], dim=-1)
         z = (self.head_tok(h[:, :Q])[:, :, None, :] + self.head_pool(pool)[:, None, None, :]
              + self.head_opt(options)[:, None, :, :] + self.head_pair(pairs))
         start = self.head_out(torch.relu(z))[..., 0].reshape(B, -1)
-        nothing = self.none2(torch.relu(self.none1(pool)))
         return torch.cat([start, nothing], dim=-1)
 
     def export(self) -> dict[str, np.ndarray]:

@@ -231,7 +231,7 @@ def observe(feats: StreamFeatures, sim: StreamNode, queue: Sequence[StreamJob], 
     for i, dom in enumerate(node.numa[:MAX_DOMAINS]):
         ctx[i] = len(free & set(dom.cpus)) / max(1, len(dom.cpus))
     ctx[MAX_DOMAINS:] = (len(free) / n_cpu, places / max(1, cmax), cmax / 4, len(run) / max(1, cmax),
-                         len(queue) / max(1, window), min(pending, 64) / 16, float(turnaround),
+                         min(len(queue), 4 * window) / max(1, window), min(pending, 64) / 16, float(turnaround),
                          len(sim.ended) / max(1, total), len(node.numa) / 4)
     allocs = feats.menu(free, places, cmax)
     opts = np.zeros((N_OPTIONS, len(OPTION_NAMES)), np.float32)
@@ -261,8 +261,8 @@ def observe(feats: StreamFeatures, sim: StreamNode, queue: Sequence[StreamJob], 
             pairs[i, k] = (math.log(alone / j.solo_s), math.log(len(a.cpus) * alone / ref), alone / times[-1],
                            inflicted)
     mask[-1] = bool(run)
-    return StreamObs(np.clip(tokens, -CLIP, CLIP), len(slots), ctx, opts, np.clip(pairs, -CLIP, CLIP), mask, allocs,
-                     slots)
+    return StreamObs(np.clip(tokens, -CLIP, CLIP), len(slots), np.clip(ctx, -CLIP, CLIP), np.clip(opts, -CLIP, CLIP),
+                     np.clip(pairs, -CLIP, CLIP), mask, allocs, slots)
 
 
 def _solo_of(r: Any, feats: StreamFeatures) -> float:

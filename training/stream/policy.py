@@ -1,0 +1,171 @@
+"""The stream policies that need a stream model (``training.stream.modelfile``): ``agent`` and ``agent-search``.
+
+* ``AgentStream`` (``agent``): the learned actor alone, greedy: at an event it takes the arg-max of the actor's
+  logits over the valid actions of ``CoScheduleStream-v0`` (``env.episode.stream_gym.observe``: the same state, the
+  same mask as in training), starts that job, and asks again until the arg-max is "nothing more now" or no start
+  is possible. Numpy only, no torch. ``next_start(sim, queue, places)`` is one such choice (a rollout base).
+* ``AgentSearch`` (``agent-search``): ``rollout`` (``env.planners.continuous.Rollout``) whose candidates at each
+  start are the agent's best ``top`` starts by its logits, the base's (``Fill``) start and "nothing", each played
+  forward by ``Fill`` on the node model and the best kept. Then the guard: the decision found, played forward, is
+  compared with packing's decision played forward by packing from the same state; when packing's is predicted
+  better, packing's decision is taken and ``fallbacks`` says why (time, both predictions). So agent-search is never
+  below packing's predicted outcome on the model at any event.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from agent.streamnet import stream_logits
+from env.episode.stream import DEFAULT_STREAM_WINDOW, WAIT, Decision, StreamJob, StreamView
+from env.episode.stream_gym import N_OPTIONS, StreamFeatures, needs_choice, observe
+from env.node.spec import NodeSpec
+from env.plan.allocate import Allocation, plain_allocation
+from env.planners.continuous import Rollout, play_out
+from env.planners.streams import slots as packing_slots
+from env.sim.stream import StreamNode
+from training.stream.modelfile import StreamModel
+
+Start = tuple[StreamJob, Allocation]
+
+
+class AgentStream:
+    """The learned policy alone (greedy arg-max of the actor)."""
+
+    name = "agent"
+
+    def __init__(self, model: StreamModel, window: int = DEFAULT_STREAM_WINDOW, params: dict | None = None) -> None:
+        self.model, self.shape = model, model.shape
+        self.params = params if params is not None else model.actor
+        self.window = min(window, model.meta.max_window)
+        self.feats: StreamFeatures | None = None
+
+    def reset(self, node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int) -> None:
+        if self.feats is None or self.feats.node is not node:
+            self.feats = StreamFeatures(node)
+        self.feats.remember(jobs)
+        self.cmax, self.total = max_concurrency, len(jobs)
+        self.turnaround = len({j.submit_s for j in jobs}) > 1
+        self.pending = 0
+
+    def logits(self, sim: StreamNode, queue: Sequence[StreamJob]) -> tuple[np.ndarray, object]:
+        assert self.feats is not None
+        o = observe(self.feats, sim, queue, self.cmax, self.window, pending=self.pending, total=self.total,
+                    turnaround=self.turnaround)
+        x = stream_logits(self.shape, self.params, o.tokens, o.n_queue, o.context, o.options, o.pairs)
+        return np.where(o.mask, x, -np.inf), o
+
+    def next_start(self, sim: StreamNode, queue: Sequence[StreamJob], places: int) -> Start | None:
+        if places < 1 or not needs_choice(sim, queue, self.cmax):
+            return None
+        x, o = self.logits(sim, queue)
+        return o.start(int(np.argmax(x)))  # type: ignore[attr-defined]
+
+    def decide(self, view: StreamView) -> Decision:
+        sim, queue, starts = view.sim.fork(), list(view.queue), []
+        self.pending = view.pending
+        while (s := self.next_start(sim, queue, self.cmax - len(sim.running))) is not None:
+            j, alloc = s
+            sim.start(j.id, j.name, j.params, alloc)
+            queue.remove(j)
+            starts.append((j.id, alloc))
+        return Decision(starts=tuple(starts)) if starts else WAIT
+
+
+class PackingBase:
+    """packing as a rollout base: the queue's head in the lowest free slot."""
+
+    def __init__(self, node: NodeSpec, cmax: int) -> None:
+        self.node, self.slots = node, packing_slots(node, cmax)
+
+    def next_start(self, sim: StreamNode, queue: Sequence[StreamJob], places: int) -> Start | None:
+        if not queue or places < 1:
+            return None
+        free = sim.free_cpus()
+        for s in self.slots:
+            if set(s) <= free:
+                return queue[0], plain_allocation(self.node, s)
+        return None
+
+
+class AgentSearch(Rollout):
+    """Rollout guided by the agent (see the module docstring); ``fallbacks``: (time, why) of each event where
+    packing's decision was taken instead."""
+
+    name = "agent-search"
+
+    def __init__(self, model: StreamModel, window: int = 16, top: int = 3) -> None:
+        super().__init__(window, candidates=top)
+        self.agent = AgentStream(model, window)
+        self.top = top
+        self.fallbacks: list[tuple[float, str]] = []
+
+    def reset(self, node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int) -> None:
+        super().reset(node, jobs, max_concurrency)
+        self.agent.reset(node, jobs, max_concurrency)
+        self.node, self.packing = node, PackingBase(node, max_concurrency)
+        self.fallbacks = []
+
+    def _options(self, sim: StreamNode, queue: list[StreamJob], places: int, base: Start) -> list[Start | None]:
+        x, o = self.agent.logits(sim, queue)
+        options: list[Start | None] = [base]
+        for a in np.argsort(-x, kind="stable")[:self.top + 1]:
+            if not np.isfinite(x[a]):
+                break
+            s = o.start(int(a))  # type: ignore[attr-defined]
+            if s is not None and not any(c is not None and c[0].name == s[0].name and c[1] == s[1] for c in options):
+                options.append(s)
+        if sim.running:
+            options.append(None)
+        return options
+
+    def decide(self, view: StreamView) -> Decision:
+        self.agent.pending = view.pending
+        sim, queue = view.sim.fork(), list(view.queue)
+        places, starts, value = view.places(), [], math.inf
+        if self.base.next_start(sim, queue, places) is None:
+            return WAIT  # no start is possible: nothing to choose
+        while True:
+            base = self.base.next_start(sim, queue, places)
+            if base is None:
+                break
+            options = self._options(sim, queue, places, base)
+            values = [self._value(sim, queue, s) for s in options]
+            best = min(range(len(options)), key=lambda k: (values[k], k))
+            choice, value = options[best], values[best]
+            if choice is None:
+                break
+            j, alloc = choice
+            sim.start(j.id, j.name, j.params, alloc)
+            queue.remove(j)
+            starts.append((j.id, alloc))
+            places -= 1
+        return self._guard(view, Decision(starts=tuple(starts)) if starts else WAIT, sim, queue, value)
+
+    def _guard(self, view: StreamView, d: Decision, sim: StreamNode, queue: list[StreamJob], value: float) -> Decision:
+        """``d`` unless packing's decision, played forward by packing, is predicted better (then that, and why)."""
+        if not math.isfinite(value):  # nothing chosen by a comparison: value ``d`` as it stands
+            value = self._value(sim, queue, None) if sim.running else math.inf
+        psim, pqueue, pstarts = view.sim.fork(), list(view.queue), []
+        places = view.places()
+        while (s := self.packing.next_start(psim, pqueue, places)) is not None:
+            j, alloc = s
+            psim.start(j.id, j.name, j.params, alloc)
+            pqueue.remove(j)
+            pstarts.append((j.id, alloc))
+            places -= 1
+        if not psim.running or pstarts == list(d.starts):
+            return d
+        ended = [psim.now] * len(psim.advance())
+        packed = play_out(psim, pqueue, self.cmax, self.packing, self.goal, ended)  # type: ignore[arg-type]
+        if packed < value - 1e-9:
+            self.fallbacks.append((view.now, f"packing's decision predicted {packed:.1f} against {value:.1f} "
+                                              f"({self.goal}): packing's taken"))
+            return Decision(starts=tuple(pstarts))
+        return d
+
+
+__all__ = ["AgentStream", "AgentSearch", "PackingBase", "N_OPTIONS"]
