@@ -100,6 +100,7 @@ class DecideRequest(BaseModel):
     window: int | None = Field(None, ge=1, le=MAX_JOBS, description="W: queued jobs the policy chooses among")
     now_s: float | None = Field(None, ge=0, le=1e9, allow_inf_nan=False,
                                 description="the caller's clock now; default the latest submit_s of the queue (or 0)")
+    predict: bool = Field(True, description="false: the decision only (no play-forward: the Slurm controller's fast path)")
 
 
 class DecidedJob(BaseModel):
@@ -337,7 +338,7 @@ def decide_state(node: NodeSpec, request: DecideRequest | dict[str, Any]) -> Dec
     view = decider.view(running, queue, now)
     d = decider.decide(view)
     names = {j.id: j.name for j in known}
-    pred = decider.predict(view, d, known)
+    pred = decider.predict(view, d, known) if req.predict else None
     from env.plan.launch import enforcement
 
     return DecideResponse(
@@ -345,7 +346,8 @@ def decide_state(node: NodeSpec, request: DecideRequest | dict[str, Any]) -> Dec
         starts=[DecidedJob(id=k, profile=names[k], allocation=allocation_out(a)) for k, a in d.starts],
         changes=[DecidedJob(id=k, profile=names[k], allocation=allocation_out(a)) for k, a in d.changes],
         predicted=pred,
-        no_prediction=None if pred is not None else f"no node model for node {node.name}: run 'cosched calibrate'",
+        no_prediction=None if pred is not None else "not asked for (predict: false)" if not req.predict else
+        f"no node model for node {node.name}: run 'cosched calibrate'",
         not_enforced={} if node.simulated else enforcement(node).reasons)
 
 
@@ -453,9 +455,7 @@ class OnlineProgress:
     """Progress lines on stderr as the online run goes (``env.real.online``'s events)."""
 
     def __init__(self) -> None:
-        from rich.console import Console
-
-        self.console = Console(stderr=True, highlight=False, soft_wrap=True)
+        self.console = __import__("rich.console").console.Console(stderr=True, highlight=False, soft_wrap=True)
 
     def __call__(self, kind: str, info: dict[str, Any]) -> None:
         say = self.console.print

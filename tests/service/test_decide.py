@@ -137,3 +137,9 @@ def test_a_running_job_carries_the_work_the_model_says_is_left() -> None:
     assert sim.next_end() == pytest.approx(100.0 + 0.75 * t)
     late = StreamNode.from_running(NODE, params, [("a", "MG", mg, alloc, 10 * t)])
     assert late.running["a"].left == pytest.approx(0.01)  # past the model's end: taken to end soon
+
+
+def test_the_controllers_fast_path_decides_the_same_without_predicting() -> None:
+    full, fast = decide_state(NODE, state()), decide_state(NODE, state(predict=False))
+    assert fast.predicted is None and "predict: false" in fast.no_prediction
+    assert [(s.id, s.allocation.cpus) for s in fast.starts] == [(s.id, s.allocation.cpus) for s in full.starts]
