@@ -45,6 +45,7 @@ class StreamJob:
 class Decision:
     starts: tuple[tuple[str, Allocation], ...] = ()  # (queued job id, its allocation)
     changes: tuple[tuple[str, Allocation], ...] = ()  # (running job id, its new ways / caps)
+    note: str = ""  # why, when the policy departs from its rule (e.g. a search falling back to packing)
 
 
 WAIT = Decision()
@@ -112,6 +113,7 @@ class StreamRun:
     jobs: list[JobRun]
     decisions: int = 0  # events the policy was asked at
     changes: list[tuple[float, str, Allocation]] = field(default_factory=list)  # (when, job id, new allocation)
+    notes: list[tuple[float, str]] = field(default_factory=list)  # (when, the decision's note)
 
     @property
     def makespan_s(self) -> float:
@@ -174,6 +176,8 @@ def run_stream(node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int, 
         d = policy.decide(view)
         out.decisions += 1
         check_decision(view, d)
+        if d.note:
+            out.notes.append((sim.now, d.note))
         for jid, alloc in d.changes:
             sim.change(jid, alloc)
             out.changes.append((sim.now, jid, alloc))

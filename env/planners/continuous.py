@@ -90,6 +90,29 @@ def _params(node: NodeSpec):  # noqa: ANN202 - the node's SimParams
     return world_for(node).params
 
 
+def slots(node: NodeSpec, max_concurrency: int) -> list[tuple[int, ...]]:
+    """packing's slots: the CPUs listed NUMA domain by domain, cut into Cmax runs of floor(N/Cmax) CPUs."""
+    cpus = [c for d in node.numa for c in sorted(d.cpus)]
+    size = len(cpus) // max_concurrency
+    if size < 1:
+        raise ValueError(f"Cmax {max_concurrency} is above this node's {len(cpus)} CPUs")
+    return [tuple(cpus[i * size:(i + 1) * size]) for i in range(max_concurrency)]
+
+
+class PackingBase:
+    """packing as a base policy for ``play_out``: the queue's head in the lowest free slot (the search's guard)."""
+
+    def reset(self, node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int) -> None:
+        self.allocs = [plain_allocation(node, s) for s in slots(node, max_concurrency)]
+
+    def next_start(self, sim: StreamNode, queue: Sequence[StreamJob], places: int) -> Start | None:
+        if not queue or places < 1:
+            return None
+        free = sim.free_cpus()
+        slot = next((a for a in self.allocs if free.issuperset(a.cpus)), None)
+        return None if slot is None else (queue[0], slot)
+
+
 class Fill:
     """The rollouts' base policy (also usable alone): each place takes an even share of the free CPUs (the last
     place all of them), compact; the job there is the one of the first W with the highest instantaneous work rate."""
@@ -171,7 +194,7 @@ class Proposals:
         return [pairs[k] for k in out]
 
 
-def play_out(sim: StreamNode, queue: list[StreamJob], cmax: int, base: Fill, objective: str,
+def play_out(sim: StreamNode, queue: list[StreamJob], cmax: int, base: Fill | PackingBase, objective: str,
              ends: list[float] | None = None) -> float:
     """The known jobs decided by ``base`` from this state to the last end, on ``sim`` (changed): the objective's
     value (lower is better) over the jobs that end from now on, and ``ends`` (those that ended since the search's
@@ -189,23 +212,28 @@ def play_out(sim: StreamNode, queue: list[StreamJob], cmax: int, base: Fill, obj
         before = len(sim.ended)
         sim.advance()
         ends.extend([sim.now] * (len(sim.ended) - before))
+    return _objective(ends, objective)
+
+
+def _objective(ends: list[float], objective: str) -> float:
     if not ends:
         return 0.0
-    if objective == "turnaround":
-        return sum(ends)
-    return max(ends)
+    return sum(ends) if objective == "turnaround" else max(ends)
 
 
 class Rollout:
-    """The continuous decision by rollouts on the node model (see the module docstring)."""
+    """The continuous decision by rollouts on the node model (see the module docstring). With ``guard`` (the
+    default), at its first decision it plays itself forward over the jobs it knows and compares with packing from
+    the same state; when packing is predicted better, it decides as packing for the rest of the stream and says why
+    in every decision's note (so it is never below packing's predicted outcome on the model)."""
 
     name = "rollout"
 
     def __init__(self, window: int = DEFAULT_STREAM_WINDOW, candidates: int = DEFAULT_CANDIDATES,
-                 objective: str = "auto") -> None:
+                 objective: str = "auto", guard: bool = True) -> None:
         if objective not in ("auto", "makespan", "turnaround"):
             raise ValueError(f"objective {objective!r}: choose auto, makespan or turnaround")
-        self.window, self.candidates, self.objective = window, candidates, objective
+        self.window, self.candidates, self.objective, self.guard = window, candidates, objective, guard
 
     def reset(self, node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int) -> None:
         self.cmax = max_concurrency
@@ -215,6 +243,10 @@ class Rollout:
         self.base.reset(node, jobs, max_concurrency)
         self.proposals = Proposals(self.window)
         self.proposals.reset(node, jobs, max_concurrency)
+        self.packing = PackingBase()
+        self.packing.reset(node, jobs, max_concurrency)
+        self.checked = not self.guard  # the first decision checks against packing
+        self.fallback = ""  # why it decides as packing, once the check said so
 
     def _value(self, sim: StreamNode, queue: list[StreamJob], start: Start | None) -> float:
         sim, queue, ended = sim.fork(), list(queue), []
@@ -230,6 +262,16 @@ class Rollout:
         return play_out(sim, queue, self.cmax, self.base, self.goal, ended)
 
     def decide(self, view: StreamView) -> Decision:
+        if not self.checked and view.queue:
+            self.checked = True
+            self.fallback = self._check(view)
+        if self.fallback:
+            return Decision(starts=tuple(self._starts(view.sim, list(view.queue), view.places(), self.packing)),
+                            note=self.fallback)
+        return self.search(view)
+
+    def search(self, view: StreamView) -> Decision:
+        """The decision searched by rollouts (no guard)."""
         sim, queue = view.sim.fork(), list(view.queue)
         places, starts = view.places(), []
         while True:
@@ -255,6 +297,41 @@ class Rollout:
             places -= 1
         return Decision(starts=tuple(starts)) if starts else WAIT
 
+    @staticmethod
+    def _starts(sim: StreamNode, queue: list[StreamJob], places: int, base: Fill | PackingBase
+                ) -> list[tuple[str, Allocation]]:
+        sim, out = sim.fork(), []
+        while (s := base.next_start(sim, queue, places)) is not None:
+            j, alloc = s
+            sim.start(j.id, j.name, j.params, alloc)
+            queue.remove(j)
+            out.append((j.id, alloc))
+            places -= 1
+        return out
+
+    def _check(self, view: StreamView) -> str:
+        """This policy's searched decisions played forward over the jobs it knows, against packing's from the same
+        state: a note saying why it falls back to packing, or "" (it decides by search)."""
+        sim, queue, ends = view.sim.fork(), list(view.queue), []
+        while queue or sim.running:
+            d = self.search(StreamView(sim, queue, self.cmax, 0))
+            for jid, alloc in d.starts:
+                j = next(x for x in queue if x.id == jid)
+                sim.start(jid, j.name, j.params, alloc)
+                queue.remove(j)
+            if not sim.running:
+                return ""  # it would start nothing: nothing to compare (the loop's own check says so)
+            before = len(sim.ended)
+            sim.advance()
+            ends.extend([sim.now] * (len(sim.ended) - before))
+        own = _objective(ends, self.goal)
+        packed = play_out(view.sim.fork(), list(view.queue), self.cmax, self.packing, self.goal)
+        if packed < own * (1.0 - 1e-9):
+            what = "makespan" if self.goal == "makespan" else "sum of ends"
+            return (f"decided as packing: packing's predicted {what} ({packed:.1f} s) beats this policy's "
+                    f"({own:.1f} s) on the node model for the {len(view.queue)} jobs known at the first decision")
+        return ""
+
 
 class BestFound(Rollout):
     """The offline reference for streams: ``rollout`` with a far larger budget (every queued job of the first 32 and
@@ -267,4 +344,4 @@ class BestFound(Rollout):
         super().__init__(window, candidates, objective)
 
 
-__all__ = ["Fill", "Proposals", "Rollout", "BestFound", "play_out", "DEFAULT_CANDIDATES"]
+__all__ = ["Fill", "PackingBase", "Proposals", "Rollout", "BestFound", "play_out", "slots", "DEFAULT_CANDIDATES"]

@@ -22,18 +22,9 @@ from env.episode.stream import DEFAULT_STREAM_WINDOW, WAIT, Decision, StreamJob,
 from env.node.spec import NodeSpec
 from env.plan.allocate import Allocation, plain_allocation
 from env.plan.models import Plan, Window, WindowJob
-from env.planners.continuous import BestFound, Rollout
+from env.planners.continuous import BestFound, Rollout, slots
 from env.planners.registry import Registry
 from env.sim.model import solve
-
-def slots(node: NodeSpec, max_concurrency: int) -> list[tuple[int, ...]]:
-    """packing's slots: the CPUs listed NUMA domain by domain, cut into Cmax runs of floor(N/Cmax) CPUs."""
-    cpus = [c for d in node.numa for c in sorted(d.cpus)]
-    size = len(cpus) // max_concurrency
-    if size < 1:
-        raise ValueError(f"Cmax {max_concurrency} is above this node's {len(cpus)} CPUs")
-    return [tuple(cpus[i * size:(i + 1) * size]) for i in range(max_concurrency)]
-
 
 def _free_slots(view: StreamView, all_slots: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
     free = view.free_cpus()

@@ -130,3 +130,27 @@ def test_stopping_here_counts_the_jobs_that_end_before_the_next_decision() -> No
     start_now = pol._value(sim, [jobs[1]], (jobs[1], _plain(list(range(12, 24)))))
     assert wait > first_end * 2  # both ends, the queued one after the running one
     assert start_now < wait
+
+
+class _OneCpuAtATime(Rollout):
+    """A deliberately poor search (one job at a time on one CPU) behind rollout's guard."""
+
+    def search(self, view):  # noqa: ANN001, ANN201
+        from env.episode.stream import WAIT, Decision
+
+        if view.running or not view.queue:
+            return WAIT
+        return Decision(starts=((view.queue[0].id, _plain([0])),))
+
+
+def test_the_guard_decides_as_packing_when_packing_is_predicted_better_and_says_why() -> None:
+    jobs = _stream(8, 4)
+    guarded = run_stream(NODE, jobs, 2, _OneCpuAtATime())
+    packed = run_stream(NODE, jobs, 2, Packing())
+    assert guarded.makespan_s == pytest.approx(packed.makespan_s, rel=1e-12)
+    assert guarded.notes and all("decided as packing" in n and "beats this policy's" in n for _, n in guarded.notes)
+    bare = run_stream(NODE, jobs, 2, _OneCpuAtATime(guard=False))
+    assert bare.makespan_s > 2 * packed.makespan_s and not bare.notes
+    # a search better than packing keeps its own decisions, and says nothing
+    good = run_stream(NODE, jobs, 2, Rollout())
+    assert not good.notes and good.makespan_s <= packed.makespan_s
