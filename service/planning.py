@@ -59,35 +59,34 @@ def simulate(plan: Plan, seed: int | None = None) -> RunReport:
 # -- modes: groups (barriers) or continuous (jobs start at events) ----------------------------------------------
 
 
-def model_node(node: NodeSpec) -> tuple[NodeSpec, str]:
+def decision_node(node: NodeSpec) -> tuple[NodeSpec, str]:
     """The node model a continuous plan is decided on, and how its figures are labelled: a simulated node is its own;
-    this node needs the node model ``cosched calibrate`` wrote for it (the same CPUs)."""
-    if node.simulated:
-        return node, f"simulated: node model {node.name}"
-    from env.calibration.store import model_path
-    from env.node.discover import local_node_id
+    this node's is the calibrated node model its groups plans are scored on (``env.planners.scoring.model_node``)."""
+    from env.planners.scoring import model_node
 
-    path = model_path(local_node_id())
-    if not path.exists():
+    scored = model_node(node)
+    if scored is None:
         raise InputError(f"node {node.name!r} has no node model to decide a continuous plan on: run 'cosched "
                          "calibrate' first (or plan for a simulated node, --node sim:reference)")
-    spec = load_node(f"sim:{path.resolve()}")
-    if sorted(spec.cpus) != sorted(node.cpus) or len(spec.numa) != len(node.numa):
-        raise InputError(f"the node model {path} has CPUs {spec.cpus}, this node {node.cpus}: calibrate this node again")
-    return spec, f"simulated: this node's calibrated node model ({path})"
+    if node.simulated:
+        return node, f"simulated: node model {node.name}"
+    if sorted(scored.cpus) != sorted(node.cpus):
+        raise InputError(f"this node's node model has CPUs {scored.cpus}, this node {node.cpus}: run 'cosched "
+                         "calibrate' again")
+    return scored, "simulated: this node's calibrated node model (its predictions, not measurements)"
 
 
 class _Recorder:
     """A stream policy whose started allocations are kept (``run_stream`` checks and applies them as they are)."""
 
-    def __init__(self, inner) -> None:  # noqa: ANN001 - a StreamPolicy
+    def __init__(self, inner) -> None:
         self.inner, self.name = inner, inner.name
         self.allocs: dict = {}
 
-    def reset(self, node, jobs, max_concurrency) -> None:  # noqa: ANN001
+    def reset(self, node, jobs, max_concurrency) -> None:
         self.inner.reset(node, jobs, max_concurrency)
 
-    def decide(self, view):  # noqa: ANN001, ANN201
+    def decide(self, view):
         d = self.inner.decide(view)
         for jid, alloc in d.starts:
             self.allocs[jid] = alloc
@@ -95,7 +94,7 @@ class _Recorder:
 
 
 def plan_continuous(window: Window, node: NodeSpec, *, policy: str | None = None, pin_runtime: bool = False,
-                    window_size: int | None = None, seed: int | None = None):  # noqa: ANN201 - ContinuousPlan
+                    window_size: int | None = None, seed: int | None = None):
     """The continuous plan of ``window`` for ``node``: the stream policy (default ``DEFAULT_CONTINUOUS_POLICY``) decides
     at every event of the node model (``env.episode.stream.run_stream``); its starts become the launches in start
     order with their ``after`` (``after_sets``), predicted starts and ends; its changes, tied to the job ends that
@@ -112,7 +111,7 @@ def plan_continuous(window: Window, node: NodeSpec, *, policy: str | None = None
         raise InputError("the stream window must be at least 1 job")
     registry = stream_registry(lambda win: plan_window(win, node, seed=seed), w)
     recorder = _Recorder(registry.get(name))
-    mnode, source = model_node(node)
+    mnode, source = decision_node(node)
     world = world_for(mnode)
     provider = provider_for(node) if node.simulated else None
     known, excluded = [], []
@@ -150,7 +149,7 @@ def plan_continuous(window: Window, node: NodeSpec, *, policy: str | None = None
                                  **notes)
 
 
-def as_groups(plan: Plan, reason: str, continuous_s: float | None = None):  # noqa: ANN201 - GroupsPlan
+def as_groups(plan: Plan, reason: str, continuous_s: float | None = None):
     """``plan`` saying it is the groups mode and why (the same fields and values, and these three)."""
     from env.plan.stream_plan import GroupsPlan
 
@@ -158,7 +157,7 @@ def as_groups(plan: Plan, reason: str, continuous_s: float | None = None):  # no
                                       mode_reason=reason, continuous_predicted_makespan_s=continuous_s)
 
 
-def choose_mode(window: Window, node: NodeSpec, groups: Plan, *, pin_runtime: bool = False, seed: int | None = None):  # noqa: ANN201
+def choose_mode(window: Window, node: NodeSpec, groups: Plan, *, pin_runtime: bool = False, seed: int | None = None):
     """The default mode: the groups plan ``groups`` or the continuous plan of ``window``, whichever the node model
     predicts to end sooner (ties: groups, today's plans); the plan says which and why. Where the groups plan has no
     prediction (a node without a node model) or both modes are the same (Cmax 1, one job), groups."""
@@ -187,12 +186,12 @@ def choose_mode(window: Window, node: NodeSpec, groups: Plan, *, pin_runtime: bo
 
 def plan_document(window: Window, node: NodeSpec, *, mode: str | None = None, policy: str | None = None,
                   model: object | None = None, pin_runtime: bool = False, seed: int | None = None,
-                  search_budget: int | None = None, window_size: int | None = None):  # noqa: ANN201
+                  search_budget: int | None = None, window_size: int | None = None):
     """The plan of ``window`` in ``mode`` (groups, continuous, or None: ``choose_mode``); ``policy`` is the mode's
     policy (a window policy for groups, a stream policy for continuous). Without a mode a policy of one mode only
     chooses it (a name of both, e.g. timeshare, plans groups as before)."""
-    from env.planners.streams import stream_registry
     from env.plan.stream_plan import ContinuousPlan
+    from env.planners.streams import stream_registry
     from training.registry import policy_registry
 
     if mode is None and policy is not None:

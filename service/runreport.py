@@ -136,13 +136,18 @@ class LiveProgress:
         sys.stderr.flush()
 
 
-def run_continuous(plan, args, node, resume=None) -> int:  # noqa: ANN001 - a ContinuousPlan, cosched run's args, NodeSpec
+def run_continuous(plan, args, node, resume=None) -> int:
     """``cosched run PLAN.json`` of a continuous plan (``resume``: an interrupted run's directory): the sim backend
     replays it on the node model; the real backend runs it on this node with live progress, the table, the picture
     and JSON. Exit 1 when a job failed."""
     from pathlib import Path
 
-    from env.real.launches import open_launches, run_launches, simulate_launches, start_launches
+    from env.real.launches import (
+        open_launches,
+        run_launches,
+        simulate_launches,
+        start_launches,
+    )
     from service.chart import schedule_chart
     from service.output import emit
 

@@ -15,7 +15,8 @@ why (``mode_reason``). ``LaunchOrder`` is the rule both runners (real and simula
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Literal, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -23,8 +24,19 @@ from env.node.resctrl import group_path
 from env.node.spec import NodeSpec
 from env.plan.allocate import Allocation, mba_hardware_value
 from env.plan.launch import enforcement, launch_argv
-from env.plan.models import (MAX_CONCURRENCY, Enforcement, Excluded, L3Alloc, Name, NodeRef, Plan, PlanJob,
-                             RunJob, Window, WindowJob)
+from env.plan.models import (
+    MAX_CONCURRENCY,
+    Enforcement,
+    Excluded,
+    L3Alloc,
+    Name,
+    NodeRef,
+    Plan,
+    PlanJob,
+    RunJob,
+    Window,
+    WindowJob,
+)
 
 Mode = Literal["groups", "continuous"]
 #: Times in a node-model run closer than this are the same event (s).
@@ -88,7 +100,7 @@ class ContinuousPlan(BaseModel):
                                                       "compared with (simulated), when it was")
 
     @model_validator(mode="after")
-    def _well_formed(self) -> "ContinuousPlan":
+    def _well_formed(self) -> ContinuousPlan:
         check_launches(self.launches, self.changes, self.excluded)
         return self
 
@@ -136,10 +148,10 @@ def check_launches(launches: Sequence[Launch], changes: Sequence[Change], exclud
 def _cycle(after: dict[str, list[str]]) -> list[str] | None:
     """A cycle of the wait graph (its ids, the first repeated at the end), or None."""
     state: dict[str, int] = {}  # 1: on the path, 2: done
-    for root in after:
+    for root, waits in after.items():
         if state.get(root):
             continue
-        stack: list[tuple[str, Iterable[str]]] = [(root, iter(after[root]))]
+        stack: list[tuple[str, Iterable[str]]] = [(root, iter(waits))]
         path = [root]
         state[root] = 1
         while stack:
@@ -342,9 +354,24 @@ def parse_plan(doc: dict[str, Any]) -> Plan | ContinuousPlan:
     return Plan.model_validate(doc)
 
 
-__all__ = ["Mode", "ScheduleRequest", "GroupsPlan", "Launch", "Change", "ContinuousPlan", "LaunchOrder", "LaunchRun",
-           "ChangeRun", "ContinuousRunReport", "check_launches", "closures", "after_sets", "build_continuous_plan",
-           "parse_plan", "allocation_of"]
+__all__ = [
+    "Change",
+    "ChangeRun",
+    "ContinuousPlan",
+    "ContinuousRunReport",
+    "GroupsPlan",
+    "Launch",
+    "LaunchOrder",
+    "LaunchRun",
+    "Mode",
+    "ScheduleRequest",
+    "after_sets",
+    "allocation_of",
+    "build_continuous_plan",
+    "check_launches",
+    "closures",
+    "parse_plan",
+]
 
 
 def allocation_of(job: PlanJob | Change, cpus: Sequence[int] = (), numa_nodes: Sequence[int] = (),

@@ -23,17 +23,34 @@ import math
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from env.errors import InputError, RunError
 from env.node.resctrl import create_group, group_path, remove_group, schemata
 from env.node.spec import NodeSpec
 from env.plan.allocate import mba_hardware_value
-from env.plan.stream_plan import (Change, ChangeRun, ContinuousPlan, ContinuousRunReport, Launch, LaunchOrder,
-                                  LaunchRun, allocation_of)
-from env.real.executor import (KILL_GRACE_S, Interrupted, Progress, _Job, _kill_group, _resolvable, allowed_cpus,
-                               resume_state)
+from env.plan.stream_plan import (
+    Change,
+    ChangeRun,
+    ContinuousPlan,
+    ContinuousRunReport,
+    Launch,
+    LaunchOrder,
+    LaunchRun,
+    allocation_of,
+)
+from env.real.executor import (
+    KILL_GRACE_S,
+    Interrupted,
+    Progress,
+    _Job,
+    _kill_group,
+    _resolvable,
+    allowed_cpus,
+    resume_state,
+)
 from env.real.journal import Journal, JournalState
 
 Timeshare = str  # "measure", "profiles" or "none", as env.real.run
@@ -385,5 +402,13 @@ def _timeshare(plan: ContinuousPlan, node: NodeSpec, run_dir: Path, jobs: list[L
     return None, None
 
 
-__all__ = ["simulate_launches", "run_launches", "start_launches", "open_launches", "preflight_launches",
-           "is_continuous_run", "apply_change", "max_running"]
+__all__ = [
+    "apply_change",
+    "is_continuous_run",
+    "max_running",
+    "open_launches",
+    "preflight_launches",
+    "run_launches",
+    "simulate_launches",
+    "start_launches",
+]

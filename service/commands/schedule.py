@@ -13,13 +13,12 @@ from env.node.cpulist import format_cpulist
 from env.plan.models import Plan
 from env.plan.stream_plan import ContinuousPlan
 from env.planners.registry import DEFAULT_POLICY
-from env.planners.streams import DEFAULT_CONTINUOUS_POLICY, STREAM_POLICIES
 from env.planners.search import BUDGET_HELP, check_budget
+from env.planners.streams import DEFAULT_CONTINUOUS_POLICY, STREAM_POLICIES
 from env.sim.nodes import DEFAULT_SIM_NODE, load_node
 from service.documents import read_window
 from service.output import emit
 from training.registry import policy_registry
-
 
 _STREAM_POLICIES = tuple(p for p in STREAM_POLICIES if p != "groups") + ("best-found",)
 
