@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from env.node.discover import node_id
-from env.plan.models import Plan
+from env.plan.stream_plan import GroupsPlan, parse_plan
 from env.sim.nodes import load_node
 from env.sim.profiles import simulated_profiles
 from profiler.models import Profile
@@ -170,10 +170,10 @@ def test_schedule_never_executes(server: Server, tmp_path: Path) -> None:
 
 def test_schedule_returns_a_plan(server: Server, planning: None) -> None:
     window = {"jobs": [{"id": f"j{i}", "profile": p} for i, p in enumerate(["MG", "EP", "CG", "FT", "lu_cb", "fft"])],
-              "max_concurrency": 2}
+              "max_concurrency": 2, "mode": "groups"}
     r = server.client.post("/schedule", json=window)
     assert r.status_code == 200, r.text
-    plan = Plan.model_validate(r.json())
+    plan = GroupsPlan.model_validate(r.json())
     assert plan.node.name == SIM_NODE and server.client.get("/model").json()["policy"] in (plan.policy, plan.requested_policy)
     assert plan.max_concurrency == 2
     placed = [j.id for g in plan.groups for j in g.jobs] + [e.id for e in plan.excluded]
@@ -207,7 +207,7 @@ def test_service_plan_equals_cosched_schedule(server: Server, planning: None, tm
     served = server.client.post("/schedule", json=window)
     assert served.status_code == 200, served.text
     assert served.json() == printed
-    assert served.content == Plan.model_validate(printed).model_dump_json().encode()  # the same bytes, compact
+    assert served.content == parse_plan(printed).model_dump_json().encode()  # the same bytes, compact (either mode)
     assert server.client.get("/model").json()["policy"] in (printed["policy"], printed["requested_policy"])
 
 
@@ -349,7 +349,7 @@ def test_the_search_budget_reaches_the_served_plans(tmp_path: Path) -> None:
     from service.api.main import create_app
     from svc_support import running
 
-    window = {"jobs": [{"id": n} for n in ("EP", "MG", "CG", "fft")], "max_concurrency": 2}
+    window = {"jobs": [{"id": n} for n in ("EP", "MG", "CG", "fft")], "max_concurrency": 2, "mode": "groups"}
     for budget in (3, 7):
         with running(create_app(SIM_NODE, search_budget=budget), tmp_path) as s:
             plan = s.client.post("/schedule", json=window).json()
