@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import random
+import re
 import signal
 import sqlite3
 import subprocess
@@ -199,11 +200,14 @@ class Run:
             j = q.get(tag)
             runs = self.started(tag)
             lost_line = next((ln for ln in log.splitlines() if f"({tag}, partition" in ln and "lost by Slurm" in ln), None)
-            per_job.append({"tag": tag, "job_id": jid, "runs": runs, "ends": self.started(tag, "end "),
-                            "in_slurm": j is not None,
-                            "slurm_state": j["job_state"] if j else None, "reported_lost": lost_line is not None,
-                            "lost_line": lost_line,
-                            "record": (Path(self.st.placement_dir) / "started" / f"{jid}.batch.0").exists()})
+            row = {"tag": tag, "job_id": jid, "runs": runs, "ends": self.started(tag, "end "),
+                   "in_slurm": j is not None,
+                   "slurm_state": j["job_state"] if j else None, "reported_lost": lost_line is not None,
+                   "lost_line": lost_line,
+                   "record": (Path(self.st.placement_dir) / "started" / f"{jid}.batch.0").exists()}
+            if j is not None and runs == 0:  # known to Slurm, never ran: what Slurm and the controller say of it
+                row.update(self.diagnose(jid, j, log))
+            per_job.append(row)
         seen_names = set()
         path = self.ctl_dir / "journal.sqlite"
         if path.exists():
@@ -237,6 +241,23 @@ class Run:
         counts["nodes_drained"] = len(self.drained())
         return {"label": "measured (real slurmctld, slurmd and controller on this machine)", "counts": counts,
                 "notes": self.notes, "jobs": per_job, "plain": plain}
+
+    def diagnose(self, jid: int, j: dict, log: str) -> dict:
+        """Why a job Slurm knows never ran: its Slurm state, reason and node (squeue), the lines of the controller's
+        log and of slurmctld's that name it, and the nodes' states."""
+        word = re.compile(rf"(?<![\w.:-]){jid}(?![\w.:])")
+        ctl = [ln for ln in log.splitlines() if word.search(ln.split(" ", 1)[-1])]
+        ctld_log = Path(self.st.state_dir) / "log" / "slurmctld.log"
+        since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(self.t0))
+        ctld = []
+        if ctld_log.exists():
+            pat = re.compile(rf"(JobId={jid}\b|job_id={jid}\b|JobId={jid}$)")
+            ctld = [ln for ln in ctld_log.read_text(errors="replace").splitlines()
+                    if pat.search(ln) and ln[1:20] >= since][-30:]
+        nodes = self.sh("sinfo", "-h", "-N", "-o", "%N|%T|%E", check=False).split()
+        return {"slurm_reason": j.get("state_reason"), "slurm_nodes": j.get("nodes"),
+                "slurm_required_nodes": j.get("required_nodes"), "slurm_priority": j.get("priority"),
+                "controller_lines": ctl, "slurmctld_lines": ctld, "node_states": nodes}
 
     def drained(self) -> dict[str, str]:
         """Nodes Slurm drained (e.g. 'Duplicate jobid': a slurmd given an id it ran before), with the reason."""

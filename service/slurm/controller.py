@@ -27,7 +27,7 @@ from env.node.spec import NodeSpec
 from env.node.resctrl import group_name
 from service.slurm import placement
 from service.slurm.journal import GroupRow, JobRow, Journal, NewJob, SeenJob
-from service.slurm.recovery import Recovery
+from service.slurm.recovery import AVOID_S, Recovery
 from service.slurm.slurmcmd import JobGone, SlurmAPI, SlurmJob, SlurmNode, SlurmUnavailable
 
 _NAME = re.compile(NAME_PATTERN)
@@ -83,6 +83,8 @@ class Controller(Recovery):
     _stale_checked: float = field(default=float("-inf"), repr=False)
     _read_at: float = field(default=0.0, repr=False)
     _ran: dict[int, dict[str, tuple[int, float]]] = field(default_factory=dict, repr=False)  # id -> node -> (submit, t)
+    _pending_since: dict[tuple[int, int], float] = field(default_factory=dict, repr=False)  # released group -> seen pending
+    _stuck_on: dict[tuple[int, int], dict[str, float]] = field(default_factory=dict, repr=False)  # group -> node left -> t
 
     # ------------------------------------------------------------------ one cycle
 
@@ -162,8 +164,8 @@ class Controller(Recovery):
                         self.log(f"window {g.window_id}, group {g.idx}: held again after a slurmctld restart before any "
                                  "of it started; it waits for a node again")
                         self.journal.regroup(g.window_id, g.idx)
-                elif g.node in nodes and nodes[g.node].unusable:
-                    self._move_off(g, members)
+                else:
+                    self._unstarted(g, members, nodes.get(g.node or ""))
         self._stale(jobs)
         self.journal.set_groups(done, "done")
         self.journal.set_groups(again, "dispatched")
@@ -271,6 +273,8 @@ class Controller(Recovery):
         free = [n for n in nodes if n.idle and n.name not in ours]
         fresh = []
         avoid = self._avoided(jobs) if self._ran else {}
+        for key, left in self._stuck_on.items():  # a node a group could not start on, kept off for AVOID_S
+            avoid.setdefault(key, set()).update(n for n, t in left.items() if self.clock() - t < AVOID_S)
         for g in self.journal.groups(("waiting",)):
             if not free:
                 break

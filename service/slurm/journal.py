@@ -215,6 +215,18 @@ class Journal:
             self.db.execute("UPDATE jobs SET status='planned', updated=? WHERE window_id=? AND group_idx=? "
                             "AND status IN ('planned', 'dispatched', 'released')", (now, window_id, idx))
 
+    def split_off(self, window_id: int, idx: int, job_ids: list[int]) -> int:
+        """Jobs of a released group that never started, while others of it did, go to a new group of the same window
+        that waits for a node; returns its index."""
+        now = time.time()
+        with self._tx():
+            new = int(self.db.execute("SELECT MAX(idx) FROM groups WHERE window_id=?", (window_id,)).fetchone()[0]) + 1
+            self.db.execute("INSERT INTO groups SELECT window_id, ?, NULL, 'waiting', solo, predicted_s, ? FROM groups "
+                            "WHERE window_id=? AND idx=?", (new, now, window_id, idx))
+            self.db.executemany("UPDATE jobs SET group_idx=?, status='planned', updated=? WHERE job_id=? AND window_id=?",
+                                [(new, now, j, window_id) for j in job_ids])
+        return new
+
     def set_job(self, job_id: int, status: str, note: str | None = None) -> None:
         with self._tx():
             self.db.execute("UPDATE jobs SET status=?, note=COALESCE(?, note), updated=? WHERE job_id=?",

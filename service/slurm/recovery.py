@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from env.errors import RunError
 from service.slurm import placement
 from service.slurm.journal import GroupRow, JobRow, Journal, SeenJob
-from service.slurm.slurmcmd import SlurmAPI, SlurmJob
+from service.slurm.slurmcmd import SlurmAPI, SlurmJob, SlurmNode
 
 if TYPE_CHECKING:
     from service.slurm.controller import ControllerConfig
@@ -46,6 +46,8 @@ class Recovery:
     _stale_checked: float
     _read_at: float
     _ran: dict[int, dict[str, tuple[int, float]]]
+    _pending_since: dict[tuple[int, int], float]
+    _stuck_on: dict[tuple[int, int], dict[str, float]]
 
     def _stale(self, jobs: dict[int, SlurmJob]) -> None:
         """Journaled jobs Slurm shows RUNNING whose end the plugin recorded long ago (slurmctld restarted from state
@@ -208,21 +210,61 @@ class Recovery:
                     f"so that it does not start again (it runs once; 'scancel {j.job_id}' clears it from Slurm's queue)")
             self._report("held-again", f"{j.job_id}:{j.submit_time}", j.job_id, line)
 
-    def _move_off(self, g: GroupRow, members: list[tuple[JobRow, SlurmJob]]) -> None:
-        """A released group none of whose jobs started, on a node Slurm has drained (e.g. a restarted slurmctld gave
-        that slurmd an id it had run): held, and back to waiting for a node (said once)."""
-        hold = getattr(self.slurm, "hold", None)
-        if hold is None or any(sj.state != "PENDING" for _, sj in members) or any(
-                placement.started(self.cfg.placement_dir, r.job_id) is not None for r, _ in members):
+    def _unstarted(self, g: GroupRow, members: list[tuple[JobRow, SlurmJob]], node: SlurmNode | None) -> None:
+        """A released group's jobs that Slurm keeps pending on its node: held, and given another node (said once).
+
+        Right away when the node is drained or down (a restarted slurmctld gave that slurmd an id it had run), and
+        when they have waited stale_after_s (a restarted slurmctld may believe the node busy for minutes: a job that
+        ended after its last state save shows running there until the node registers again). When none of the group
+        started, the group waits for a node again; when some of it started and has ended, the rest goes to a new
+        group of its own. While some of it still runs there, the rest waits beside it."""
+        key = (g.window_id, g.idx)
+        pdir = self.cfg.placement_dir
+        waiting = [(r, sj) for r, sj in members
+                   if sj.state == "PENDING" and not sj.held and placement.started(pdir, r.job_id) is None]
+        if not waiting:
+            self._pending_since.pop(key, None)
             return
-        for r, _ in members:
+        now = self.clock()
+        since = self._pending_since.setdefault(key, now)
+        unusable = node is not None and node.unusable
+        if not unusable and now - since < self.cfg.stale_after_s:
+            return
+        others = [(r, sj) for r, sj in members if (r, sj) not in waiting]
+        if any(not sj.finished for _, sj in others):
+            return  # the rest of its group runs there: it starts beside it
+        hold = getattr(self.slurm, "hold", None)
+        if hold is None:
+            return
+        held: list[int] = []
+        for r, _ in waiting:
             try:
                 hold(r.job_id)
-            except RunError:
-                return  # it started or went meanwhile: the next reconcile sees it
-        self.journal.regroup(g.window_id, g.idx)
-        self.log(f"window {g.window_id}, group {g.idx}: its node {g.node} is drained or down and none of its jobs "
-                 "started: held, it waits for another node")
+            except RunError:  # it started or went meanwhile: the next reconcile sees it; the others go back as they were
+                if held:
+                    try:
+                        self.slurm.release(held)
+                    except RunError:
+                        pass
+                return
+            held.append(r.job_id)
+        self._pending_since.pop(key, None)
+        if g.node:
+            self._stuck_on.setdefault(key, {})[g.node] = now
+        sj0 = waiting[0][1]
+        why = (f"its node {g.node} is drained or down" if unusable else
+               f"Slurm kept {'them' if len(held) > 1 else 'it'} pending on {g.node} for {now - since:.0f} s "
+               f"({sj0.state}, reason {sj0.reason or 'none'}; a restarted slurmctld may believe the node busy)")
+        if others:
+            idx = self.journal.split_off(g.window_id, g.idx, held)
+            if g.node:
+                self._stuck_on.setdefault((g.window_id, idx), {})[g.node] = now
+            self.log(f"window {g.window_id}, group {g.idx}: jobs {','.join(map(str, held))} never started while the rest "
+                     f"of the group ran and ended; {why}: held, they wait for another node as group {idx}")
+        else:
+            self.journal.regroup(g.window_id, g.idx)
+            self.log(f"window {g.window_id}, group {g.idx}: none of its jobs started; {why}: held, it waits for "
+                     "another node")
 
     def _retire(self, j: SlurmJob, old_submit: int) -> None:
         """``j`` has the id of a journaled job Slurm lost (reported by _reconcile): the old job's journal row and

@@ -25,7 +25,8 @@ def test_sigkills_of_the_controller_and_slurmctld_run_no_job_twice_and_report_ev
     assert c["ran_twice_or_more"] == 0, [j for j in out["jobs"] if j["runs"] > 1]
     for j in out["jobs"]:
         if j["in_slurm"]:  # Slurm still knows it: it ran, once, its start recorded by the plugin
-            assert j["runs"] == 1 and j["record"], (j, log)
+            # on failure: the job's Slurm state, reason and node, and the log lines of the controller and slurmctld
+            assert j["runs"] == 1 and j["record"], json.dumps(j, indent=1)
         elif j["ends"] == 0:  # Slurm lost it before it ended: reported lost, by name, with how to resubmit it
             line = j["lost_line"]
             assert line is not None, (j, log)
