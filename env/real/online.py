@@ -180,20 +180,18 @@ class StreamModel:
 
 
 def stream_model(node: NodeSpec) -> StreamModel | None:
-    """The node model decisions are made on: a simulated node itself; the real node's calibrated model; else None."""
+    """The node model decisions are made on: a simulated node itself; for the real node, the model its plans are
+    scored on (``env.planners.scoring.model_node``: its calibrated model with the programs learned since); else None."""
     if node.simulated:
         return StreamModel(node, "simulated", f"simulated: the node model of {node.name}")
-    from env.calibration.store import model_path
-    from env.node.discover import node_id
-    from env.sim.nodes import load_node
+    from env.planners.scoring import model_node
 
-    path = model_path(node_id(node))
-    if not path.exists():
+    model = model_node(node)
+    if model is None:
         return None
-    model = load_node(f"sim:{path.resolve()}")
     if model.cpus != node.cpus or [sorted(d.cpus) for d in model.numa] != [sorted(d.cpus) for d in node.numa]:
-        raise InputError(f"the node model {path} is of another shape than this node: run 'cosched calibrate' again")
-    return StreamModel(model, "model", f"node model {path}, calibrated on this node")
+        raise InputError(f"the node model {model.name} is of another shape than this node: run 'cosched calibrate' again")
+    return StreamModel(model, "model", f"node model {model.name.removeprefix('sim:')}, calibrated on this node")
 
 
 @dataclass
