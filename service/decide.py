@@ -133,6 +133,7 @@ class DecideResponse(BaseModel):
     predicted: Prediction | None
     no_prediction: str | None = None
     not_enforced: dict[str, str] = Field(default_factory=dict, description="what this node cannot enforce, and why")
+    note: str | None = Field(None, description="why the policy departed from its rule (e.g. a fallback to packing)")
 
 
 class Decider:
@@ -348,7 +349,7 @@ def decide_state(node: NodeSpec, request: DecideRequest | dict[str, Any]) -> Dec
         predicted=pred,
         no_prediction=None if pred is not None else "not asked for (predict: false)" if not req.predict else
         f"no node model for node {node.name}: run 'cosched calibrate'",
-        not_enforced={} if node.simulated else enforcement(node).reasons)
+        not_enforced={} if node.simulated else enforcement(node).reasons, note=d.note or None)
 
 
 def _unique(seen: dict[str, str], jid: str, where: str) -> None:

@@ -404,7 +404,7 @@ class OnlineRunner:
         self.n += 1
         self.journal.write("decision", n=self.n, at_s=round(now, 4), running=sorted(self.live),
                            queue=[j.id for j in queue], starts=[{"job": k, **alloc_record(a)} for k, a in d.starts],
-                           changes=[{"job": k, **alloc_record(a)} for k, a in d.changes])
+                           changes=[{"job": k, **alloc_record(a)} for k, a in d.changes], note=d.note or None)
         self.progress("decision", {"n": self.n, "at_s": now, "starts": [(k, a.cpus) for k, a in d.starts],
                                    "queue": len(queue), "running": len(self.live)})
         for k, a in d.changes:
