@@ -50,6 +50,7 @@ class Args:
     eval_cmaxes: tuple[int, ...] = (2, 3, 4)
     eval_load: float = 0.8  # and each with arrivals at this load (0: saturated only)
     eval_window: int = 8
+    eval_jobs: int = 48  # jobs per validation stream
 
     def __post_init__(self) -> None:
         if not self.windows or not all(1 <= w <= MAX_WINDOW for w in self.windows):

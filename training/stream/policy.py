@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -27,7 +28,7 @@ from env.plan.allocate import Allocation, plain_allocation
 from env.planners.continuous import Rollout, play_out
 from env.planners.streams import slots as packing_slots
 from env.sim.stream import StreamNode
-from training.stream.modelfile import StreamModel
+from training.stream.modelfile import StreamModel, load_stream_model
 
 Start = tuple[StreamJob, Allocation]
 
@@ -168,4 +169,38 @@ class AgentSearch(Rollout):
         return d
 
 
-__all__ = ["AgentStream", "AgentSearch", "PackingBase", "N_OPTIONS"]
+
+
+def shipped_stream_model(node: NodeSpec) -> Path | None:
+    """The stream model shipped for a simulated node: ``training/models/stream-<name>.npz`` (or the same name in
+    ``COSCHED_MODELS_DIR``)."""
+    from training.policies import models_dir
+
+    p = models_dir() / f"stream-{node.name.replace(':', '-')}.npz"
+    return p if p.is_file() else None
+
+
+def stream_agents(node: NodeSpec, model: str | Path | None = None, window: int = DEFAULT_STREAM_WINDOW
+                  ) -> tuple[dict, dict]:
+    """(factories, refusals) of the stream policies ``agent`` and ``agent-search`` for ``stream_registry(...)
+    .extended``: with ``model`` (a stream model file) or the node's shipped one; without either, each is refused
+    in one line saying how to get one."""
+    from agent.errors import ModelFileError
+    from training.policies import node_shape
+
+    path = Path(model) if model is not None else shipped_stream_model(node)
+    why = None
+    if path is None:
+        why = (f"the continuous {{}} policy needs a stream model for {node.name}: train one with "
+               "`python -m training.stream.sac --out MODEL.npz` and pass --model MODEL.npz")
+    else:
+        try:
+            m = load_stream_model(path, expect_node_shape=node_shape(node))
+        except ModelFileError as e:
+            why = f"the continuous {{}} policy cannot use its model: {e}"
+    if why is not None:
+        return {}, {"agent": why.format("agent"), "agent-search": why.format("agent-search")}
+    return {"agent": lambda: AgentStream(m, window), "agent-search": lambda: AgentSearch(m, window)}, {}
+
+
+__all__ = ["AgentStream", "AgentSearch", "PackingBase", "stream_agents", "shipped_stream_model"]

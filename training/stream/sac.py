@@ -162,7 +162,8 @@ def validation(args: Args, node: Any) -> tuple[list, dict[str, float]]:
     from env.episode.stream import run_stream
     from env.planners.streams import GreedyContinuous
 
-    streams = eval_streams(node, args.eval_seeds, args.eval_cmaxes, (args.eval_load,) if args.eval_load else ())
+    streams = eval_streams(node, args.eval_seeds, args.eval_cmaxes, (args.eval_load,) if args.eval_load else (),
+                           args.eval_jobs)
     base = {label: _metric(run_stream(node, jobs, c, GreedyContinuous(args.eval_window)), label)
             for label, jobs, c in streams}
     return streams, base
@@ -265,7 +266,8 @@ def main(args: Args, run_dir: Path, out: Path | None = None, progress: bool = Tr
     figures = {"validation_best": best[0], "best_step": best[3], "wall_s": time.monotonic() - t0, "steps": step,
                "episodes": episode}
     out = out or run_dir / "model.npz"
-    m = write_stream_model(out, best[1], best[2], **meta(figures))
+    # the model's metadata holds what the seed fixes (not the wall time), so the same run gives the same model id
+    m = write_stream_model(out, best[1], best[2], **meta({k: v for k, v in figures.items() if k != "wall_s"}))
     (run_dir / "figures.json").write_text(json.dumps({**figures, "model_id": m.model_id}, indent=1))
     log.close()
     say(f"model {out} ({m.model_id[:19]}): validation {best[0]:.4f} x greedy-continuous at step {best[3]}")

@@ -40,12 +40,13 @@ def teach(env: CoScheduleStreamEnv, jobs: list, cmax: int, window: int) -> tuple
     teacher = Rollout(window)
     env.reset(options={"jobs": jobs, "max_concurrency": cmax, "window": window})
     teacher.reset(env.node, env.pending + env.queue, cmax)
+    decide = getattr(teacher, "search", teacher.decide)  # the searched decision itself, without a guard
     out, counts, todo, at = [], {"starts": 0, "unmatched": 0}, [], None
     while True:
         obs = env.state()
         if at != (env.sim.now, len(env.sim.ended)):  # a new event: rollout decides it
             at = (env.sim.now, len(env.sim.ended))
-            d = teacher.decide(StreamView(env.sim.fork(), list(env.queue), cmax, len(env.pending)))
+            d = decide(StreamView(env.sim.fork(), list(env.queue), cmax, len(env.pending)))
             by_id = {j.id: j for j in env.queue}
             todo = [(by_id[jid].name, alloc) for jid, alloc in d.starts]
         if todo:

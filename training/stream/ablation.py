@@ -1,0 +1,114 @@
+"""The stream learner's ablation (simulated, on the node model): on held-out streams, the trained actor alone
+(``agent``) against the same network untrained, ``greedy-continuous`` and ``packing``; ``agent-search`` against
+``rollout``; and the decision latency of each (median ms per event, one core, measured).
+
+Streams (``training.stream.streams.eval_streams``): 48 jobs of the node's 19 programs (held-out programs included),
+seeds 101-108 by default (never used to choose anything), saturated at each Cmax and with Poisson arrivals at each
+load x packing's capacity (as ``bench/stream_arrivals.py``). The figure of a stream: its throughput (saturated) or
+its mean turnaround (arrivals); ratios are written so that above 1 is better (throughput / the other's; the other's
+turnaround / this one's). ``bench/stream_ablation.py`` is its command line.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, Callable, Sequence
+
+from env.episode.stream import run_stream
+from env.planners.continuous import Rollout
+from env.planners.streams import GreedyContinuous, Packing
+from training.stream.modelfile import load_stream_model
+from training.stream.policy import AgentSearch, AgentStream
+from training.stream.streams import eval_streams
+
+
+class Timed:
+    """A stream policy whose decide() times are kept (seconds, one per event)."""
+
+    def __init__(self, policy: Any) -> None:
+        self.policy, self.name, self.times = policy, policy.name, []
+
+    def reset(self, *a: Any) -> None:
+        self.policy.reset(*a)
+
+    def decide(self, view: Any) -> Any:
+        t = time.perf_counter()
+        d = self.policy.decide(view)
+        self.times.append(time.perf_counter() - t)
+        return d
+
+
+def arms(model: str, untrained: str, window: int, search_window: int, search: bool) -> dict[str, Callable[[], Any]]:
+    trained, raw = load_stream_model(model), load_stream_model(untrained)
+    out: dict[str, Callable[[], Any]] = {
+        "packing": Packing, "greedy-continuous": lambda: GreedyContinuous(window),
+        "untrained": lambda: _named(AgentStream(raw, window), "untrained"), "agent": lambda: AgentStream(trained, window)}
+    if search:
+        out["rollout"] = lambda: _unguarded(Rollout(window))
+        out["agent-search"] = lambda: AgentSearch(trained, search_window)
+    return out
+
+
+def _named(p: Any, name: str) -> Any:
+    p.name = name
+    return p
+
+
+def _unguarded(r: Rollout) -> Rollout:
+    if hasattr(r, "guard"):  # compare the searches themselves
+        r.guard = False
+    return r
+
+
+def figure(m: dict[str, float], saturated: bool) -> float:
+    return m["throughput_vs_timeshare"] if saturated else 1.0 / m["mean_turnaround_s"]
+
+
+def run(node: Any, model: str, untrained: str, seeds: Sequence[int], cmaxes: Sequence[int], loads: Sequence[float],
+        window: int = 8, search_window: int = 16, search: bool = True, say: Callable[[str], None] = print) -> dict:
+    factories = arms(model, untrained, window, search_window, search)
+    rows, times, fallbacks = [], {k: [] for k in factories}, 0
+    for label, jobs, cmax in eval_streams(node, seeds, cmaxes, loads):
+        sat = label.startswith("sat")
+        res = {}
+        for name, make in factories.items():
+            pol = Timed(make())
+            m = run_stream(node, jobs, cmax, pol).metrics()  # type: ignore[arg-type]
+            res[name] = figure(m, sat)
+            times[name].extend(pol.times)
+            fallbacks += len(getattr(pol.policy, "fallbacks", []))
+        rows.append((label, res))
+        say(f"{label}: " + "  ".join(f"{k} {v / res['packing']:.3f}" for k, v in res.items() if k != "packing"))
+    return {"rows": rows, "latency_ms": {k: 1000 * statistics.median(v) for k, v in times.items() if v},
+            "latency_p90_ms": {k: 1000 * sorted(v)[int(0.9 * (len(v) - 1))] for k, v in times.items() if v},
+            "fallbacks": fallbacks}
+
+
+COMPARISONS = (("agent", "greedy-continuous"), ("agent", "untrained"), ("agent", "packing"),
+               ("greedy-continuous", "packing"), ("agent-search", "rollout"), ("agent-search", "packing"),
+               ("rollout", "packing"))
+
+
+def table(doc: dict) -> list[str]:
+    """Markdown: per group of streams (saturated at Cmax c; arrivals at a load and Cmax c), each comparison as
+    median [min, max] over the seeds (above 1: the first is better)."""
+    groups: dict[str, list[dict]] = {}
+    for label, res in doc["rows"]:
+        kind, cmax, _ = label.split(" ")
+        groups.setdefault(f"{kind} {cmax}", []).append(res)
+    have = [c for c in COMPARISONS if all(c[0] in r and c[1] in r for rs in groups.values() for r in rs)]
+    lines = ["| streams | " + " | ".join(f"{a} / {b}" for a, b in have) + " |",
+             "| --- |" + " ---: |" * len(have)]
+    for g, rs in groups.items():
+        cells = []
+        for a, b in have:
+            r = [x[a] / x[b] for x in rs]
+            cells.append(f"{statistics.median(r):.3f} [{min(r):.3f}, {max(r):.3f}]")
+        kind, cmax = g.split(" ")
+        name = "saturated" if kind == "sat" else f"arrivals {kind[3:]} %"
+        lines.append(f"| {name}, Cmax {cmax[1:]} ({len(rs)}) | " + " | ".join(cells) + " |")
+    return lines
+
+
+__all__ = ["run", "table", "arms", "Timed"]
