@@ -14,6 +14,8 @@ from env.planners.scoring import model_node, no_prediction_reason, predicted_thr
 
 #: The baselines a plan predicted below time sharing is replaced by (the best of them, predicted).
 FALLBACKS = ("pairs", "greedy", "timeshare")
+#: On a real node, a baseline replaces a plan it is predicted to beat by more than this share.
+REAL_MARGIN = 0.01
 
 
 @cache
@@ -23,7 +25,8 @@ def _baseline(name: str) -> Policy:
 
 
 def guard_plan(plan: Plan, window: Window, ctx: PlanContext) -> Plan:
-    """``plan`` with its prediction, or, when it is predicted below time sharing, the best baseline's plan saying why.
+    """``plan`` with its prediction, or, when it is predicted below time sharing (on a real node: below a baseline), the
+    best baseline's plan saying why.
     Either is a new Plan: the one given is not changed."""
     node = ctx.node
     if plan.policy == "timeshare":
@@ -42,7 +45,10 @@ def guard_plan(plan: Plan, window: Window, ctx: PlanContext) -> Plan:
     thr, makespans = pred
     if makespans is not None and plan.predicted_throughput_vs_timeshare is None:
         plan = with_predictions(plan, thr, makespans, node.name)
-    if thr >= 1.0 - 1e-9:
+    # a real node's plans are scored on a model fitted to it, which its agent was not trained on: no plan is kept there
+    # that the model predicts below a baseline's (on a simulated node only below time sharing)
+    real = not node.simulated
+    if thr >= 1.0 - 1e-9 and not real:
         return plan
     base_ctx = replace(ctx, provider=ctx.baseline_provider or ctx.provider, baseline_provider=None)
     best = None
@@ -56,13 +62,14 @@ def guard_plan(plan: Plan, window: Window, ctx: PlanContext) -> Plan:
             continue
         if best is None or alt_pred[0] > best[1] + 1e-9:
             best = (alt, alt_pred[0], alt_pred[1])
-    if best is None:
+    if best is None or (thr >= 1.0 - 1e-9 and best[1] <= thr * (1 + REAL_MARGIN)):
         return plan
     alt, alt_thr, alt_ms = best
     if alt.predicted_throughput_vs_timeshare is None and alt_ms is not None:
         alt = with_predictions(alt, alt_thr, alt_ms, node.name)
+    below = "time sharing" if thr < 1.0 - 1e-9 else f"{alt.policy!r}'s plan"
     why = (f"policy {plan.policy!r} planned {thr:.3f} x time sharing (predicted, {node.name}), below "
-           f"time sharing: replaced by {alt.policy!r}, the best baseline ({alt_thr:.3f}, predicted)")
+           f"{below}: replaced by {alt.policy!r}, the best baseline ({alt_thr:.3f}, predicted)")
     return alt.model_copy(update={"requested_policy": plan.policy, "fallback_reason": why, "model": plan.model})
 
 
