@@ -8,9 +8,10 @@ runs a job without a profile alone on the whole node under perf and stores that 
   else estimated from the run itself: the CPUs it kept busy (perf's task-clock / wall time) is its speed-up on the
   whole node, so its Amdahl parallel fraction follows (``parallel_from_speedup``);
 * its interference sensitivity (its memory traffic per compute-second, ``intensity``) cannot be read from a solo run
-  on a node without hardware counters: it starts at the *highest* intensity of the node's calibrated programs
-  (pessimistic: the planner pairs it as if it were the node's most memory-bound program, so only with partners the
-  model predicts hardly disturbed by that, or alone);
+  on a node without hardware counters: it starts high, at the geometric mean of the node's median and its most
+  memory-bound calibrated program's (cautious: the planner pairs it as a heavy program, so with partners the model
+  predicts little disturbed by one, or alone; not the worst case, which would keep two new programs apart for
+  ever and so never learn them);
 * every later co-run of it (the calibration data ``cosched run`` keeps, source ``run``) refits that intensity (a
   one-dimensional least-squares fit of the log times of every program of those co-runs); until ``KNOWN_AFTER``
   co-runs the planner uses the fit's value or the pessimistic one's geometric mean with it, whichever is higher;
@@ -65,7 +66,7 @@ class LearnedJob:
 
     def describe(self) -> str:
         if not self.coruns:
-            state = "no co-run yet: paired as the node's most memory-bound program until it has some"
+            state = "no co-run yet: paired as a heavy memory user until it has some"
         else:
             state = (f"{self.coruns} co-run{'s' if self.coruns != 1 else ''}, the model's median error on them "
                      f"{self.error_pct:.1f} %" + ("" if self.known else f"; paired cautiously until {KNOWN_AFTER}"))
@@ -105,8 +106,10 @@ class Learner:
         self.GroupModel = GroupModel
         own = [j.params for j in model.jobs]
         self.template = sorted(own, key=_intensity)[len(own) // 2]  # the median program's other character
-        ks = [_intensity(p) for p in own]
-        self.k_high = max(ks)
+        ks = sorted(_intensity(p) for p in own)
+        # the cautious prior: between the node's median program and its most memory-bound one (the geometric mean),
+        # so a new program is paired as a heavy one, yet two new ones may still be paired and so learned from
+        self.k_high = math.sqrt(max(ks[len(ks) // 2], 1e-9) * max(ks[-1], 1e-9))
         positive = [k for k in ks if k > 0] or [self.k_high or 1.0]
         lo, hi = min(positive) / 10.0, max(positive) * 3.0
         self.grid = [0.0] + [lo * (hi / lo) ** (i / (GRID - 2)) for i in range(GRID - 1)]

@@ -19,17 +19,20 @@ from env.measure.probing import Placement
 from profiler.interference import PlacementRecord, RunRecord
 
 
-def group_record(group: PlanGroup, times: dict[str, float], simulated: bool, l3_ways: int | None = None) -> RunRecord:
+def group_record(group: PlanGroup, times: dict[str, float], simulated: bool, l3_ways: int | None = None,
+                 enforced: tuple[bool, bool] = (True, True)) -> RunRecord:
     """A plan group as placements (memory: first-touch and local-alloc place pages locally; its L3 ways and MBA
     cap as counts: the model gives partitions their own ways in order, as the allocator does). A job given every
     way of the L3 (``l3_ways``, the node's) shares the cache unpartitioned: no ways of its own (a node without CAT
-    gives every job the whole mask)."""
+    gives every job the whole mask). ``enforced``: whether the plan's (cache ways, bandwidth caps) are enforced on
+    its node (``Plan.enforcement``); those that are not leave the cache shared and the bandwidth uncapped, as they
+    run."""
     placements = []
     for j in group.jobs:
-        ways = next(iter(j.l3.values())).ways if j.l3 else None
+        ways = next(iter(j.l3.values())).ways if j.l3 and enforced[0] else None
         if ways is not None and l3_ways is not None and ways >= l3_ways:
             ways = None
-        caps = [p for p in j.mem_bw_percent.values() if p < 100]
+        caps = [p for p in j.mem_bw_percent.values() if p < 100] if enforced[1] else []
         placements.append(PlacementRecord(job=j.profile, cpus=list(j.cpus),
                                           memory="interleave" if j.memory == "interleave" else "local",
                                           l3_ways=ways, mba_percent=min(caps) if caps else None))
@@ -49,7 +52,8 @@ def predict_plan(plan: Plan, node_key: str) -> Plan | None:
         return None
     path, model, learned = got
     ways = min((d.ways for d in model.node.l3), default=None)
-    records = [group_record(g, {j.id: 0.0 for j in g.jobs}, False, ways) for g in plan.groups]
+    enforced = (plan.enforcement.l3, plan.enforcement.mem_bw)
+    records = [group_record(g, {j.id: 0.0 for j in g.jobs}, False, ways, enforced) for g in plan.groups]
     alone = [RunRecord(kind="solo", group=[PlacementRecord(job=j.profile, cpus=list(model.node.cpus))], times_s=[0.0],
                        node_seconds=0.0) for g in plan.groups for j in g.jobs]
     times = predict_times(model, records + alone)
@@ -91,7 +95,8 @@ def predict_and_record(report: RunReport, node_key: str, store: CalibrationStore
         if pg is None or g.solo_profile or any(j.exit_code != 0 for j in g.jobs):
             continue
         records.append(group_record(pg, {j.id: j.wall_s for j in g.jobs}, report.simulated,
-                                    min((d.ways for d in model.node.l3), default=None)))
+                                    min((d.ways for d in model.node.l3), default=None),
+                                    (report.plan.enforcement.l3, report.plan.enforcement.mem_bw)))
         keep.append(g.index)
     predicted = predict_times(model, records)  # type: ignore[arg-type]
     ms: dict[int, float] = {}
