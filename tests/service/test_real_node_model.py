@@ -126,3 +126,4 @@ def test_the_command_line_plans_this_node_with_agent_search(calibrated, tmp_path
     plan = json.loads(capsys.readouterr().out)
     assert (plan.get("requested_policy") or plan["policy"]) == "agent-search"
     assert "held-out median abs error" in plan["predictions_source"]
+
