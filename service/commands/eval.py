@@ -131,9 +131,11 @@ def run_streams(args: argparse.Namespace, node: Any) -> int:
     from env.planners.streams import evaluate_streams, stream_registry
     from service.planning import plan_window
 
-    for flag, value in (("--model", args.model), ("--search-budget", args.search_budget), ("--plot", args.plot)):
+    from training.stream.policy import stream_agents
+
+    for flag, value in (("--search-budget", args.search_budget), ("--plot", args.plot)):
         if value is not None:
-            raise InputError(f"{flag} is not used with --streams (the stream policies take no model yet)")
+            raise InputError(f"{flag} is not used with --streams")
     if args.noise or args.no_guard or args.max_concurrency is not None:
         raise InputError("--noise, --no-guard and --max-concurrency are for --windows; a stream document sets its own "
                          "max_concurrency")
@@ -141,6 +143,7 @@ def run_streams(args: argparse.Namespace, node: Any) -> int:
     if window < 1:
         raise InputError("--window-size must be at least 1")
     registry = stream_registry(lambda w: plan_window(w, node, seed=args.seed), window)
+    registry = registry.extended(*stream_agents(node, args.model, window))  # agent, agent-search: a stream model
     policies = registry.parse(args.policies or ",".join(STREAM_POLICIES))
     streams = read_windows(args.streams, "stream")
     status = Console(stderr=True)

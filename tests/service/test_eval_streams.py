@@ -41,9 +41,9 @@ def test_the_document_has_every_policy_per_stream_and_mean(tmp_path: Path, capsy
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["--policies", "agent"], "not trained yet"),
+    (["--policies", "agent", "--model", "training/models/sim-reference.npz"], "not a stream model"),
     (["--policies", "nope"], "unknown policy 'nope'"),
-    (["--model", "m.npz"], "--model is not used with --streams"),
+    (["--model", "m.npz", "--policies", "agent-search"], "stream model file m.npz not found"),
     (["--noise", "0.1"], "are for --windows"),
 ])
 def test_bad_requests_are_one_line(tmp_path: Path, capsys, argv: list[str], words: str) -> None:
