@@ -184,6 +184,8 @@ class Plan(BaseModel):
     requested_policy: str | None = Field(None, description="the policy asked for, when another made the plan (a fallback)")
     fallback_reason: str | None = Field(None, description="why the requested policy's plan was replaced (predicted below time sharing)")
     search: SearchInfo | None = Field(None, description="what agent-search did: its budget, rollouts and the agent's own plan")
+    stale_model: str | None = Field(None, description="programs of the window outside what the model was trained on, "
+                                    "and the one command that refreshes it (one line)")
 
     @model_validator(mode="after")
     def _well_formed(self) -> "Plan":
