@@ -13,8 +13,15 @@ import pytest
 
 from env.plan.allocate import plain_allocation
 from env.plan.models import Plan, Window, WindowJob
-from env.plan.stream_plan import (ContinuousPlan, GroupsPlan, LaunchOrder, after_sets, build_continuous_plan,
-                                  parse_plan, plan_job_fields)
+from env.plan.stream_plan import (
+    ContinuousPlan,
+    GroupsPlan,
+    LaunchOrder,
+    after_sets,
+    build_continuous_plan,
+    parse_plan,
+    plan_job_fields,
+)
 from env.sim.nodes import load_node
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -166,7 +173,7 @@ def test_this_node_without_a_node_model_has_no_continuous_plan(tmp_path: Path) -
 # -- the plan's checks ---------------------------------------------------------------------------------------------
 
 
-def hand_plan(launches: list[tuple], cmax: int = 2, changes=()) -> dict:  # noqa: ANN001
+def hand_plan(launches: list[tuple], cmax: int = 2, changes=()) -> dict:
     """A plan document of launches (id, CPUs, after[, program: EP]) on sim:reference, not checked (it may be bad)."""
     node = load_node(SIM)
     first = build_continuous_plan(node, [(WindowJob(id="x", profile="EP"), plain_allocation(node, [0]), [], None, None,
