@@ -40,6 +40,10 @@ def launches_chart(bars: list[tuple[str, list[int], float, float, bool]], title:
                            edgecolor="black" if ok else "red", linewidth=0.6)
         ax.axvline(start, color="grey", linewidth=0.5, linestyle=":")
     end = max((b[3] for b in bars), default=0.0)
+    for jid, cpus, start, stop, _ in bars:  # each bar named where it is wide enough
+        if stop - start > 0.06 * max(end, 1e-9):
+            rows = sorted(cpus or node_cpus)
+            ax.text((start + stop) / 2, rows[len(rows) // 2], jid, ha="center", va="center", fontsize=7, clip_on=True)
     ax.set_title(title, fontsize=10)
     if note:
         fig.text(0.01, 0.005, note, fontsize=7, color="dimgrey")
