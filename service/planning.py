@@ -43,6 +43,13 @@ def plan_window(window: Window, node: NodeSpec, *, policy: str | None = None, mo
         from env.node.discover import node_id
 
         plan = predict_plan(plan, node_id(node)) or plan
+    if name in MODEL_POLICIES:  # programs unlike those the model was trained on: one line, the refresh command
+        from service.staleness import stale_note
+
+        names = {j.profile or j.id for j in window.jobs}
+        profiles = {n: i.profile for n in names if (i := ctx.provider.get(n)) is not None and i.profile is not None}
+        note = stale_note(pol.model_for(node).meta, node, profiles)  # type: ignore[attr-defined]
+        plan = plan.model_copy(update={"stale_model": note}) if note else plan
     return plan
 
 
@@ -126,7 +133,10 @@ def plan_continuous(window: Window, node: NodeSpec, *, policy: str | None = None
     notes: dict = {"predictions_source": source}
     launches, changes = [], []
     if known:
-        run = run_stream(mnode, sim_stream(mnode, known), window.max_concurrency, recorder)
+        try:
+            run = run_stream(mnode, sim_stream(mnode, known), window.max_concurrency, recorder)
+        except ValueError as exc:  # the policy's own refusal (packing's slots above the CPUs, ...): bad input here
+            raise InputError(f"policy {name!r} cannot plan this window continuously: {exc}") from None
         by_id = {j.id: j for j in known}
         order = sorted(run.jobs, key=lambda r: (r.start_s, list(recorder.allocs).index(r.id)))
         after = after_sets([(r.start_s, r.cpus) for r in order], [r.end_s for r in order], window.max_concurrency)
@@ -171,7 +181,7 @@ def choose_mode(window: Window, node: NodeSpec, groups: Plan, *, pin_runtime: bo
     g_s = sum(preds)  # type: ignore[arg-type]
     try:
         cont = plan_continuous(window, node, pin_runtime=pin_runtime, seed=seed)
-    except InputError as exc:
+    except InputError as exc:  # e.g. this node has no node model, or a program it does not know
         return as_groups(groups, f"groups: no continuous plan to compare with ({exc})")
     c_s = cont.predicted_makespan_s
     label = cont.predictions_source or "simulated"
