@@ -111,7 +111,27 @@ def export(path: Path, params: dict[str, np.ndarray], args: Args, problem: Probl
                            feature_pipeline=problem.setup.pipeline.to_dict(),
                            training={"figures": figures, "args": json.loads(json.dumps(dataclasses.asdict(args))),
                                      "jobs": [j for j in dict.fromkeys(problem.pool) if not is_synthetic(j)],
-                                     "command": " ".join(sys.argv)})
+                                     "command": " ".join(sys.argv), "feature_range": trained_range(problem)})
+
+
+def trained_range(problem: Problem) -> dict[str, Any] | None:
+    """The range of the training programs' features (``service.staleness`` reads it: a plan for programs outside it
+    says so), None when their profiles are not at hand."""
+    import math
+    import warnings
+
+    from profiler.features import VALUE_FEATURES, raw_features
+
+    profiles = [i.profile for n in dict.fromkeys(problem.pool) if (i := problem.provider.get(n)) is not None
+                and i.profile is not None]
+    if not profiles:
+        return None
+    raw = np.vstack([raw_features(p) for p in profiles])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a feature never measured: all NaN
+        lo, hi = np.nanmin(raw, axis=0), np.nanmax(raw, axis=0)
+    clean = lambda a: [None if not math.isfinite(float(x)) else round(float(x), 6) for x in a]  # noqa: E731
+    return {"features": list(VALUE_FEATURES), "lo": clean(lo), "hi": clean(hi)}
 
 
 def finish(args: Args, problem: Problem, shape: SetNetShape, run_dir: Path, st: dict[str, Any], base: dict[str, Any],
