@@ -106,6 +106,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--export-only", action="store_true",
                    help="write --out from RUN_DIR's best validated actor so far (a run stopped early), train nothing")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--refresh", action="store_true",
+                   help="this node's model again (what a plan asks for when its programs lie outside what the model "
+                   "was trained on): --node local with make run's short recipe (6000 steps, windows of 2-8 jobs, a "
+                   "group-cost head on 4000 groups; a few minutes) in the calibrated node model with every program "
+                   "profiled since, written to $COSCHED_HOME/models/<node id>.npz, where it plans by default")
     defaults = Args()
     for flag, (name, kind, text) in OPTIONS.items():
         default = getattr(defaults, name)
@@ -146,6 +151,11 @@ def training_args(ns: argparse.Namespace) -> Any:
         raise InputError(f"--windows takes LO,HI (e.g. 2,12), not {ns.windows!r}")
     if kw.get("backend") == "real":
         kw = {**REAL_DEFAULTS, **kw}
+    if getattr(ns, "refresh", False):
+        if kw.get("backend", "sim") != "sim" or kw.get("node", "local") != "local":
+            raise InputError("--refresh trains this node's model in its calibrated node model: it takes no --backend "
+                             "real and no other --node")
+        kw = {**REFRESH_RECIPE, "cmaxes": tuple(range(1, min(4, _local_cpus()) + 1)), **kw, "node": "local"}
     try:
         if ns.run_dir and (ns.resume or ns.export_only):
             saved = saved_args(Path(ns.run_dir), kw.get("total_steps"))
@@ -154,6 +164,17 @@ def training_args(ns: argparse.Namespace) -> Any:
         return Args(**kw)
     except ValueError as e:
         raise InputError(str(e)) from None
+
+
+#: ``--refresh``: make run's short recipe (tools/run-example.sh), options given on the command line still win.
+REFRESH_RECIPE = {"total_steps": 6000, "windows": (2, 8), "learning_starts": 1000, "eval_every": 2000, "seed": 1,
+                  "group_groups": 4000, "group_epochs": 20}
+
+
+def _local_cpus() -> int:
+    from env.sim.nodes import load_node
+
+    return len(load_node("local").cpus)
 
 
 def _calibrated_local(synthetic: int, seed: int) -> str:
@@ -173,6 +194,12 @@ def _calibrated_local(synthetic: int, seed: int) -> str:
     model = world_for(load_node(f"sim:{path.resolve()}")).model
     if model is None or model.provenance.source != "calibrated":
         raise InputError(f"{path} is not a calibrated node model: run 'cosched calibrate' again")
+    from env.calibration.learned import planning_model
+
+    got = planning_model(key)  # with every program profiled since (learned from its production runs)
+    if got is not None:  # the programs learned since are trained on like the calibrated ones
+        model = got[1].model_copy(update={"jobs": [j.model_copy(update={"role": "train"}) if j.suite == "learned" else j
+                                                   for j in got[1].jobs]})
     n = synthetic or 2 * len(model.jobs)
     derived = around(model, n, seed, source=str(path.resolve()))
     out = path.with_name(f"{path.stem}-train-s{seed}.json")
@@ -223,6 +250,10 @@ def run(args: argparse.Namespace) -> int:
         a = _cmaxes_for_node(a, explicit=args.cmaxes is not None)
     run_dir = Path(args.run_dir or f"runs/train-{tag}-s{a.seed}")
     out = Path(args.out) if args.out else run_dir / "model.npz"
+    if args.refresh and not args.out:
+        from env.node.discover import local_node_id
+
+        out = user_models_dir() / f"{local_node_id()}.npz"
     if args.export_only:
         try:
             print(export_only(a, run_dir, out))

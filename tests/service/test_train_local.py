@@ -88,3 +88,31 @@ def test_a_cmax_beyond_the_cpus_given_by_hand_is_one_line(home, capsys):
     err = [ln for ln in capsys.readouterr().err.splitlines() if "error" in ln]
     assert len(err) == 1 and "--cmaxes 2" in err[0] and "2 CPUs" in err[0]
     assert not (home / "runs").exists()
+
+
+def test_refresh_trains_this_nodes_model_with_the_programs_learned_since_into_the_users_models(home, capsys):
+    """--refresh: the node model with every program profiled since (here one learned from its first production run),
+    jobs drawn around and across them, the model written where it plans by default."""
+    from datetime import datetime, timezone
+
+    from profiler.models import Profile
+    from profiler.store import ProfileStore
+    from training.policies import user_models_dir
+
+    _two_cpu_local_model(home, capsys)
+    ProfileStore().put(Profile(name="newprog", node_id=local_node_id(), command=["/bin/newprog"], wall_s=1.5,
+                               counters={"task-clock": 1500.0, "duration_time": 1.5e9},
+                               created_at=datetime.now(timezone.utc)))
+    assert main(["train", "--node", "local", "--refresh", "--backend", "real"]) == 2
+    assert "--refresh" in capsys.readouterr().err
+    assert main(["train", "--refresh", "--steps", "30", "--learning-starts", "10", "--eval-every", "30",
+                 "--eval-per-cell", "1", "--synthetic-jobs", "4", "--group-groups", "50", "--group-epochs", "1",
+                 "--quiet"]) == 0
+    out = user_models_dir() / f"{local_node_id()}.npz"
+    from agent.modelfile import load_set_model
+
+    meta = load_set_model(out).meta
+    assert "newprog" in meta.training["jobs"]  # (trained for "local" when the calibration measured this node for real)
+    assert meta.training["args"]["total_steps"] == 30 and meta.training["args"]["windows"] == [2, 8]
+    rng = meta.training["feature_range"]
+    assert rng["lo"][0] is not None and rng["lo"][0] <= rng["hi"][0]
