@@ -15,6 +15,7 @@ bench's time. The wait is bounded (--settle) and said in the output when it expi
 
     .venv/bin/python bench/slurm_crash.py [--jobs 24] [--plain 3] [--json]      # its own 4-node cluster, port 16880
     .venv/bin/python bench/slurm_crash.py --cluster STATE_DIR ...                # a cluster 'cosched slurm up' made
+    .venv/bin/python bench/slurm_crash.py --mode continuous ...                  # the controller in continuous mode
 
 Its own cluster profiles the 'nap' program once in a temporary COSCHED_HOME (a minute); needs 'make setup' and
 'make native'.
@@ -47,7 +48,8 @@ ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEM
 
 
 class Run:
-    def __init__(self, env: dict[str, str], state: Path, work: Path, seed: int, stale_after: float) -> None:
+    def __init__(self, env: dict[str, str], state: Path, work: Path, seed: int, stale_after: float,
+                 mode: str = "groups") -> None:
         self.env, self.state, self.work = env, state, work
         self.rng = random.Random(seed)
         st = load_state(state)
@@ -60,6 +62,7 @@ class Run:
         self.ctl: subprocess.Popen[bytes] | None = None
         self.notes: list[str] = []
         self.stale_after = stale_after
+        self.mode = mode
         self.t0 = time.time()
         self.run_id = f"{seed}{os.getpid() % 1000:03d}"  # job names unique to this run (a cluster may have older ones)
 
@@ -113,7 +116,7 @@ class Run:
             self.ctl = subprocess.Popen(
                 [sys.executable, "-m", "service.cli", "slurm", "run", "--state-dir", str(self.work), "--placement-dir",
                  self.st.placement_dir, "--poll", "0.3", "--gather", "0.5", "--window", "4",
-                 "--stale-after", str(self.stale_after)], env=self.env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
+                 "--stale-after", str(self.stale_after), "--mode", self.mode], env=self.env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
 
     def log(self) -> str:
         p = self.ctl_dir / "controller.log"
@@ -309,6 +312,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--settle", type=float, default=30.0, help="seconds to wait for a calm moment to kill slurmctld")
     ap.add_argument("--stale-after", type=float, default=8.0)
+    ap.add_argument("--mode", choices=("groups", "continuous"), default="groups", help="the controller's mode")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.jobs < 3:
@@ -332,7 +336,8 @@ def main() -> None:
             subprocess.run([sys.executable, "-m", "service.cli", "profile", "--name", "nap", "--", "python3", "-c",
                             "import time; time.sleep(1)"], env=env, cwd=ROOT, check=True, capture_output=True, timeout=600)
         t0 = time.monotonic()
-        out = scenario(Run(env, state, work, args.seed, args.stale_after), args.jobs, args.plain, args.settle)
+        out = scenario(Run(env, state, work, args.seed, args.stale_after, args.mode), args.jobs, args.plain, args.settle)
+        out["mode"] = args.mode
         out["wall_s"] = round(time.monotonic() - t0, 1)
         out["command"] = "bench/slurm_crash.py " + " ".join(sys.argv[1:])
     finally:
@@ -343,8 +348,8 @@ def main() -> None:
         print(json.dumps(out, indent=2))
         return
     c = out["counts"]
-    print(f"{c['jobs']} co-scheduled jobs, {c['plain_jobs']} plain; controller and slurmctld SIGKILLed mid-stream "
-          f"({out['label']}, {out['wall_s']} s)")
+    print(f"{c['jobs']} co-scheduled jobs, {c['plain_jobs']} plain; controller ({args.mode} mode) and slurmctld "
+          f"SIGKILLed mid-stream ({out['label']}, {out['wall_s']} s)")
     for k, v in c.items():
         print(f"  {k:24s} {v}")
     for note in out["notes"]:

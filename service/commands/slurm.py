@@ -66,7 +66,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--service", default=None, metavar="URL", help="plan with the HTTP service at URL (default: in process)")
     r.add_argument("--plan-node", default="local", metavar="NODE",
                    help="the node kind plans are made for: 'local' (default; the partition's nodes are this machine's kind) or 'sim:NAME'")
-    r.add_argument("--policy", default=None, help="planning policy (default: as 'cosched schedule')")
+    r.add_argument("--mode", choices=("groups", "continuous"), default="groups",
+                   help="groups (default): windows planned into groups, each released together on a free node; "
+                   "continuous: at every job end (the SPANK plugin's end record) a decision for that node starts "
+                   "held jobs beside those still running, no barrier (docs/slurm.md)")
+    r.add_argument("--policy", default=None, help="groups: the planning policy (default: as 'cosched schedule'); "
+                   "continuous: the stream policy, rollout (default), greedy-continuous, packing or timeshare")
     r.add_argument("--model", default=None, help="model file for the agent policy")
     r.add_argument("--pinrt-env", action="append", default=[], metavar="KEY=VALUE",
                    help="a PINRT_* setting for jobs run with --cosched=pinrt (repeatable)")
@@ -146,6 +151,14 @@ def _run(args: argparse.Namespace) -> int:
         if not sep or not k.startswith("PINRT_") or "\n" in v:
             raise InputError(f"--pinrt-env takes PINRT_NAME=VALUE, not {kv!r}")
         pinrt_env[k] = v
+    if args.mode == "continuous":
+        from service.decide import ONLINE_POLICIES
+
+        if args.service:
+            raise InputError("--mode continuous decides in process (service.decide, the code of POST /decide): "
+                             "leave out --service, or use --mode groups")
+        if args.policy is not None and args.policy not in ONLINE_POLICIES:
+            raise InputError(f"--policy {args.policy!r} does not decide at events: choose {', '.join(ONLINE_POLICIES)}")
     cdir, env, pdir = _controller_paths(args)
     cdir.mkdir(parents=True, exist_ok=True)
     logf = open(cdir / "controller.log", "a", buffering=1)
@@ -162,11 +175,12 @@ def _run(args: argparse.Namespace) -> int:
         from env.sim.nodes import load_node
 
         node = load_node(args.plan_node)  # bad names fail here, before any job is touched
-        plan = planners.in_process(args.plan_node, args.policy, args.model)
+        plan = planners.in_process(args.plan_node, args.policy if args.mode == "groups" else None, args.model)
         plan_node = node
     journal = Journal(cdir / "journal.sqlite")
     ctl = Controller(ControllerConfig(partition=args.partition, placement_dir=pdir, window=args.window, cmax=args.cmax,
-                                      gather_s=args.gather, pinrt_env=pinrt_env, stale_after_s=args.stale_after),
+                                      gather_s=args.gather, pinrt_env=pinrt_env, stale_after_s=args.stale_after,
+                                      mode=args.mode, policy=args.policy if args.mode == "continuous" else None),
                      SlurmCommands(env), plan, journal, plan_node=lambda: plan_node, log=log)
     stopping = {"now": False}
 
@@ -174,8 +188,9 @@ def _run(args: argparse.Namespace) -> int:
         stopping["now"] = True
 
     signal.signal(signal.SIGTERM, _stop)
-    log(f"controller started: partition {args.partition}, W={args.window}, Cmax={args.cmax}, planner "
-        f"{args.service or 'in process for ' + args.plan_node}, journal {cdir / 'journal.sqlite'}")
+    log(f"controller started: partition {args.partition}, mode {args.mode}, W={args.window}, Cmax={args.cmax}, "
+        f"{'planner' if args.mode == 'groups' else 'decisions'} {args.service or 'in process for ' + args.plan_node}, "
+        f"journal {cdir / 'journal.sqlite'}")
     ctl.run(poll_s=args.poll, once=args.once, stop=lambda: stopping["now"])
     log("controller stopped")
     return 0
@@ -208,8 +223,10 @@ def status_document(cdir: Path, placement_dir: Path | None, live: dict[int, str]
                                  "note": r.note})
                 wg.append({"index": g.idx, "node": g.node, "status": g.status, "solo": g.solo,
                            "predicted_makespan_s": g.predicted_s, "jobs": jobs})
-            windows.append({"id": wid, "created": created, "policy": plan.get("policy") if plan else None,
-                            "planned_for": plan["node"]["name"] if plan else None, "groups": wg})
+            node = plan.get("node") if plan else None  # a window's plan names its node kind; a decision, its node
+            windows.append({"id": wid, "created": created, "mode": plan.get("mode", "groups") if plan else "groups",
+                            "policy": plan.get("policy") if plan else None,
+                            "planned_for": node.get("name") if isinstance(node, dict) else node, "groups": wg})
         return {"journal": str(path), "windows": windows}
     finally:
         j.close()

@@ -8,6 +8,10 @@ order, a free node (idle in Slurm, no group of ours on it): journal the node, wr
 the jobs to the node, release them in one request. Every Slurm-side action is idempotent, so a step redone
 after a crash does no harm; the journal (service/slurm/journal.py) is what makes it safe.
 
+In continuous mode (``mode='continuous'``, service/slurm/continuous.py) there are no windows: at every event on
+a node a decision starts held jobs there beside those still running, journaled as a one-group window already
+dispatched to the node, and released by the same path.
+
 Bad input never loses a job: an unreachable planner or slurmctld leaves the jobs held and is retried; a
 cancelled job leaves its group; a plan for CPUs the partition's nodes do not have is replaced by running
 each job alone with the whole node. Each such event is one line in the log.
@@ -27,7 +31,8 @@ from env.node.spec import NodeSpec
 from env.node.resctrl import group_name
 from service.slurm import placement
 from service.slurm.journal import GroupRow, JobRow, Journal, NewJob, SeenJob
-from service.slurm.recovery import AVOID_S, Recovery
+from service.slurm.continuous import Continuous
+from service.slurm.recovery import AVOID_S
 from service.slurm.slurmcmd import JobGone, SlurmAPI, SlurmJob, SlurmNode, SlurmUnavailable
 
 _NAME = re.compile(NAME_PATTERN)
@@ -51,6 +56,10 @@ class ControllerConfig:
     # registers (measured: about 6.5 minutes after the restart).
     stale_after_s: float = 30.0
     pinrt_env: dict[str, str] = field(default_factory=dict)
+    # 'groups': windows planned into groups, each released together on a free node, the next when one frees;
+    # 'continuous': a decision at every event on each node (service/slurm/continuous.py), no barrier.
+    mode: str = "groups"
+    policy: str | None = None  # continuous mode's stream policy (default rollout; packing on a node without a model)
 
 
 @dataclass
@@ -64,7 +73,7 @@ class StepResult:
 
 
 @dataclass
-class Controller(Recovery):
+class Controller(Continuous):
     cfg: ControllerConfig
     slurm: SlurmAPI
     planner: Planner
@@ -85,6 +94,8 @@ class Controller(Recovery):
     _ran: dict[int, dict[str, tuple[int, float]]] = field(default_factory=dict, repr=False)  # id -> node -> (submit, t)
     _pending_since: dict[tuple[int, int], float] = field(default_factory=dict, repr=False)  # released group -> seen pending
     _stuck_on: dict[tuple[int, int], dict[str, float]] = field(default_factory=dict, repr=False)  # group -> node left -> t
+    _planned_ids: set[int] = field(default_factory=set, repr=False)  # jobs of groups waiting for a node, this step
+    _c: dict = field(default_factory=dict, repr=False)  # continuous mode's state (service/slurm/continuous.py)
 
     # ------------------------------------------------------------------ one cycle
 
@@ -108,7 +119,10 @@ class Controller(Recovery):
         self._reconcile(jobs, {n.name: n for n in nodes})
         self._see(jobs)
         self._report_refusals()
-        self._plan_new(jobs, nodes, flush, res)
+        if self.cfg.mode == "continuous":
+            self._decide_nodes(jobs, nodes, res)
+        else:
+            self._plan_new(jobs, nodes, flush, res)
         self._dispatch(jobs, nodes, res)
         res.waiting_groups = len(self.journal.groups(("waiting",)))
         res.active_groups = len(self.journal.groups(("dispatched", "released")))
@@ -119,6 +133,7 @@ class Controller(Recovery):
     def _reconcile(self, jobs: dict[int, SlurmJob], nodes: dict[str, SlurmNode]) -> None:
         active = self.journal.active_jobs()
         self._active = {r.job_id for rows in active.values() for r in rows}
+        self._planned_ids = {r.job_id for rows in active.values() for r in rows if r.status == "planned"}
         done: list[tuple[int, int, str | None]] = []
         again: list[tuple[int, int, str | None]] = []
         pdir = self.cfg.placement_dir
@@ -275,7 +290,8 @@ class Controller(Recovery):
         avoid = self._avoided(jobs) if self._ran else {}
         for key, left in self._stuck_on.items():  # a node a group could not start on, kept off for AVOID_S
             avoid.setdefault(key, set()).update(n for n, t in left.items() if self.clock() - t < AVOID_S)
-        for g in self.journal.groups(("waiting",)):
+        # (In continuous mode a group back to waiting is decided again, node and all: _decide_nodes.)
+        for g in self.journal.groups(("waiting",)) if self.cfg.mode == "groups" else []:
             if not free:
                 break
             node = next((n for n in free if n.name not in avoid.get((g.window_id, g.idx), ())), None)
@@ -331,14 +347,14 @@ class Controller(Recovery):
                     self.release_delays.append(now - r.eligible)
         res.released += to_release
         if to_release:
-            self.log(f"window {g.window_id}, group {g.idx}: released {len(to_release)} job(s) "
-                     f"{','.join(map(str, to_release))} together on {node.name}")
+            what = f"decision {g.window_id}" if self.cfg.mode == "continuous" else f"window {g.window_id}, group {g.idx}"
+            self.log(f"{what}: released {len(to_release)} job(s) {','.join(map(str, to_release))} together on {node.name}")
         return g
 
     # ------------------------------------------------------------------ loop
 
     def pending_work(self) -> bool:
-        return bool(self.journal.groups(("waiting", "dispatched")))
+        return bool(self.journal.groups(("waiting", "dispatched"))) or bool(self._c.get("queued"))
 
     def run(self, poll_s: float = 1.0, once: bool = False, stop: Callable[[], bool] = lambda: False) -> None:
         """Cycle every ``poll_s``; with ``once``, plan what is held now and return when it has all been released."""

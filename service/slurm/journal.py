@@ -151,6 +151,23 @@ class Journal:
                                     [(j.job_id, int(j.eligible)) for j in jobs])
         return ids
 
+    def add_decision(self, node: str, doc_json: str, solo: bool, predicted_s: float | None, jobs: list[NewJob]) -> int:
+        """A continuous decision for ``node``, in one transaction: a window of one group, already dispatched to the
+        node, with the jobs it starts (a job of a group that waited for a node again moves here)."""
+        now = time.time()
+        with self._tx():
+            cur = self.db.execute("INSERT INTO windows (created, plan) VALUES (?, ?)", (now, doc_json))
+            wid = int(cur.lastrowid or 0)
+            self.db.execute("INSERT INTO groups VALUES (?, 0, ?, 'dispatched', ?, ?, ?)",
+                            (wid, node, int(solo), predicted_s, now))
+            self.db.executemany(
+                "INSERT OR REPLACE INTO jobs VALUES (?, ?, 0, ?, ?, ?, 'dispatched', ?, NULL, ?)",
+                [(j.job_id, wid, j.profile, ",".join(j.options), json.dumps(j.placement) if j.placement is not None
+                  else None, j.eligible, now) for j in jobs])
+            self.db.executemany("UPDATE seen SET fate='planned' WHERE job_id=? AND submit=?",
+                                [(j.job_id, int(j.eligible)) for j in jobs])
+        return wid
+
     def add_seen(self, jobs: list[SeenJob]) -> None:
         """Jobs seen held for the first time, in one transaction."""
         if not jobs:

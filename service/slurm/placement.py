@@ -52,6 +52,18 @@ def placement_lines(job: PlanJob, node: NodeSpec | None, *, pinrt: bool, resctrl
     return lines
 
 
+def decided_lines(alloc: object, node: NodeSpec | None, *, pinrt: bool, resctrl_group: str | None = None,
+                  pinrt_env: dict[str, str] | None = None) -> list[str]:
+    """The file's lines for a job a continuous decision starts (``service.decide.DecideAllocation``: cpus, memory,
+    numa_nodes, l3, mem_bw_percent), through the same code as a planned job's."""
+    from types import SimpleNamespace
+
+    a = alloc
+    job = SimpleNamespace(cpus=list(a.cpus), memory=a.memory, numa_nodes=list(a.numa_nodes or []),  # type: ignore[attr-defined]
+                          l3=dict(a.l3 or {}), mem_bw_hw=None, mem_bw_percent=dict(a.mem_bw_percent or {}))  # type: ignore[attr-defined]
+    return placement_lines(job, node, pinrt=pinrt, resctrl_group=resctrl_group, pinrt_env=pinrt_env)  # type: ignore[arg-type]
+
+
 def whole_node_lines(cpus: list[int], *, pinrt: bool) -> list[str]:
     """A job that runs alone (no profile, or a plan that did not fit Slurm's node): every CPU, default memory."""
     return [f"version={VERSION}", f"cpus={format_cpulist(cpus)}", "mempolicy=default", "pinrt=" + ("1" if pinrt else "0")]

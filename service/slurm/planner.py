@@ -7,6 +7,7 @@ import os
 
 from env.errors import InputError
 from env.plan.models import Plan, Window
+from env.plan.stream_plan import GroupsPlan, ScheduleRequest
 from service.slurm.controller import Planner, PlannerUnavailable
 
 
@@ -33,7 +34,9 @@ def over_http(url: str, timeout_s: float = 30.0) -> Planner:
 
     def plan(window: Window) -> Plan:
         try:
-            r = httpx.post(f"{base}/schedule", content=window.model_dump_json(exclude_none=True), headers={
+            # Groups asked for by name: the service's default is the mode its node model predicts better.
+            body = ScheduleRequest(**window.model_dump(exclude_none=True), mode="groups")
+            r = httpx.post(f"{base}/schedule", content=body.model_dump_json(exclude_none=True), headers={
                 **headers, "Content-Type": "application/json"}, timeout=timeout_s)
         except httpx.HTTPError as exc:
             raise PlannerUnavailable(f"{base}/schedule: {type(exc).__name__}: {exc}") from None
@@ -42,6 +45,7 @@ def over_http(url: str, timeout_s: float = 30.0) -> Planner:
         if r.status_code != 200:
             detail = r.text[:300].replace("\n", " ")
             raise InputError(f"{base}/schedule refused the window ({r.status_code}): {detail}")
-        return Plan.model_validate_json(r.content)
+        plan = GroupsPlan.model_validate_json(r.content)  # a Plan that says its mode and why: the plan is kept
+        return Plan.model_validate(plan.model_dump(exclude=set(GroupsPlan.model_fields) - set(Plan.model_fields)))
 
     return plan

@@ -1,0 +1,157 @@
+"""Continuous release (cosched slurm run --mode continuous) against the simulated Slurm (service/slurm/simcluster.py)
+with the SPANK plugin's records played by test_slurm_once_sim.Plugin: each job's end frees its CPUs for the next
+decision on that node, no group waits for another, every job is released once, crashes included."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_slurm_once_sim import NODE, HoldingSim, Plugin, held_again
+
+from env.node.cpulist import parse_cpulist
+from env.sim.nodes import load_node
+from service.slurm import placement
+from service.slurm.continuous import expand_nodes
+from service.slurm.controller import Controller, ControllerConfig
+from service.slurm.journal import Journal
+from service.slurm.planner import in_process
+from service.slurm.simcluster import SimCluster
+
+
+def make(tmp_path: Path, sim: SimCluster, log: list[str], cmax: int = 2, policy: str | None = "greedy-continuous",
+         journal: Journal | None = None) -> Controller:
+    return Controller(ControllerConfig(partition="cosched", placement_dir=tmp_path / "placements", window=8, cmax=cmax,
+                                       gather_s=0.0, stale_after_s=30.0, mode="continuous", policy=policy),
+                      sim, in_process(NODE, "greedy", None), journal or Journal(tmp_path / "journal.sqlite"),
+                      plan_node=lambda: load_node(NODE), log=log.append, clock=sim.clock)
+
+
+class Watch:
+    """Runs the controller and the simulated cluster, and watches what runs at once on each node."""
+
+    def __init__(self, sim: SimCluster, plugin: Plugin, pdir: Path) -> None:
+        self.sim, self.plugin, self.pdir = sim, plugin, pdir
+        self.most: dict[str, int] = {}
+        self.overlap: list[tuple[int, int]] = []
+        self.start_t: dict[int, float] = {}
+        self.end_t: dict[int, float] = {}
+        self.cpus: dict[int, set[int]] = {}
+
+    def run(self, ctl: Controller, seconds: float, dt: float = 0.5) -> None:
+        for _ in range(int(seconds / dt)):
+            ctl.step()
+            self.plugin.advance(dt)
+            running: dict[str, list[int]] = {}
+            for i, j in self.sim._jobs.items():
+                if j.job.state == "RUNNING":
+                    running.setdefault(j.node or "?", []).append(i)
+                    self.start_t.setdefault(i, self.sim.now)
+                elif j.job.state == "COMPLETED":
+                    self.end_t.setdefault(i, self.sim.now)
+            for node, ids in running.items():
+                self.most[node] = max(self.most.get(node, 0), len(ids))
+                for i in ids:
+                    if i not in self.cpus and placement.path_for(self.pdir, i).exists():
+                        self.cpus[i] = set(parse_cpulist(placement.read(placement.path_for(self.pdir, i))["cpus"]))
+                cpus = {i: self.cpus[i] for i in ids if i in self.cpus}
+                self.overlap += [(a, b) for a in cpus for b in cpus if a < b and cpus[a] & cpus[b]]
+
+
+def test_a_job_starts_when_another_ends_without_waiting_for_its_group(tmp_path: Path) -> None:
+    sim = SimCluster(n_nodes=1, cpus=24)
+    long_ = sim.submit("MG", runtime_s=20.0)
+    short = [sim.submit(n, runtime_s=2.0) for n in ("EP", "CG", "FT")]
+    pdir = tmp_path / "placements"
+    plugin, log = Plugin(sim, pdir), []
+    ctl = make(tmp_path, sim, log)
+    w = Watch(sim, plugin, pdir)
+    w.run(ctl, 40.0)
+    ids = [long_, *short]
+    assert all(plugin.runs.get(i) == 1 for i in ids) and all(sim.started(i) == 1 for i in ids), plugin.runs
+    assert w.most["n1"] == 2 and not w.overlap  # Cmax, and no CPU given twice at once
+    # no barrier: the short jobs ran one after another beside the long one, all before it ended
+    assert all(w.end_t[i] < w.end_t[long_] for i in short), (w.start_t, w.end_t)
+    assert any("after" in ln and "ended" in ln for ln in log), log
+
+
+def test_jobs_spread_over_nodes_and_a_job_without_a_profile_runs_alone(tmp_path: Path) -> None:
+    sim = SimCluster(n_nodes=2, cpus=24)
+    ids = [sim.submit(n, runtime_s=3.0) for n in ("MG", "EP", "CG")]
+    alone = sim.submit("no-such-program", runtime_s=3.0)
+    pdir = tmp_path / "placements"
+    plugin, log = Plugin(sim, pdir), []
+    ctl = make(tmp_path, sim, log)
+    w = Watch(sim, plugin, pdir)
+    w.run(ctl, 30.0)
+    assert all(plugin.runs.get(i) == 1 for i in [*ids, alone]), plugin.runs
+    assert not w.overlap
+    line = next(ln for ln in log if f"start {alone} (no-such-program)" in ln)
+    assert "alone with the whole node" in line
+    assert w.cpus[alone] == set(range(24))
+    started_alone = w.start_t[alone]
+    node = sim._jobs[alone].node
+    others = [i for i in ids if sim._jobs[i].node == node]
+    assert all(w.end_t[i] <= started_alone or w.start_t[i] >= w.end_t[alone] for i in others)
+
+
+@pytest.mark.parametrize("cut", range(1, 7))
+def test_a_controller_killed_anywhere_and_restarted_starts_each_job_once(tmp_path: Path, cut: int) -> None:
+    sim = SimCluster(n_nodes=2, cpus=24)
+    ids = [sim.submit(n, runtime_s=r) for n, r in (("MG", 3.0), ("EP", 1.0), ("CG", 2.0), ("FT", 1.0), ("IS", 2.0))]
+    pdir = tmp_path / "placements"
+    plugin, log = Plugin(sim, pdir), []
+    w = Watch(sim, plugin, pdir)
+    w.run(make(tmp_path, sim, log), cut * 0.5)  # the first life, cut after a few cycles (the journal is all that stays)
+    w.run(make(tmp_path, sim, log, journal=Journal(tmp_path / "journal.sqlite")), 30.0)
+    assert all(plugin.runs.get(i) == 1 for i in ids) and all(sim.started(i) == 1 for i in ids), (plugin.runs, sim.calls)
+    assert not w.overlap and max(w.most.values()) <= 2
+
+
+def test_a_decided_job_held_again_before_it_started_is_decided_again_and_one_that_started_is_not(tmp_path: Path) -> None:
+    sim = HoldingSim(n_nodes=1, cpus=24)
+    a, b = sim.submit("MG", runtime_s=5.0), sim.submit("EP", runtime_s=5.0)
+    pdir = tmp_path / "placements"
+    plugin, log = Plugin(sim, pdir), []
+    ctl = make(tmp_path, sim, log)
+    ctl.step()
+    plugin.advance(0.5)  # both released and started
+    c = sim.submit("CG", runtime_s=1.0)
+    held_again(sim, a)  # slurmctld restarted from state saved before a's release: held, never released again
+    w = Watch(sim, plugin, pdir)
+    w.run(ctl, 20.0)
+    assert plugin.runs == {a: 1, b: 1, c: 1} and sim.started(a) == 1
+    assert sim._jobs[a].job.held and any(f"job {a} started" in ln for ln in log)
+
+
+def test_an_unknown_policy_decides_nothing_and_says_why(tmp_path: Path) -> None:
+    sim = SimCluster(n_nodes=1, cpus=24)
+    ids = [sim.submit(n, runtime_s=1.0) for n in ("MG", "EP", "CG")]
+    pdir = tmp_path / "placements"
+    plugin, log = Plugin(sim, pdir), []
+    Watch(sim, plugin, pdir).run(make(tmp_path, sim, log, policy="no-such-policy"), 2.0)
+    assert not any(plugin.runs.get(i) for i in ids)
+    assert sum("no decision" in ln and "no-such-policy" in ln for ln in log) == 1, log
+
+
+def test_on_a_real_node_without_a_node_model_it_decides_with_packing_and_says_so(tmp_path: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COSCHED_HOME", str(tmp_path / "home"))  # no calibrated node model: rollout cannot decide
+    local = load_node("local")
+    sim = SimCluster(n_nodes=1, cpus=len(local.cpus))
+    ids = [sim.submit("nap", runtime_s=1.0) for _ in range(3)]
+    pdir = tmp_path / "placements"
+    plugin, log = Plugin(sim, pdir), []
+    ctl = Controller(ControllerConfig(partition="cosched", placement_dir=pdir, cmax=4, mode="continuous"), sim,
+                     in_process("local", None, None), Journal(tmp_path / "journal.sqlite"), plan_node=lambda: local,
+                     log=log.append, clock=sim.clock)
+    w = Watch(sim, plugin, pdir)
+    w.run(ctl, 10.0)
+    assert all(plugin.runs.get(i) == 1 for i in ids) and not w.overlap
+    assert w.most["n1"] == min(4, len(local.cpus))
+    assert sum("deciding with packing" in ln for ln in log) == 1, log
+
+
+def test_node_lists_expand() -> None:
+    assert expand_nodes("n[1-3,5],m2") == ["n1", "n2", "n3", "n5", "m2"]
+    assert expand_nodes("n07") == ["n07"] and expand_nodes("c[08-10]") == ["c08", "c09", "c10"]
