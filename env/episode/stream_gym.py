@@ -32,7 +32,8 @@ Contract (read it like gymnasium's ``cartpole.py``):
   (N_OPTIONS x ``OPTION_NAMES``: each option's size over the node, the free CPUs and packing's slot, its domains,
   its memory policy) and ``pairs`` (window x N_OPTIONS x ``PAIR_NAMES``: the queued job on that option by the node
   model: its time alone there over its solo time, its CPU-seconds over packing's slot's, its speed in the running
-  mix and the slowdown it brings on the running jobs).
+  mix, the slowdown it brings on the running jobs, the work rate it adds (greedy-continuous's score), the CPU-seconds
+  it costs against packing's slot (rollout's second ranker), and each score's distance to the state's best).
 * **Reward**: minus the metric's growth between two states, over ``info["metric_scale"]``: the metric is the
   makespan (saturated streams) or the sum of the jobs' turnarounds (a stream with arrivals), so the return times
   ``metric_scale`` is exactly minus the metric; ``metric_scale`` is Σ solo / Cmax (makespan) or Σ solo
@@ -70,7 +71,8 @@ TOKEN_NAMES = ("log_solo", "queued", "running", "position", "waited", "slot_scal
 CONTEXT_NAMES = tuple(f"free_domain{i}" for i in range(MAX_DOMAINS)) + (
     "free", "places", "cmax", "running", "queue", "pending", "turnaround", "done", "numa_domains")
 OPTION_NAMES = ("size_node", "size_free", "size_slot", "domains", "interleave", "distributed", "all_free")
-PAIR_NAMES = ("alone_over_solo", "cpu_s_over_slot", "speed_in_mix", "inflicted")
+PAIR_NAMES = ("alone_over_solo", "cpu_s_over_slot", "speed_in_mix", "inflicted", "rate_gain", "regret", "rate_gap",
+              "regret_gap")
 TIME_S = 600.0  # the time unit of the features (log1p(t / TIME_S))
 CLIP = 10.0
 
@@ -244,6 +246,8 @@ def observe(feats: StreamFeatures, sim: StreamNode, queue: Sequence[StreamJob], 
     mask = np.zeros(len(slots) * N_OPTIONS + 1, np.bool_)
     running_sims = [r.sim for _, r in run]
     speeds = [_solo_of(r, feats) * rates[k] for k, r in run]
+    t_before = [1.0 / rates[k] for k, _ in run]
+    weight = [len(r.alloc.cpus) * r.left for _, r in run]
     seen: set[str] = set()
     for i, j in enumerate(slots):
         if j.name in seen:
@@ -256,10 +260,17 @@ def observe(feats: StreamFeatures, sim: StreamNode, queue: Sequence[StreamJob], 
             mask[i * N_OPTIONS + k] = True
             alone = feats.alone_s(j, a)
             times = solve(g, running_sims + [feats.sim_job(j, a)])
-            after = [_solo_of(r, feats) / (t * r.factor) for (_, r), t in zip(run, times)]
-            inflicted = sum(s0 - s1 for s0, s1 in zip(speeds, after))
-            pairs[i, k] = (math.log(alone / j.solo_s), math.log(len(a.cpus) * alone / ref), alone / times[-1],
-                           inflicted)
+            t_after = [t * r.factor for (_, r), t in zip(run, times)]
+            inflicted = sum(s0 - _solo_of(r, feats) / t for s0, (_, r), t in zip(speeds, run, t_after))
+            # greedy-continuous's score (the work rate it adds) and rollout's CPU-seconds ranker (env.planners.continuous)
+            regret = (len(a.cpus) * times[-1] + sum(w * (t1 - t0) for w, t0, t1 in zip(weight, t_before, t_after))
+                      - ref) / ref
+            pairs[i, k, :6] = (math.log(alone / j.solo_s), math.log(len(a.cpus) * alone / ref), alone / times[-1],
+                               inflicted, j.solo_s / times[-1] - inflicted, regret)
+    if mask[:-1].any():  # each candidate's distance to the best by either score (0: the best)
+        valid = mask[:-1].reshape(len(slots), N_OPTIONS)
+        pairs[..., 6] = np.where(valid, pairs[..., 4] - pairs[..., 4][valid].max(), 0.0)
+        pairs[..., 7] = np.where(valid, pairs[..., 5][valid].min() - pairs[..., 5], 0.0)
     mask[-1] = bool(run)
     return StreamObs(np.clip(tokens, -CLIP, CLIP), len(slots), np.clip(ctx, -CLIP, CLIP), np.clip(opts, -CLIP, CLIP),
                      np.clip(pairs, -CLIP, CLIP), mask, allocs, slots)

@@ -25,7 +25,7 @@ from training.stream.streams import saturated, with_arrivals
 
 NODE = load_node("sim:reference")
 TINY = dict(total_steps=40, windows=(4, 8), jobs=(5, 7), cmaxes=(2, 4), synthetic=4, teacher_streams=2,
-            teacher_workers=0, bc_updates=4, batch_size=8, learning_starts=10, update_every=4, eval_every=40,
+            teacher_workers=0, bc_updates=4, dagger_rounds=1, dagger_streams=1, dagger_updates=2, batch_size=8, learning_starts=10, update_every=4, eval_every=40,
             eval_seeds=(200,), eval_cmaxes=(3,), eval_load=0.0, eval_jobs=6, d_model=8, heads=2, d_ff=8,
             d_head_hidden=8)
 

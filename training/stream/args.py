@@ -13,7 +13,7 @@ class Args:
 
     node: str = "sim:reference"  # sim:NAME or sim:FILE (a node-model file)
     seed: int = 1  # the networks', the streams' and the replay samples' seed
-    total_steps: int = 8_000  # env steps of SAC after the warm start (one step: one start or "nothing")
+    total_steps: int = 2_000  # env steps of SAC after the warm start (one step: one start or "nothing")
     windows: tuple[int, ...] = (4, 8, 16, 32)  # W of the training episodes: uniform among these
     jobs: tuple[int, int] = (24, 48)  # jobs per training stream: uniform in [lo, hi]
     cmaxes: tuple[int, ...] = (1, 2, 3, 4)
@@ -23,10 +23,14 @@ class Args:
     # the warm start: ``teacher_streams`` training streams decided by rollout (W ``teacher_window``) in
     # ``teacher_workers`` processes; their transitions join the replay buffer and a demonstration buffer that the
     # actor imitates for ``bc_updates`` updates, then with weight ``bc_coef`` beside SAC's actor loss. 0: SAC alone
-    teacher_streams: int = 48
+    teacher_streams: int = 64
     teacher_window: int = 8
     teacher_workers: int = 2
-    bc_updates: int = 1_500
+    bc_updates: int = 2_000
+    dagger_rounds: int = 2  # then: the actor decides, rollout labels the states it visits (DAgger)
+    dagger_streams: int = 32
+    dagger_updates: int = 1_000
+    lr_warm: float = 1e-3  # the actor's learning rate while it imitates
     bc_coef: float = 1.0
     reward_scale: float = 10.0  # the return is -reward_scale x metric / metric_scale (env.episode.stream_gym)
     gamma: float = 0.995
@@ -45,7 +49,7 @@ class Args:
     layers: int = 2
     d_ff: int = 64
     d_head_hidden: int = 64
-    eval_every: int = 2_000  # validate (greedy actor vs greedy-continuous on the validation streams) every this many steps
+    eval_every: int = 1_000  # validate (greedy actor vs greedy-continuous on the validation streams) every this many steps
     eval_seeds: tuple[int, ...] = (200, 201)  # validation streams (never 101-108: those are held out)
     eval_cmaxes: tuple[int, ...] = (2, 3, 4)
     eval_load: float = 0.8  # and each with arrivals at this load (0: saturated only)
@@ -63,8 +67,9 @@ class Args:
             raise ValueError("--eval-seeds: 101-108 are the held-out streams of the ablation; choose others (200+)")
         if not 0.0 <= self.arrival_share <= 1.0 or not 0.0 < self.loads[0] <= self.loads[1]:
             raise ValueError(f"--arrival-share {self.arrival_share} in [0, 1] and --loads {self.loads} > 0, lo <= hi")
-        if self.teacher_workers < 0 or self.teacher_streams < 0 or self.bc_updates < 0:
-            raise ValueError("--teacher-streams, --teacher-workers and --bc-updates must be >= 0")
+        if min(self.teacher_workers, self.teacher_streams, self.bc_updates, self.dagger_rounds, self.dagger_streams,
+               self.dagger_updates) < 0:
+            raise ValueError("--teacher-streams, --teacher-workers, --bc-updates and the --dagger-* settings must be >= 0")
 
     @property
     def max_window(self) -> int:

@@ -8,7 +8,9 @@ from rollout's decisions. One command:
   Cmax in ``cmaxes``, W in ``windows``, half of them with Poisson arrivals.
 * Warm start (``teacher_streams`` > 0): streams decided by ``rollout`` through the env (``training.stream.teacher``),
   made in ``teacher_workers`` processes; their transitions fill the replay buffer and a demonstration buffer; the
-  actor imitates them (cross-entropy) for ``bc_updates`` updates while the critics learn their value.
+  actor imitates them (cross-entropy) for ``bc_updates`` updates while the critics learn their value. Then
+  ``dagger_rounds`` rounds of DAgger: the greedy actor decides ``dagger_streams`` new streams, rollout labels every
+  state it visits, the labels join the demonstrations and the actor imitates them ``dagger_updates`` more updates.
 * SAC (``total_steps`` env steps): the actor samples from its masked softmax (``agent.policy``); the losses are
   ``training.set_sac.sac_losses`` (one place decides the masked softmax: ``agent.sac.masked_policy``), plus
   ``bc_coef`` x the imitation loss; twin critics, soft target updates, automatic α.
@@ -97,6 +99,8 @@ class Learner:
             _, lp = masked_policy(self.actor(*d["s"]), d["mask"])
             bc = -lp.gather(1, d["action"][:, None]).mean()
         actor_loss = bc if warm else loss["actor_loss"] + a.bc_coef * bc
+        for g in self.actor_opt.param_groups:
+            g["lr"] = a.lr_warm if warm else a.lr_actor
         steps = [(self.critic_opt, loss["critic_loss"]), (self.actor_opt, actor_loss)]
         if not warm:
             steps.append((self.alpha_opt, loss["alpha_loss"]))
@@ -117,23 +121,33 @@ class Learner:
 _TEACH: dict[str, Any] = {}
 
 
-def _teach_one(job: tuple[dict, int]) -> tuple[list[tuple], dict[str, int]]:
-    """Teacher stream k of a run (in a worker process): its transitions, compact, and rollout's counts."""
+def _teach_one(job: tuple[dict, int, Any]) -> tuple[list[tuple], list[tuple], dict[str, int]]:
+    """Teacher stream k of a run (in a worker process): its transitions and rollout's labels, compact, and counts.
+    ``guide``: None (rollout decides) or (shape, actor parameters) (the greedy actor decides, rollout labels)."""
     from env.sim.nodes import load_node
     from training.stream.replay import compact, padded_action, padded_mask
     from training.stream.teacher import teach
 
-    raw, k = job
+    raw, k, guide = job
     args = Args(**{**raw, **{f: tuple(raw[f]) for f in ("windows", "jobs", "cmaxes", "loads", "eval_seeds", "eval_cmaxes")}})
     if _TEACH.get("key") != raw:
         node = load_node(args.node)
         _TEACH.update(key=raw, env=CoScheduleStreamEnv(node, window=args.max_window), src=_source(args, node))
     jobs, cmax = _TEACH["src"].draw(TEACHER_EPISODES + k)
-    trs, counts = teach(_TEACH["env"], jobs, cmax, args.teacher_window)
+    actor = None
+    if guide is not None:
+        shape, params = guide
+
+        def actor(o: Any) -> int:
+            x = stream_logits(shape, params, o.tokens, o.n_queue, o.context, o.options, o.pairs)
+            return int(np.argmax(np.where(o.mask, x, -np.inf)))
+    trs, labels, counts = teach(_TEACH["env"], jobs, cmax, args.teacher_window, actor)
     W = args.max_window
     out = [(compact(o), padded_mask(o, W), padded_action(o, a, W), r * args.reward_scale,
             compact(o2) if o2 is not None else compact(o), padded_mask(o2, W), float(d)) for o, a, r, o2, d in trs]
-    return out, counts
+    demo = [(compact(o), padded_mask(o, W), padded_action(o, a, W), 0.0, compact(o), padded_mask(None, W), 1.0)
+            for o, a in labels]
+    return out, demo, counts
 
 
 def _source(args: Args, node: Any) -> TrainingStreams:
@@ -141,9 +155,10 @@ def _source(args: Args, node: Any) -> TrainingStreams:
                            args.arrival_share, args.loads)
 
 
-def teach_all(args: Args, progress: bool) -> tuple[list[tuple], dict[str, int]]:
+def teach_all(args: Args, guide: Any, first: int, n: int) -> tuple[list[tuple], list[tuple], dict[str, int]]:
+    """Teacher streams first..first + n - 1 (``_teach_one``), in ``teacher_workers`` processes."""
     raw = dataclasses.asdict(args)
-    jobs = [(raw, k) for k in range(args.teacher_streams)]
+    jobs = [(raw, k, guide) for k in range(first, first + n)]
     if args.teacher_workers > 1:
         import multiprocessing as mp
 
@@ -151,9 +166,8 @@ def teach_all(args: Args, progress: bool) -> tuple[list[tuple], dict[str, int]]:
             results = pool.map(_teach_one, jobs, chunksize=1)
     else:
         results = [_teach_one(j) for j in jobs]
-    trs = [t for r, _ in results for t in r]
-    counts = {k: sum(c[k] for _, c in results) for k in ("starts", "unmatched")}
-    return trs, counts
+    counts = {k: sum(c[k] for _, _, c in results) for k in ("starts", "unmatched")}
+    return [t for r, _, _ in results for t in r], [t for _, d, _ in results for t in d], counts
 
 
 # ------------------------------------------------------------------------------------------ validation
@@ -222,18 +236,21 @@ def main(args: Args, run_dir: Path, out: Path | None = None, progress: bool = Tr
 
     validate(0)
     if args.teacher_streams:
-        trs, counts = teach_all(args, progress)
-        for tr in trs:
-            rb.items.append(tr)
-            demos.items.append(tr)
-        say(f"rollout decided {args.teacher_streams} streams: {len(trs)} transitions, {counts['unmatched']} of "
-            f"{counts['starts']} starts not in the option menu")
-        last: dict[str, float] = {}
-        for u in range(args.bc_updates):
-            last = sac.update(rb, demos, rng, warm=True)
-            if progress and (u + 1) % 500 == 0:
-                say(f"warm start {u + 1}/{args.bc_updates}: imitation {last['bc']:.3f}, critic {last['critic_loss']:.3f}")
-        validate(0)
+        rounds = [(None, 0, args.teacher_streams, args.bc_updates)] + [
+            ("actor", args.teacher_streams + r * args.dagger_streams, args.dagger_streams, args.dagger_updates)
+            for r in range(args.dagger_rounds)]
+        for i, (guide, first, n, updates) in enumerate(rounds):
+            trs, labels, counts = teach_all(args, guide and (shape, sac.actor.export()), first, n)
+            rb.items.extend(trs)
+            demos.items.extend(labels)
+            say(("rollout decided" if guide is None else f"DAgger round {i}: the actor decided, rollout labelled")
+                + f" {n} streams: {len(labels)} states, {counts['unmatched']} of {counts['starts']} rollout starts not "
+                "in the option menu")
+            for u in range(updates):
+                last = sac.update(rb, demos, rng, warm=True)
+                if progress and (u + 1) % 500 == 0:
+                    say(f"imitation {u + 1}/{updates}: cross-entropy {last['bc']:.3f}, critic {last['critic_loss']:.3f}")
+            validate(0)
     step, episode, last = 0, 0, {}
     recent: list[float] = []
     next_eval = args.eval_every

@@ -1,4 +1,5 @@
-"""Rollout's decisions as actions of ``CoScheduleStream-v0``: the demonstrations of the behaviour-cloning warm start.
+"""Rollout's decisions as actions of ``CoScheduleStream-v0``: the demonstrations of the behaviour-cloning warm start
+and of its DAgger rounds (rollout labels the states the actor visits).
 
 ``teach(env, jobs, cmax, window)`` plays one stream through the env with ``rollout`` (``env.planners.continuous``)
 deciding: at every state where a start is possible, rollout's decision at this event (asked once per event) is
@@ -11,7 +12,7 @@ replay stores them) and the counts. Deterministic: the same stream gives the sam
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from env.episode.stream import StreamView
 from env.episode.stream_gym import N_OPTIONS, CoScheduleStreamEnv
@@ -34,32 +35,37 @@ def _action(obs: Any, job_name: str, alloc: Any) -> tuple[int, bool]:
     return best[1], exact
 
 
-def teach(env: CoScheduleStreamEnv, jobs: list, cmax: int, window: int) -> tuple[list[tuple], dict[str, int]]:
-    """One stream decided by rollout through ``env``: [(state, action (the state's own index), reward, next state,
-    done)], and {starts, unmatched}."""
+def teach(env: CoScheduleStreamEnv, jobs: list, cmax: int, window: int, actor: Callable[[Any], int] | None = None
+          ) -> tuple[list[tuple], list[tuple], dict[str, int]]:
+    """One stream through ``env``: [(state, action (the state's own index), reward, next state, done)], the
+    demonstrations [(state, rollout's action there)] and {starts, unmatched}. Without ``actor`` rollout decides
+    (asked once per event, its starts taken one by one, then "nothing"); with ``actor`` (state -> action) the actor
+    decides and rollout labels every state it visits (DAgger: rollout's decision from that state, its first start or
+    "nothing")."""
     teacher = Rollout(window)
     env.reset(options={"jobs": jobs, "max_concurrency": cmax, "window": window})
     teacher.reset(env.node, env.pending + env.queue, cmax)
     decide = getattr(teacher, "search", teacher.decide)  # the searched decision itself, without a guard
-    out, counts, todo, at = [], {"starts": 0, "unmatched": 0}, [], None
+    out, labels, counts, todo, at = [], [], {"starts": 0, "unmatched": 0}, [], None
     while True:
         obs = env.state()
-        if at != (env.sim.now, len(env.sim.ended)):  # a new event: rollout decides it
+        if actor is not None or at != (env.sim.now, len(env.sim.ended)):  # rollout decides from this state
             at = (env.sim.now, len(env.sim.ended))
             d = decide(StreamView(env.sim.fork(), list(env.queue), cmax, len(env.pending)))
             by_id = {j.id: j for j in env.queue}
             todo = [(by_id[jid].name, alloc) for jid, alloc in d.starts]
         if todo:
             name, alloc = todo.pop(0)
-            a, exact = _action(obs, name, alloc)
+            label, exact = _action(obs, name, alloc)
             counts["starts"] += 1
             counts["unmatched"] += not exact
         else:
-            a = len(obs.slots) * N_OPTIONS
+            label = len(obs.slots) * N_OPTIONS
+        labels.append((obs, label))
+        a = label if actor is None else actor(obs)
         _, r, done, _, _ = env.step(env.to_env_action(a))
         out.append((obs, a, r, None if done else env.state(), done))
         if done:
-            return out, counts
-
+            return out, labels, counts
 
 __all__ = ["teach"]
