@@ -58,7 +58,7 @@ def main() -> int:
     print(f"\n{args.node} (simulated), held-out seeds {args.seeds}: median [min, max] over the seeds")
     lines = table(doc)
     print("\n".join(lines))
-    print("decision latency, median (p90) ms per event, one core, measured: " + ", ".join(
+    print("decision latency, median (p90) ms per event where a start is possible, one core, measured: " + ", ".join(
         f"{k} {v:.1f} ({doc['latency_p90_ms'][k]:.1f})" for k, v in doc["latency_ms"].items()))
     print(f"agent-search fell back to packing's decision at {doc['fallbacks']} events")
     if args.json:

@@ -6,7 +6,8 @@ Streams (``training.stream.streams.eval_streams``): 48 jobs of the node's 19 pro
 seeds 101-108 by default (never used to choose anything), saturated at each Cmax and with Poisson arrivals at each
 load x packing's capacity (as ``bench/stream_arrivals.py``). The figure of a stream: its throughput (saturated) or
 its mean turnaround (arrivals); ratios are written so that above 1 is better (throughput / the other's; the other's
-turnaround / this one's). ``bench/stream_ablation.py`` is its command line.
+turnaround / this one's). Latency: the time of each decide() at events where a start is possible, on this machine
+(one process, one thread). ``bench/stream_ablation.py`` is its command line.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 from typing import Any, Callable, Sequence
 
 from env.episode.stream import run_stream
+from env.episode.stream_gym import needs_choice
 from env.planners.continuous import Rollout
 from env.planners.streams import GreedyContinuous, Packing
 from training.stream.modelfile import load_stream_model
@@ -24,7 +26,8 @@ from training.stream.streams import eval_streams
 
 
 class Timed:
-    """A stream policy whose decide() times are kept (seconds, one per event)."""
+    """A stream policy whose decide() times are kept (seconds, one per event where a start is possible: the others
+    need no decision)."""
 
     def __init__(self, policy: Any) -> None:
         self.policy, self.name, self.times = policy, policy.name, []
@@ -33,9 +36,11 @@ class Timed:
         self.policy.reset(*a)
 
     def decide(self, view: Any) -> Any:
+        choice = needs_choice(view.sim, view.queue, view.max_concurrency)
         t = time.perf_counter()
         d = self.policy.decide(view)
-        self.times.append(time.perf_counter() - t)
+        if choice:
+            self.times.append(time.perf_counter() - t)
         return d
 
 
