@@ -84,6 +84,9 @@ def test_docs_and_openapi(server: Server) -> None:
     assert set(paths["/profiles/{name}"]) == {"get", "put", "delete"}
     body = paths["/schedule"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert body["$ref"].endswith("/Window")
+    window = spec.json()["components"]["schemas"]["Window"]
+    assert set(window["properties"]["mode"]["anyOf"][0]["enum"]) == {"groups", "continuous"}  # the body may say it
+    assert "/decide" in paths
     docs = server.client.get("/docs")
     assert docs.status_code == 200 and "swagger" in docs.text.lower()
 

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from env.plan.models import Window
+from env.plan.stream_plan import ScheduleRequest
 
 router = APIRouter()
 
@@ -25,12 +25,13 @@ async def docs() -> Response:
 
 
 def openapi_document(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's OpenAPI document, with the ``Window`` schema POST /schedule's body refers to (the route reads the
-    raw body itself, so FastAPI does not find the model in its signature)."""
+    """FastAPI's OpenAPI document, with the ``Window`` schema POST /schedule's body refers to: the window with its
+    optional ``mode`` (``ScheduleRequest``; the route reads the raw body itself, so FastAPI does not find the model in
+    its signature)."""
     if app.openapi_schema is None:
         doc = app.openapi()
         schemas = doc.setdefault("components", {}).setdefault("schemas", {})
-        window = Window.model_json_schema(ref_template="#/components/schemas/{model}")
+        window = ScheduleRequest.model_json_schema(ref_template="#/components/schemas/{model}")
         schemas.update(window.pop("$defs", {}))
         schemas["Window"] = window
     return app.openapi_schema  # type: ignore[return-value]
