@@ -177,6 +177,7 @@ class Continuous(Recovery):
         nodes = {(g.window_id, g.idx): g.node for g in self.journal.groups(("dispatched", "released")) if g.node}
         allocs: dict = self._c.setdefault("allocs", {})
         out: dict[str, list[Running | None]] = {}
+        watch: list[int] = []  # the running jobs, whose end records the loop looks for between cycles
         now = self.clock()
         for (wid, idx), rows in self.journal.active_jobs().items():
             node = nodes.get((wid, idx))
@@ -186,6 +187,7 @@ class Continuous(Recovery):
                 sj = jobs.get(r.job_id)
                 if r.status == "planned" or sj is None or sj.finished or placement.ended(pdir, r.job_id) is not None:
                     continue
+                watch.append(r.job_id)
                 if r.placement is None:
                     out.setdefault(node, []).append(None)
                     continue
@@ -196,7 +198,13 @@ class Continuous(Recovery):
                 start = placement.started(pdir, r.job_id)
                 ran = now - start.time if start is not None else (now - sj.start_time if sj.start_time else 0.0)
                 out.setdefault(node, []).append(Running(r.job_id, r.profile, alloc, max(0.0, ran)))
+        self._c["watch"] = watch
         return out
+
+    def _end_recorded(self) -> bool:
+        """Whether the plugin recorded the end of a job that ran at the last decision (the loop's cue)."""
+        pdir = self.cfg.placement_dir
+        return any(placement.ended(pdir, jid) is not None for jid in self._c.get("watch", ()))
 
     def _changes(self, node: str, changes: list) -> None:
         """New ways / caps of running jobs: written to each one's resctrl group where this host has it, else said

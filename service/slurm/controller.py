@@ -26,14 +26,20 @@ from pathlib import Path
 from typing import Callable
 
 from env.errors import CoschedError, RunError
-from env.plan.models import NAME_PATTERN, Plan, Window, WindowJob
-from env.node.spec import NodeSpec
 from env.node.resctrl import group_name
+from env.node.spec import NodeSpec
+from env.plan.models import NAME_PATTERN, Plan, Window, WindowJob
 from service.slurm import placement
-from service.slurm.journal import GroupRow, JobRow, Journal, NewJob, SeenJob
 from service.slurm.continuous import Continuous
+from service.slurm.journal import GroupRow, JobRow, Journal, NewJob, SeenJob
 from service.slurm.recovery import AVOID_S
-from service.slurm.slurmcmd import JobGone, SlurmAPI, SlurmJob, SlurmNode, SlurmUnavailable
+from service.slurm.slurmcmd import (
+    JobGone,
+    SlurmAPI,
+    SlurmJob,
+    SlurmNode,
+    SlurmUnavailable,
+)
 
 _NAME = re.compile(NAME_PATTERN)
 
@@ -357,7 +363,9 @@ class Controller(Continuous):
         return bool(self.journal.groups(("waiting", "dispatched"))) or bool(self._c.get("queued"))
 
     def run(self, poll_s: float = 1.0, once: bool = False, stop: Callable[[], bool] = lambda: False) -> None:
-        """Cycle every ``poll_s``; with ``once``, plan what is held now and return when it has all been released."""
+        """Cycle every ``poll_s``; with ``once``, plan what is held now and return when it has all been released. In
+        continuous mode a cycle comes as soon as the plugin records the end of a running job (looked for every 50 ms:
+        a file per running job), so a freed CPU waits for the next poll no longer."""
         first = True
         while not stop():
             res = self.step(flush=once and first)
@@ -365,4 +373,8 @@ class Controller(Continuous):
                 first = False
             if once and not first and not self.pending_work():
                 return
-            time.sleep(poll_s)
+            deadline = time.monotonic() + poll_s
+            while (left := deadline - time.monotonic()) > 0 and not stop():
+                if self.cfg.mode == "continuous" and self._end_recorded():
+                    break
+                time.sleep(min(left, 0.05))
