@@ -218,7 +218,7 @@ def known_programs(home: Path) -> tuple[set[str], set[str], Path]:
     path = model_path(key)
     calibrated = set()
     if path.is_file():
-        calibrated = {j["name"] for j in json.loads(path.read_text())["jobs"]}
+        calibrated = {j["params"]["name"] for j in json.loads(path.read_text())["jobs"]}
     return profiled, calibrated, path
 
 
@@ -250,14 +250,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--home", default=str(ROOT / ".cosched-home" / "stream-real"),
                     help="the COSCHED_HOME of the profiles and the node model (default: %(default)s)")
     ap.add_argument("--runs", default=str(ROOT / "runs" / "stream-real"))
-    ap.add_argument("--out", default=str(ROOT / "docs" / "figures" / "stream-real"), help="OUT.json and OUT.png")
+    ap.add_argument("--out", default=None, help="OUT.json and OUT.png (default: docs/figures/stream-real-cmaxCMAX)")
     ap.add_argument("--setup", action="store_true", help="profile and calibrate what is missing, then stop")
     ap.add_argument("--dry-run", action="store_true", help="print the stream and the commands; run nothing")
     ap.add_argument("--wait-load", type=float, default=None, metavar="L",
                     help="before measuring, wait (polling each minute) for the 1-minute load to fall below L")
     ap.add_argument("--wait-max", type=float, default=1800, metavar="S", help="wait at most S seconds (then run anyway)")
     args = ap.parse_args(argv)
-    home, runs, out = Path(args.home).resolve(), Path(args.runs).resolve(), Path(args.out)
+    home, runs = Path(args.home).resolve(), Path(args.runs).resolve()
+    out = Path(args.out or ROOT / "docs" / "figures" / f"stream-real-cmax{args.cmax}")
     modes = [m for m in args.modes.split(",") if m]
     env = {**os.environ, "COSCHED_HOME": str(home)}
     home.mkdir(parents=True, exist_ok=True)
