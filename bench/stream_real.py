@@ -222,6 +222,16 @@ def known_programs(home: Path) -> tuple[set[str], set[str], Path]:
     return profiled, calibrated, path
 
 
+def node_model_info(home: Path) -> dict[str, Any] | None:
+    """What continuous decided on: the node model file, when it was calibrated, its held-out error and programs."""
+    _, calibrated, path = known_programs(home)
+    if not path.is_file():
+        return None
+    prov = json.loads(path.read_text())["provenance"]
+    return {"file": os.path.relpath(path, ROOT), "created_at": prov.get("created_at"), "heldout": prov.get("heldout"),
+            "programs": sorted(calibrated)}
+
+
 def setup(home: Path, env: dict[str, str]) -> None:
     profiled, calibrated, path = known_programs(home)
     for k, (name, argv) in enumerate(PROGRAMS.items()):
@@ -325,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
            "command": command, "modes": modes, "continuous_policy": CONTINUOUS, "stream": doc_stream,
            "throughput_definition": "sum of the jobs' own times in the same repeat's time-sharing run / the mode's "
                                     "makespan",
-           "checks_failed": bad_all, "summary": summary([r["row"] for r in repeats], modes), "repeats": repeats}
+           "node_model": node_model_info(home), "checks_failed": bad_all, "summary": summary([r["row"] for r in repeats], modes), "repeats": repeats}
     out.parent.mkdir(parents=True, exist_ok=True)
     Path(f"{out}.json").write_text(json.dumps(doc, indent=1))
     picture(doc, Path(f"{out}.png"))
@@ -351,6 +361,11 @@ def render(doc: dict[str, Any]) -> str:
     for r in doc["repeats"]:
         lines.append(f"repeat {r['repeat']} (order {', '.join(r['order'])}; load {r['load_before']}-{r['load_after']}): "
                      + ", ".join(f"{m} {r['row'][m]['makespan_s']:.1f} s" for m in doc["modes"]))
+    nm = doc.get("node_model")
+    if nm and nm.get("heldout"):
+        h = nm["heldout"]
+        lines.append(f"continuous decided on {nm['file']} (calibrated {nm['created_at']}): held-out median abs error "
+                     f"{h['median_abs_error_pct']:.1f} % (n {h['n']}), noise floor {h['noise_floor']:.1f} %")
     if doc["checks_failed"]:
         lines.append("CHECKS FAILED: " + "; ".join(doc["checks_failed"]))
     return "\n".join(lines)
