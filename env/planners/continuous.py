@@ -225,7 +225,9 @@ class Rollout:
     """The continuous decision by rollouts on the node model (see the module docstring). With ``guard`` (the
     default), at its first decision it plays itself forward over the jobs it knows and compares with packing from
     the same state; when packing is predicted better, it decides as packing for the rest of the stream and says why
-    in every decision's note (so it is never below packing's predicted outcome on the model)."""
+    in every decision's note (so it is never below packing's predicted outcome on the model). Otherwise the decisions
+    of that play are given again at each later event where the node is where the play had it (same time, running
+    jobs and queue: on the node model, always, so the guard costs nothing); elsewhere it searches anew."""
 
     name = "rollout"
 
@@ -246,6 +248,7 @@ class Rollout:
         self.packing = PackingBase()
         self.packing.reset(node, jobs, max_concurrency)
         self.checked = not self.guard  # the first decision checks against packing
+        self.played: list[tuple[float, frozenset[str], frozenset[str], Decision]] = []  # the check's decisions
         self.fallback = ""  # why it decides as packing, once the check said so
 
     def _value(self, sim: StreamNode, queue: list[StreamJob], start: Start | None) -> float:
@@ -268,6 +271,12 @@ class Rollout:
         if self.fallback:
             return Decision(starts=tuple(self._starts(view.sim, list(view.queue), view.places(), self.packing)),
                             note=self.fallback)
+        while self.played:  # the check's own play, while the node is where it predicted (the model is deterministic)
+            (t, running, queued, d), self.played = self.played[0], self.played[1:]
+            if (abs(t - view.now) <= 1e-9 * max(1.0, t) and running == frozenset(view.running)
+                    and queued == frozenset(j.id for j in view.queue)):
+                return d
+            self.played = []
         return self.search(view)
 
     def search(self, view: StreamView) -> Decision:
@@ -312,9 +321,10 @@ class Rollout:
     def _check(self, view: StreamView) -> str:
         """This policy's searched decisions played forward over the jobs it knows, against packing's from the same
         state: a note saying why it falls back to packing, or "" (it decides by search)."""
-        sim, queue, ends = view.sim.fork(), list(view.queue), []
+        sim, queue, ends, played = view.sim.fork(), list(view.queue), [], []
         while queue or sim.running:
             d = self.search(StreamView(sim, queue, self.cmax, 0))
+            played.append((sim.now, frozenset(sim.running), frozenset(j.id for j in queue), d))
             for jid, alloc in d.starts:
                 j = next(x for x in queue if x.id == jid)
                 sim.start(jid, j.name, j.params, alloc)
@@ -325,6 +335,7 @@ class Rollout:
             sim.advance()
             ends.extend([sim.now] * (len(sim.ended) - before))
         own = _objective(ends, self.goal)
+        self.played = played
         packed = play_out(view.sim.fork(), list(view.queue), self.cmax, self.packing, self.goal)
         if packed < own * (1.0 - 1e-9):
             what = "makespan" if self.goal == "makespan" else "sum of ends"

@@ -154,3 +154,30 @@ def test_the_guard_decides_as_packing_when_packing_is_predicted_better_and_says_
     # a search better than packing keeps its own decisions, and says nothing
     good = run_stream(NODE, jobs, 2, Rollout())
     assert not good.notes and good.makespan_s <= packed.makespan_s
+
+
+class _Counted(Rollout):
+    def reset(self, node, jobs, max_concurrency):  # noqa: ANN001, ANN201
+        super().reset(node, jobs, max_concurrency)
+        self.searches = 0
+
+    def search(self, view):  # noqa: ANN001, ANN201
+        self.searches += 1
+        return super().search(view)
+
+
+def test_the_guard_replays_its_own_play_where_the_node_is_where_it_predicted() -> None:
+    jobs = _stream(9, 6)
+    bare = run_stream(NODE, jobs, 3, Rollout(guard=False))
+    pol = _Counted()
+    guarded = run_stream(NODE, jobs, 3, pol)
+    # the same decisions, and each searched once: by the first decision's play, replayed at every later event
+    assert [(j.id, j.start_s, j.cpus) for j in guarded.jobs] == [(j.id, j.start_s, j.cpus) for j in bare.jobs]
+    assert pol.searches == guarded.decisions
+    # where the node is not where the play had it (noise on the jobs' times), it searches anew at each event
+    factors = {j.id: 1.0 + 0.07 * (k % 3) for k, j in enumerate(jobs)}
+    bare = run_stream(NODE, jobs, 3, Rollout(guard=False), factors=factors)
+    pol = _Counted()
+    noisy = run_stream(NODE, jobs, 3, pol, factors=factors)
+    assert [(j.id, j.start_s, j.cpus) for j in noisy.jobs] == [(j.id, j.start_s, j.cpus) for j in bare.jobs]
+    assert pol.searches > noisy.decisions
