@@ -1,4 +1,5 @@
-"""Profiling one command on this node (``cosched profile``): its solo profile, then its interference curves.
+"""Profiling one command on this node (``cosched profile``): its solo profile, then (``--curves``) its interference
+curves.
 
 ``JobProfiling`` checks everything it can before any run (the command, the profile store, the log directory,
 whether curves can be measured here), then ``solo`` runs the command alone on the whole node and on one core
@@ -33,7 +34,7 @@ def why_no_curves() -> str | None:
     missing = missing_programs()
     if missing:
         raise ProfilerInputError(f"the interference curves need the native programs ({', '.join(missing)}): "
-                                 "build them with 'make native', or profile with --no-interference")
+                                 "build them with 'make native', or profile without --curves")
     if len(load_node("local").cpus) < 2:
         return "this node has one CPU: the pressure generator and the probe need a second one"
     return None
@@ -43,7 +44,7 @@ class JobProfiling:
     """One command to profile as ``name`` on this node. ``interference``: also its curves (``curves_skipped`` says
     why they will not be, where this node cannot)."""
 
-    def __init__(self, name: str, command: list[str], *, scale: bool = True, interference: bool = True,
+    def __init__(self, name: str, command: list[str], *, scale: bool = True, interference: bool = False,
                  timeout_s: float | None = None) -> None:
         resolve_command(command)
         self.name, self.command, self.scale, self.timeout_s = name, command, scale, timeout_s
@@ -93,7 +94,7 @@ class JobProfiling:
             curves = measure_interference(backend, self.name, progress=say)
         except (CoschedError, ProfilerError) as exc:
             raise RunError(f"the interference curves of {self.name} failed: {exc} (its solo profile is stored; "
-                           "profile again, or use --no-interference)") from None
+                           "profile again, or without --curves)") from None
         self.store.put_interference(curves)
         return curves
 

@@ -29,17 +29,23 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="solo-run a command under perf and store its profile",
         description="Run CMD alone on the whole node under 'perf stat' (the paper's twelve events), then once more "
         "bound to one core for the scale factor, and store the profile under NAME for this node "
-        "(in $COSCHED_HOME/profiles.sqlite). Then (unless --no-interference) measure its interference curves "
-        "(Bubble-Up): its slowdown next to the memory-pressure generator at several pressures (sensitivity) and "
-        "the reference probe's slowdown next to it (pressure); about ten more runs of CMD. CMD is never run "
+        "(in $COSCHED_HOME/profiles.sqlite); that is all the planner needs. With --curves, also measure its "
+        "interference curves (Bubble-Up): its slowdown next to the memory-pressure generator at several pressures "
+        "(sensitivity) and the reference probe's slowdown next to it (pressure); about ten more runs of CMD, "
+        "optional: the node model learns a program's sensitivity from its co-runs ('cosched run'), and "
+        "'cosched calibrate' measures the curves of the programs it calibrates on. CMD is never run "
         "through a shell; its output goes to $COSCHED_HOME/logs/profile-NAME.{out,err}. A failed run is not stored.",
-        usage="cosched profile --name NAME [--no-scale] [--no-interference] [--timeout S] [--json] -- CMD [ARG...]",
+        usage="cosched profile --name NAME [--no-scale] [--curves] [--timeout S] [--json] -- CMD [ARG...]",
     )
     p.add_argument("--name", required=True, help="profile name: 1-128 characters of [A-Za-z0-9._:-]")
     p.add_argument("--no-scale", action="store_true", help="skip the one-core run (no scale factor)")
-    p.add_argument("--no-interference", action="store_true",
-                   help="skip the interference curves (sensitivity to the pressure generator, pressure on the probe): "
-                   "a solo profile only, as the planner needs; 'cosched calibrate' measures what is missing")
+    curves = p.add_mutually_exclusive_group()
+    curves.add_argument("--curves", action="store_true",
+                        help="also measure the interference curves (sensitivity to the pressure generator, pressure on "
+                        "the probe; about ten more runs of CMD). Not needed to plan: without them the node model "
+                        "learns the program from its co-runs, and 'cosched calibrate' measures what it needs")
+    curves.add_argument("--no-interference", action="store_true",
+                        help="no interference curves (the default; kept for older scripts)")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="stop each run after S seconds (a failure)")
     p.add_argument("--json", action="store_true", help="print the stored profile as one JSON document")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD [ARG...]", help="the command to profile")
@@ -74,7 +80,7 @@ def run_profile(args: argparse.Namespace) -> int:
         raise ProfilerInputError("no command given: cosched profile --name NAME -- CMD [ARG...]")
     if args.timeout is not None and args.timeout <= 0:
         raise ProfilerInputError(f"--timeout must be > 0 seconds, not {args.timeout}")
-    job = JobProfiling(name, command, scale=not args.no_scale, interference=not args.no_interference, timeout_s=args.timeout)
+    job = JobProfiling(name, command, scale=not args.no_scale, interference=args.curves, timeout_s=args.timeout)
 
     console = Console(stderr=True)
     shown = shlex.join(command)
@@ -137,7 +143,7 @@ def run_profiles(args: argparse.Namespace) -> int:
         curves = store.get_interference(args.name, node)
         if args.plot:
             if curves is None:
-                raise ProfilerInputError(f"profile {args.name!r} has no interference curves to plot: cosched profile --name {args.name} -- CMD")
+                raise ProfilerInputError(f"profile {args.name!r} has no interference curves to plot: cosched profile --curves --name {args.name} -- CMD")
             interference_chart(curves, Path(args.plot))
         emit(_document(profile, curves), args.json, lambda: _render_profile(profile, store.path, curves=curves, plot=args.plot))
     elif args.action == "delete":
@@ -199,7 +205,7 @@ def _render_profile(profile: Profile, store_path: Path, saved: str = "profile", 
         console.print(f"[yellow]{len(missing)} counter(s) missing on this node[/] (not counted, not zero)")
     console.print(f"{profile.perf_version or 'no perf'}; {profile.created_at:%Y-%m-%d %H:%M:%S} UTC")
     if curves is None:
-        console.print("[dim]no interference curves (cosched profile without --no-interference measures them)[/]")
+        console.print("[dim]no interference curves (not needed to plan; 'cosched profile --curves' measures them)[/]")
     else:
         _render_curves(console, curves)
         if plot:

@@ -47,7 +47,7 @@ def test_profile_stores_software_counters_and_show_json(home: Path, capsys: pyte
     assert main(["profiles", "show", "sysbench1", "--json"]) == 0
     out = capsys.readouterr().out
     doc = json.loads(out)  # stdout is one JSON document and nothing else
-    assert doc.pop("interference") is None  # measured unless --no-interference
+    assert doc.pop("interference") is None  # measured only with --curves
     p = Profile.model_validate(doc)
     assert p.name == "sysbench1" and p.node_id == local_node_id()
     assert p.command == SYSBENCH_1 and p.exit_status == 0

@@ -1,4 +1,4 @@
-"""`cosched profile` with interference curves (the default), for real on this machine at a small budget:
+"""`cosched profile --curves` (interference curves, opt-in), for real on this machine at a small budget:
 stored beside the solo profile, shown and drawn by `cosched profiles show NAME [--plot FILE]`, removed when the
 job is re-profiled without them; a failure of the curves keeps the solo profile."""
 
@@ -23,7 +23,7 @@ TINY = ["sysbench", "cpu", "--threads=1", "--events=200", "--time=0", "run"]
 
 
 def test_profile_measures_stores_shows_and_plots_the_curves(home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["profile", "--name", "tiny", "--no-scale", "--json", "--", *TINY]) == 0
+    assert main(["profile", "--name", "tiny", "--no-scale", "--curves", "--json", "--", *TINY]) == 0
     doc = json.loads(capsys.readouterr().out)
     curves = doc.pop("interference")
     Profile.model_validate(doc)
@@ -55,7 +55,7 @@ def test_failing_curves_keep_the_solo_profile(home: Path, capsys: pytest.Capture
         raise realprobe.RunError("sysbench (p0-job) failed with exit status 1 during a measurement")
 
     monkeypatch.setattr(realprobe.RealMeasuringBackend, "measure", no_job_time)  # a measurement that fails
-    assert main(["profile", "--name", "tiny", "--no-scale", "--", *TINY]) == 1
+    assert main(["profile", "--name", "tiny", "--no-scale", "--curves", "--", *TINY]) == 1
     err = capsys.readouterr().err
     assert "interference curves of tiny failed" in err and "exit status 1" in err and "solo profile is stored" in err
     assert ProfileStore().get("tiny", local_node_id()) is not None
@@ -66,7 +66,7 @@ def test_without_the_native_programs_nothing_runs(home: Path, capsys: pytest.Cap
 
     real = realprobe.missing_programs
     monkeypatch.setattr(realprobe, "missing_programs", lambda build=home / "no-build": real(build))  # as before 'make native'
-    assert main(["profile", "--name", "tiny", "--no-scale", "--", *TINY]) == 2
+    assert main(["profile", "--name", "tiny", "--no-scale", "--curves", "--", *TINY]) == 2
     err = capsys.readouterr().err
-    assert "make native" in err and "--no-interference" in err
+    assert "make native" in err and "--curves" in err
     assert ProfileStore().get("tiny", local_node_id()) is None  # refused before any run
