@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make run`: the main job on a real example. Shows this node, profiles the example jobs that have no
-# profile on this node yet (solo runs and interference curves; first use only); on a node with no model of its
-# own, calibrates the node model (cosched calibrate, reusing the stored curves) and trains the agent in it
+# profile on this node yet (solo and one-core runs; first use only); on a node with no model of its
+# own, calibrates the node model (cosched calibrate, which measures the jobs' interference curves) and trains the agent in it
 # (cosched train --node local); then plans and executes the example window with the batch runner and prints
 # its measured report (the run directory holds the journal and the picture).
 set -euo pipefail
@@ -26,7 +26,7 @@ for job in window["jobs"]:
     if name in have:
         print(f"{name}: stored")
         continue
-    print(f"{name}: profiling (solo on the whole node, on one core, then its interference curves)", flush=True)
+    print(f"{name}: profiling (solo on the whole node, then on one core)", flush=True)
     subprocess.run([".venv/bin/cosched", "profile", "--name", name, "--", *job["command"]], check=True, stdout=subprocess.DEVNULL)
 PY
 
