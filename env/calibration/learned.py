@@ -166,13 +166,15 @@ class Learner:
              jobs: dict[str, JobParams]) -> tuple[float, float]:
         """The intensity that best predicts ``records`` (least squares of log times) and the median abs error (%)
         of the program's own times under it."""
+        from env.calibration.calibrate import to_placement
+
+        groups = [[to_placement(p) for p in r.group] for r in records]  # their cores, memory, L3 ways and MBA caps
         best: tuple[float, float, float] | None = None
         for k in self.grid:
             trial = {**jobs, name: self.params(name, solo, par, k)}
             gm = self.GroupModel(self.model.node, self.model.params, trial, self.model.probe)
             loss, own = 0.0, []
-            for r in records:
-                group = [Placement(p.job, tuple(p.cpus)) for p in r.group]
+            for r, group in zip(records, groups):
                 pred = gm.times(group)[0]
                 for p, t, m in zip(r.group, pred, r.times_s):
                     if t and m:
