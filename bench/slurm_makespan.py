@@ -19,7 +19,8 @@ running at once.
 
 The profiles the planner and the decisions use are taken on runs of 1/--profile-div of each program's work (the
 program's character, at a fraction of its length). Continuous mode decides with rollout where the COSCHED_HOME has a
-calibrated node model of this machine (--home), else with packing's rule (the controller says which).
+calibrated node model of this machine (--calibrate, or --home with one), else with packing's rule (the controller says
+which).
 Starts its own cluster (`cosched slurm up --nodes N`, port 16870); needs `make setup` and `make native`.
 
     .venv/bin/python bench/slurm_makespan.py [--repeats 3] [--jobs 12] [--target 25] [--json OUT] [--png OUT.png]
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -186,6 +188,8 @@ def main() -> int:
     ap.add_argument("--home", type=Path, default=None, help="a COSCHED_HOME to use (its calibrated node model lets "
                     "continuous mode decide with rollout); default: a new one")
     ap.add_argument("--profile-div", type=int, default=10, help="profiles taken on 1/N of each program's work")
+    ap.add_argument("--calibrate", action="store_true", help="calibrate this machine's node model on the profiled "
+                    "programs first (a few minutes), so that continuous mode decides with rollout")
     ap.add_argument("--json", default=None, help="write the whole measurement (every job) to this file")
     ap.add_argument("--png", default=None, help="the picture of each mode's median run (matplotlib)")
     args = ap.parse_args()
@@ -219,6 +223,10 @@ def main() -> int:
                 n = max(1, round(sizes[name] * 1.0 / args.profile_div))
                 sh([sys.executable, "-m", "service.cli", "profile", "--name", name, "--", "sh", "-c",
                     command(name, n, data)], env, timeout=900)
+            if args.calibrate:
+                print("calibrating the node model (co-runs of the profiled programs)", file=sys.stderr)
+                sh([sys.executable, "-m", "service.cli", "calibrate", "--probes", "12", "--heldout", "6", "--repeats", "0"],
+                   env, timeout=3600)
             for rep in range(args.repeats):
                 for m in modes:
                     r = run_mode(m, rep, env, work, data, sizes, cpus, state, args.cmax or cpus, args.target)
@@ -237,7 +245,8 @@ def main() -> int:
             solo.setdefault(j["program"], []).append(j["end"] - j["start"])
     doc = {"label": "measured", "node": f"1 Slurm node, {cpus} real CPUs (this machine)", "cpus_per_node": cpus,
            "stream": STREAM, "lengths": LENGTHS, "sizes": sizes, "repeats": args.repeats,
-           "argv": " ".join(sys.argv[1:]) + ("" if args.sizes else f" --sizes '{json.dumps(sizes)}'"),
+           "argv": " ".join(shlex.quote(a) for a in sys.argv[1:]) + (
+               "" if args.sizes else f" --sizes {shlex.quote(json.dumps(sizes, separators=(',', ':')))}"),
            "load": f"1-min load average {load0:.1f} at the start, {load1:.1f} at the end (machine shared)",
            "solo_s_median": {p: round(statistics.median(v), 1) for p, v in solo.items()},
            "makespan_s": {m: {"median": statistics.median(v), "min": min(v), "max": max(v), "all": v}

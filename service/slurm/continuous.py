@@ -66,6 +66,11 @@ class Continuous(Recovery):
             c["cmax_said"] = True
             self.log(f"continuous: at most {cmax} jobs at once on a node of {len(spec.cpus)} CPUs (one per CPU; "
                      f"--cmax {self.cfg.cmax})")
+        if queue and nodes and all(n.cpus != len(spec.cpus) for n in nodes) and not c.get("shape_said"):
+            c["shape_said"] = True
+            self.log(f"continuous: the partition's nodes have {sorted({n.cpus for n in nodes})} CPUs and the node "
+                     f"decisions are made for ({spec.name}) has {len(spec.cpus)}: nothing starts; run the controller "
+                     "with --plan-node of the partition's node kind")
         for node in sorted(nodes, key=lambda n: n.name):
             if not queue:
                 break

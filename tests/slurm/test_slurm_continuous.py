@@ -155,3 +155,13 @@ def test_on_a_real_node_without_a_node_model_it_decides_with_packing_and_says_so
 def test_node_lists_expand() -> None:
     assert expand_nodes("n[1-3,5],m2") == ["n1", "n2", "n3", "n5", "m2"]
     assert expand_nodes("n07") == ["n07"] and expand_nodes("c[08-10]") == ["c08", "c09", "c10"]
+
+
+def test_nodes_of_another_size_than_the_plan_node_start_nothing_and_it_says_so_once(tmp_path: Path) -> None:
+    sim = SimCluster(n_nodes=2, cpus=2)  # the plan node, sim:reference, has 24
+    ids = [sim.submit("MG", runtime_s=1.0) for _ in range(2)]
+    pdir = tmp_path / "placements"
+    plugin, log = Plugin(sim, pdir), []
+    Watch(sim, plugin, pdir).run(make(tmp_path, sim, log), 3.0)
+    assert not any(plugin.runs.get(i) for i in ids) and all(j.held for j in sim.jobs())
+    assert sum("--plan-node" in ln and "nothing starts" in ln for ln in log) == 1, log
