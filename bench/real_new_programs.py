@@ -1,0 +1,343 @@
+"""Programs this project never used, on this node from a fresh COSCHED_HOME, the documented steps only (issue 27).
+MEASURED (real runs on this node; the 1-minute load is recorded beside every figure).
+
+Steps, each through the command line as a user would run it:
+
+1. ``cosched run calib.json``: the calibration programs' first runs (each alone on the whole node: its profile);
+2. ``cosched calibrate --probes 6 --heldout 4 --repeats 3`` (make run's budget; it measures their curves itself);
+3. ``cosched run window.json``: the window's programs are new to the node: their first runs are their profiles;
+4. ``cosched schedule window.json``: where the plan says its model is stale (``stale_model``), the one command it
+   names (``cosched train --node local --refresh``), timed;
+5. the window, ``--repeats`` times (default 3), each time by the default policy (``cosched run window.json
+   --measure-timeshare``), then ``fifo`` and ``greedy`` (order rotated; their own plans, not replaced by the
+   guard: ``plan_window(guard=False)`` run as ``cosched run PLAN.json --measure-timeshare``): throughput vs time
+   sharing measured in each run (every job alone, in the same run); the median of the repeats with min and max;
+6. until each new program has ``--coruns`` co-runs (default 5) in the calibration data: more default-policy runs
+   of the window (not timed);
+7. held-out co-runs: for each new program, ``--heldout-pairs`` pairs with a partner, one CPU each, that no run
+   measured, run through the node's measuring backend (not kept in the calibration data) and predicted by the node
+   model as ``cosched run`` would plan with it: the median abs error of the new program's own time (target <= 10 %).
+
+The window's programs are kept aside: nothing in the project was chosen on them (no constant, no size; the
+program sizes were set once, from their CPU time, before any measurement). ``--quick``: tiny python programs and
+the smallest budgets, to test this script (``tests/runner/test_real_new_programs_bench.py``); its figures mean
+nothing. The phases are resumable (``--phase setup`` then ``--phase measure``): the state is in HOME.
+
+    .venv/bin/python bench/real_new_programs.py --home DIR [--phase all|setup|measure] [--repeats 3]
+        [--wait-load 1.5 --wait-until HH:MM] [--out docs/figures/real-new-programs.json] [--quick] [--no-refresh]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+COSCHED = str(ROOT / ".venv" / "bin" / "cosched")
+PY = str(ROOT / ".venv" / "bin" / "python")
+
+#: Programs never used by this project; argv with {text} (a 24 MB text file), {words} (1.5 M lines), {py}.
+#: Sizes: about 1-3 CPU-seconds each on this node (user + sys), set once before any measurement.
+CALIBRATION = {
+    "gzip": ["sh", "-c", "gzip -6 -c {text} > /dev/null"],
+    "sort": ["sh", "-c", "sort -S 64M --parallel=2 {words} > /dev/null"],
+    "awk-chase": ["mawk", "BEGIN{n=1000000; for(i=0;i<n;i++) nx[i]=(i*7919+13)%n; p=0; "
+                          "for(k=0;k<3000000;k++) p=nx[p]; print p}"],
+    "np-matmul": ["{py}", "-c", "import numpy as np; a=np.random.default_rng(0).random((1500,1500)); [a@a for _ in range(6)]"],
+}
+#: Kept aside: the window's programs, new to the node when the window first runs.
+ASIDE = {
+    "bzip2": ["sh", "-c", "bzip2 -9 -c {text} > /dev/null"],
+    "zstd": ["sh", "-c", "zstd -9 -T1 -q -c {text} > /dev/null"],
+    "openssl-3des": ["sh", "-c", "cat {text} {text} | openssl enc -des-ede3-cbc -pbkdf2 -pass pass:cosched -out /dev/null"],
+    "np-fft": ["{py}", "-c", "import numpy as np; a=np.random.default_rng(0).random(1<<22); [np.fft.fft(a) for _ in range(5)]"],
+    "np-gather": ["{py}", "-c", "import numpy as np; g=np.random.default_rng(0); a=g.random(1<<24); "
+                               "i=g.integers(0,1<<24,1<<24); [a[i].sum() for _ in range(4)]"],
+    "sng-memcpy": ["stress-ng", "--memcpy", "1", "--memcpy-ops", "200", "--quiet"],
+}
+WINDOW = ["bzip2", "np-gather", "zstd", "sng-memcpy", "openssl-3des", "np-fft", "bzip2", "np-gather"]
+
+_SPIN = "import time\nt=time.perf_counter()\nwhile time.perf_counter()-t<{s}: pass\n"
+QUICK_CALIBRATION = {"q-spin": ["{py}", "-c", _SPIN.format(s=0.3)],
+                     "q-mem": ["{py}", "-c", "import numpy as np; a=np.ones(1<<22); [a.copy().sum() for _ in range(20)]"]}
+QUICK_ASIDE = {"q-new-a": ["{py}", "-c", _SPIN.format(s=0.25)], "q-new-b": ["{py}", "-c", _SPIN.format(s=0.35)]}
+QUICK_WINDOW = ["q-new-a", "q-new-b", "q-new-a", "q-new-b"]
+
+
+def load1() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def say(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')} load {load1()}] {msg}", file=sys.stderr, flush=True)
+
+
+class Bench:
+    def __init__(self, a: argparse.Namespace) -> None:
+        self.a = a
+        self.home = Path(a.home).resolve()
+        self.home.mkdir(parents=True, exist_ok=True)
+        os.environ["COSCHED_HOME"] = str(self.home)
+        self.env = {**os.environ, "COSCHED_HOME": str(self.home)}
+        self.state_path = self.home / "bench-state.json"
+        self.state: dict[str, Any] = json.loads(self.state_path.read_text()) if self.state_path.exists() else {}
+        cal, aside, win = (QUICK_CALIBRATION, QUICK_ASIDE, QUICK_WINDOW) if a.quick else (CALIBRATION, ASIDE, WINDOW)
+        data = self.data_files() if not a.quick else {}
+        fill = {"py": PY, **data}
+        self.calibration = {n: [x.format(**fill) for x in v] for n, v in cal.items()}
+        self.aside = {n: [x.format(**fill) for x in v] for n, v in aside.items()}
+        self.window_names = win
+
+    def save(self) -> None:
+        self.state_path.write_text(json.dumps(self.state, indent=1) + "\n")
+
+    def data_files(self) -> dict[str, str]:
+        import random
+
+        d = self.home / "data"
+        text, words = d / "text.txt", d / "words.txt"
+        if not words.exists():
+            d.mkdir(parents=True, exist_ok=True)
+            r = random.Random(7)
+            vocab = ["".join(r.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(r.randint(3, 10))) for _ in range(50_000)]
+            with text.open("w") as f:
+                n = 0
+                while n < 24_000_000:
+                    line = " ".join(r.choice(vocab) for _ in range(12)) + "\n"
+                    f.write(line)
+                    n += len(line)
+            with words.open("w") as f:
+                for _ in range(1_500_000):
+                    f.write(f"{r.choice(vocab)}{r.randint(0, 99_999)}\n")
+        return {"text": str(text), "words": str(words)}
+
+    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        p = subprocess.run([COSCHED, *args], capture_output=True, text=True, env=self.env, cwd=self.home)
+        if check and p.returncode != 0:
+            raise SystemExit(f"cosched {' '.join(args)} failed ({p.returncode}): {p.stderr.strip()[-2000:]}")
+        return p
+
+    def window_file(self, name: str, programs: dict[str, list[str]], names: list[str]) -> Path:
+        path = self.home / f"{name}.json"
+        count: dict[str, int] = {}
+        jobs = []
+        for n in names:
+            count[n] = count.get(n, 0) + 1
+            jobs.append({"id": f"{n}-{count[n]}", "profile": n, "command": programs[n]})
+        path.write_text(json.dumps({"jobs": jobs, "max_concurrency": 2}, indent=1))
+        return path
+
+    def run_window(self, path: Path, *extra: str) -> dict:
+        p = self.cli("run", str(path), "--json", "--runs", str(self.home / "runs"), *extra)
+        return json.loads(p.stdout)
+
+    # -- setup: steps 1-4 ---------------------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        a = self.a
+        if "first_runs_calibration" not in self.state:
+            say(f"step 1: first runs of the calibration programs ({', '.join(self.calibration)}): cosched run calib.json")
+            rep = self.run_window(self.window_file("calib", self.calibration, list(self.calibration)))
+            self.state["first_runs_calibration"] = {"alone": [j["id"] for g in rep["groups"] if g["solo_profile"]
+                                                              for j in g["jobs"]], "load": load1()}
+            self.save()
+        if "calibration" not in self.state:
+            budget = ["--probes", "2", "--heldout", "2", "--repeats", "1"] if a.quick else \
+                ["--probes", "6", "--heldout", "4", "--repeats", "3"]
+            say(f"step 2: cosched calibrate {' '.join(budget)}")
+            t = time.monotonic()
+            doc = json.loads(self.cli("calibrate", *budget, "--json").stdout)
+            self.state["calibration"] = {"heldout": doc["heldout"], "noise_floor": doc.get("noise_floor"),
+                                         "jobs": doc["jobs"], "wall_s": round(time.monotonic() - t, 1),
+                                         "command": f"cosched calibrate {' '.join(budget)}", "load": load1()}
+            self.save()
+        window = self.window_file("window", self.aside, self.window_names)
+        if "first_runs_window" not in self.state:
+            say("step 3: the window's programs are new here: cosched run window.json (their first runs)")
+            marks = {n: 0 for n in self.aside}
+            rep = self.run_window(window)
+            for g in rep["groups"]:
+                if g["solo_profile"]:
+                    for j in g["jobs"]:
+                        marks[j["id"].rsplit("-", 1)[0]] += 1
+            self.state["first_runs_window"] = {"alone_runs_per_program": marks, "load": load1(),
+                                               "planned": [[j["id"] for j in g["jobs"]] for g in rep["plan"]["groups"]]}
+            self.save()
+        if "refresh" not in self.state:
+            plan = json.loads(self.cli("schedule", str(window), "--mode", "groups", "--json").stdout)
+            note = plan.get("stale_model")
+            entry: dict[str, Any] = {"stale_model": note, "policy": plan["policy"]}
+            if note and not a.no_refresh:
+                say(f"step 4: the plan says: {note}")
+                t = time.monotonic()
+                self.cli("train", "--node", "local", "--refresh")
+                entry.update(ran="cosched train --node local --refresh", wall_s=round(time.monotonic() - t, 1), load=load1())
+                again = json.loads(self.cli("schedule", str(window), "--mode", "groups", "--json").stdout)
+                entry["stale_after"] = again.get("stale_model")
+            elif note:
+                entry["ran"] = None  # --no-refresh
+            self.state["refresh"] = entry
+            self.save()
+
+    # -- measure: steps 5-7 -------------------------------------------------------------------------------------
+
+    def wait_for_quiet(self) -> None:
+        a = self.a
+        if a.wait_load is None:
+            return
+        deadline = None
+        if a.wait_until:
+            hh, mm = (int(x) for x in a.wait_until.split(":"))
+            now = time.localtime()
+            deadline = time.mktime((now.tm_year, now.tm_mon, now.tm_mday, hh, mm, 0, 0, 0, -1))
+        while load1() >= a.wait_load and (deadline is None or time.time() < deadline):
+            say(f"waiting for a 1-minute load below {a.wait_load}")
+            time.sleep(60)
+
+    def measure(self) -> None:
+        a = self.a
+        window = self.home / "window.json"
+        policies = ["default", "fifo", "greedy"]
+        runs = self.state.setdefault("runs", [])
+        for rep in range(a.repeats):
+            order = policies[rep % 3:] + policies[: rep % 3]
+            for pol in order:
+                if any(r["repeat"] == rep and r["policy"] == pol for r in runs):
+                    continue
+                self.wait_for_quiet()
+                before = load1()
+                say(f"step 5: repeat {rep + 1}/{a.repeats}, {pol}")
+                r = self.run_window(window if pol == "default" else self.own_plan(window, pol, rep), "--measure-timeshare")
+                runs.append({"repeat": rep, "policy": pol, "made_by": r["plan"]["policy"],
+                             "requested": r["plan"].get("requested_policy"), "throughput": r["throughput_vs_timeshare"],
+                             "total_s": r["total_s"], "timeshare_s": r["timeshare_s"],
+                             "timeshare_source": r["timeshare_source"], "load_before": before, "load_after": load1(),
+                             "groups": [[j["id"] for j in g["jobs"]] for g in r["plan"]["groups"]],
+                             "predicted": r["plan"].get("predicted_throughput_vs_timeshare"),
+                             "stale_model": r["plan"].get("stale_model"), "failed": r["failed"]})
+                self.save()
+        extra = 0
+        while min(self.coruns().values()) < a.coruns and extra < a.max_extra_runs:
+            say(f"step 6: co-runs so far {self.coruns()}: one more default-policy run of the window")
+            self.run_window(window)
+            extra += 1
+        self.state["extra_runs"] = self.state.get("extra_runs", 0) + extra
+        self.state["coruns"] = self.coruns()
+        self.save()
+        if "heldout_coruns" not in self.state:
+            self.state["heldout_coruns"] = self.heldout()
+            self.save()
+
+    def own_plan(self, window: Path, policy: str, rep: int) -> Path:
+        """The baseline's own plan (``plan_window(guard=False)``: not replaced by the guard, which ``cosched run
+        --policy`` applies), to run as a PLAN.json."""
+        from env.plan.models import Window
+        from env.sim.nodes import load_node
+        from service.planning import plan_window
+
+        plan = plan_window(Window.model_validate_json(window.read_text()), load_node("local"), policy=policy, guard=False)
+        path = self.home / f"plan-{policy}-{rep}.json"
+        path.write_text(plan.model_dump_json(indent=1))
+        return path
+
+    def coruns(self) -> dict[str, int]:
+        doc = json.loads(self.cli("jobs", "--backend", "real", "--json").stdout)
+        return {j["name"]: j.get("coruns", 0) for j in doc["jobs"] if j["name"] in self.aside}
+
+    def heldout(self) -> dict[str, Any]:
+        """Co-runs no run measured, one CPU each: the new program's measured time vs the node model's prediction."""
+        from env.calibration.learned import planning_model
+        from env.calibration.store import CalibrationStore
+        from env.measure.probing import Placement
+        from env.node.discover import local_node_id
+        from env.real.probes import local_backend
+        from env.sim.probes import GroupModel
+
+        key = local_node_id()
+        got = planning_model(key)
+        assert got is not None, "no node model"
+        _, model, learned = got
+        gm = GroupModel(model.node, model.params, model.job_params(), model.probe)
+        seen = {frozenset(p.job for p in r.record.group) for r in CalibrationStore().runs(key, "run")}
+        partners = sorted({*self.calibration, *self.aside})
+        backend = local_backend()
+        cpus = list(model.node.cpus)
+        rows = []
+        for new in sorted(self.aside):
+            chosen = [p for p in partners if p != new and frozenset((new, p)) not in seen][: self.a.heldout_pairs]
+            for partner in chosen:
+                group = [Placement(new, (cpus[0],)), Placement(partner, (cpus[1],))]
+                pred = gm.times(group)[0]
+                before = load1()
+                say(f"step 7: held-out co-run {new} + {partner}")
+                m = backend.measure(group)
+                rows.append({"program": new, "partner": partner, "measured_s": m.times_s[0], "predicted_s": pred[0],
+                             "partner_measured_s": m.times_s[1], "partner_predicted_s": pred[1],
+                             "error_pct": abs(pred[0] / m.times_s[0] - 1.0) * 100.0, "load_before": before,
+                             "load_after": load1()})
+        errs = sorted(r["error_pct"] for r in rows)
+        return {"pairs": rows, "median_abs_error_pct": statistics.median(errs) if errs else None,
+                "p90_abs_error_pct": errs[min(len(errs) - 1, int(0.9 * len(errs)))] if errs else None, "n": len(errs),
+                "learned": {lj.name: {"coruns": lj.coruns, "error_pct_on_its_coruns": lj.error_pct,
+                                      "scale_factor": lj.scale_factor, "scale_source": lj.scale_source}
+                            for lj in learned if lj.name in self.aside}}
+
+
+def summary(state: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pol in ("default", "fifo", "greedy"):
+        rs = [r for r in state.get("runs", []) if r["policy"] == pol and r["throughput"] is not None]
+        if rs:
+            ts = [r["throughput"] for r in rs]
+            out[pol] = {"median": statistics.median(ts), "min": min(ts), "max": max(ts), "n": len(ts),
+                        "made_by": sorted({r["made_by"] for r in rs}),
+                        "load": [r["load_before"] for r in rs]}
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--home", required=True, help="a fresh COSCHED_HOME (the state of the phases is kept in it)")
+    ap.add_argument("--phase", choices=("all", "setup", "measure"), default="all")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--coruns", type=int, default=5, help="co-runs of each new program before the held-out check")
+    ap.add_argument("--max-extra-runs", type=int, default=4, help="default-policy runs at most to reach --coruns")
+    ap.add_argument("--heldout-pairs", type=int, default=2, help="held-out co-runs per new program")
+    ap.add_argument("--wait-load", type=float, default=None, help="before each timed run, wait for a 1-min load below")
+    ap.add_argument("--wait-until", default=None, metavar="HH:MM", help="wait for the load until then at most")
+    ap.add_argument("--no-refresh", action="store_true", help="do not run the refresh command even if a plan asks")
+    ap.add_argument("--quick", action="store_true", help="tiny programs and budgets: to test this script")
+    ap.add_argument("--out", default=None, metavar="FILE.json")
+    a = ap.parse_args()
+    b = Bench(a)
+    if a.phase in ("all", "setup"):
+        b.setup()
+    if a.phase in ("all", "measure"):
+        b.measure()
+    doc = {"what": "programs never used by the project on this node, from a fresh COSCHED_HOME (issue 27)",
+           "measured": True, "quick": a.quick, "command": "python bench/real_new_programs.py " + " ".join(sys.argv[1:]),
+           "calibration_programs": b.calibration, "window_programs_kept_aside": b.aside, "window": b.window_names,
+           "summary": summary(b.state), **b.state}
+    if a.out:
+        Path(a.out).write_text(json.dumps(doc, indent=1) + "\n")
+    s = doc["summary"]
+    for pol, v in s.items():
+        print(f"{pol}: median {v['median']:.3f} x time sharing (min {v['min']:.3f}, max {v['max']:.3f}, n {v['n']}; "
+              f"made by {', '.join(v['made_by'])}; load {v['load']}) measured")
+    h = b.state.get("heldout_coruns")
+    if h and h["n"]:
+        print(f"new programs after >= {a.coruns} co-runs ({b.state.get('coruns')}): held-out co-runs median abs error "
+              f"{h['median_abs_error_pct']:.1f} % (p90 {h['p90_abs_error_pct']:.1f} %, n {h['n']}) measured")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""bench/real_new_programs.py at its --quick budget (tiny programs; the figures come from the bench itself): the
+documented steps on a fresh COSCHED_HOME run end to end through the command line, the baselines run their own plans,
+time sharing is measured in each run, and the held-out co-runs are ones no run measured."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from env.sim.nodes import load_node
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(len(load_node("local").cpus) < 2, reason="co-runs need two CPUs")
+
+
+def test_the_new_programs_bench_runs_the_documented_steps(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    subprocess.run([sys.executable, str(ROOT / "bench" / "real_new_programs.py"), "--home", str(tmp_path / "home"),
+                    "--quick", "--repeats", "1", "--coruns", "1", "--heldout-pairs", "1", "--no-refresh",
+                    "--out", str(out)], check=True, capture_output=True, text=True, timeout=900)
+    doc = json.loads(out.read_text())
+    assert doc["measured"] and doc["quick"]
+    calib, aside = set(doc["calibration_programs"]), set(doc["window_programs_kept_aside"])
+    assert {j.rsplit("-", 1)[0] for j in doc["first_runs_calibration"]["alone"]} == calib  # their first runs
+    assert set(doc["calibration"]["jobs"]) == calib and doc["calibration"]["heldout"]["n"] >= 1
+    alone = doc["first_runs_window"]["alone_runs_per_program"]
+    assert set(alone) == aside and all(alone[n] == doc["window"].count(n) for n in aside)  # each job of a new one
+    assert doc["first_runs_window"]["planned"] == []  # nothing of the window was known
+    runs = {r["policy"]: r for r in doc["runs"]}
+    assert set(runs) == {"default", "fifo", "greedy"}
+    for pol, r in runs.items():
+        assert r["throughput"] > 0 and r["timeshare_source"].startswith("measured in this run") and not r["failed"]
+        assert sorted(j for g in r["groups"] for j in g) == sorted(f"{n}-{k}" for n in aside
+                                                                     for k in range(1, doc["window"].count(n) + 1))
+    assert runs["fifo"]["made_by"] == "fifo" and runs["greedy"]["made_by"] == "greedy"  # their own plans
+    assert all(c >= 1 for c in doc["coruns"].values())
+    held = doc["heldout_coruns"]
+    assert held["n"] == len(aside) and all(p["measured_s"] > 0 and p["predicted_s"] > 0 for p in held["pairs"])
+    assert all(p["partner"] in calib for p in held["pairs"])  # new + new pairs were measured by the runs
+    assert set(doc["summary"]) == {"default", "fifo", "greedy"}
