@@ -144,12 +144,14 @@ class Bench:
     def setup(self) -> None:
         a = self.a
         if "first_runs_calibration" not in self.state:
+            self.wait_for_quiet()
             say(f"step 1: first runs of the calibration programs ({', '.join(self.calibration)}): cosched run calib.json")
             rep = self.run_window(self.window_file("calib", self.calibration, list(self.calibration)))
             self.state["first_runs_calibration"] = {"alone": [j["id"] for g in rep["groups"] if g["solo_profile"]
                                                               for j in g["jobs"]], "load": load1()}
             self.save()
         if "calibration" not in self.state:
+            self.wait_for_quiet()
             budget = ["--probes", "2", "--heldout", "2", "--repeats", "1"] if a.quick else \
                 ["--probes", "6", "--heldout", "4", "--repeats", "3"]
             say(f"step 2: cosched calibrate {' '.join(budget)}")
@@ -311,7 +313,7 @@ def main() -> int:
     ap.add_argument("--coruns", type=int, default=5, help="co-runs of each new program before the held-out check")
     ap.add_argument("--max-extra-runs", type=int, default=4, help="default-policy runs at most to reach --coruns")
     ap.add_argument("--heldout-pairs", type=int, default=2, help="held-out co-runs per new program")
-    ap.add_argument("--wait-load", type=float, default=None, help="before each timed run, wait for a 1-min load below")
+    ap.add_argument("--wait-load", type=float, default=None, help="before each measuring step, wait for a 1-min load below")
     ap.add_argument("--wait-until", default=None, metavar="HH:MM", help="wait for the load until then at most")
     ap.add_argument("--no-refresh", action="store_true", help="do not run the refresh command even if a plan asks")
     ap.add_argument("--quick", action="store_true", help="tiny programs and budgets: to test this script")
