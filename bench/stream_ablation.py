@@ -2,8 +2,10 @@
 untrained vs greedy-continuous vs packing, and agent-search vs rollout; with each policy's decision latency (median
 ms per event, one core, measured). The policies and streams: ``training/stream/ablation.py``.
 
-    .venv/bin/python bench/stream_ablation.py --model RUN/model.npz --untrained RUN/untrained.npz \
+    .venv/bin/python bench/stream_ablation.py [--model MODEL.npz] [--untrained RUN/untrained.npz] \
         [--seeds 101,...,108] [--cmaxes 2,3,4] [--loads 0.7,0.9] [--no-search] [--json OUT]
+
+The model defaults to the shipped ``training/models/stream-sim-reference.npz``.
 
 Seeds 101-108 are held out: nothing was chosen on them. Ratios: above 1, the first policy is better (throughput for
 saturated streams, mean turnaround for arrivals).
@@ -33,8 +35,9 @@ def _ints(s: str, flag: str) -> list[int]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--node", default="sim:reference")
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--untrained", required=True, help="the same network before training (RUN/untrained.npz)")
+    ap.add_argument("--model", default=str(ROOT / "training/models/stream-sim-reference.npz"))
+    ap.add_argument("--untrained", help="the same network before training (RUN/untrained.npz; default: rebuilt from "
+                                        "the model's seed and shape)")
     ap.add_argument("--seeds", default="101,102,103,104,105,106,107,108")
     ap.add_argument("--cmaxes", default="2,3,4")
     ap.add_argument("--loads", default="0.7,0.9", help="arrival loads x packing's capacity ('' for saturated only)")

@@ -20,7 +20,7 @@ from env.episode.stream import run_stream
 from env.episode.stream_gym import needs_choice
 from env.planners.continuous import Rollout
 from env.planners.streams import GreedyContinuous, Packing
-from training.stream.modelfile import load_stream_model
+from training.stream.modelfile import StreamModel, load_stream_model
 from training.stream.policy import AgentSearch, AgentStream
 from training.stream.streams import eval_streams
 
@@ -44,8 +44,22 @@ class Timed:
         return d
 
 
-def arms(model: str, untrained: str, window: int, search_window: int, search: bool) -> dict[str, Callable[[], Any]]:
-    trained, raw = load_stream_model(model), load_stream_model(untrained)
+def untrained_of(model: StreamModel) -> StreamModel:
+    """The same network before training: rebuilt from the model's seed and shape as its run built it (the first
+    network made after seeding torch; the run's RUN/untrained.npz holds the same numbers)."""
+    import torch
+
+    from agent.streamnet_torch import StreamNet
+
+    torch.manual_seed(int(model.meta.training["args"]["seed"]))
+    params = StreamNet(model.shape).export()
+    return StreamModel(model.meta, params, params)
+
+
+def arms(model: str, untrained: str | None, window: int, search_window: int, search: bool
+         ) -> dict[str, Callable[[], Any]]:
+    trained = load_stream_model(model)
+    raw = load_stream_model(untrained) if untrained else untrained_of(trained)
     out: dict[str, Callable[[], Any]] = {
         "packing": Packing, "greedy-continuous": lambda: GreedyContinuous(window),
         "untrained": lambda: _named(AgentStream(raw, window), "untrained"), "agent": lambda: AgentStream(trained, window)}
@@ -70,7 +84,7 @@ def figure(m: dict[str, float], saturated: bool) -> float:
     return m["throughput_vs_timeshare"] if saturated else 1.0 / m["mean_turnaround_s"]
 
 
-def run(node: Any, model: str, untrained: str, seeds: Sequence[int], cmaxes: Sequence[int], loads: Sequence[float],
+def run(node: Any, model: str, untrained: str | None, seeds: Sequence[int], cmaxes: Sequence[int], loads: Sequence[float],
         window: int = 8, search_window: int = 16, search: bool = True, say: Callable[[str], None] = print) -> dict:
     factories = arms(model, untrained, window, search_window, search)
     rows, times, fallbacks = [], {k: [] for k in factories}, 0
@@ -116,4 +130,4 @@ def table(doc: dict) -> list[str]:
     return lines
 
 
-__all__ = ["run", "table", "arms", "Timed"]
+__all__ = ["run", "table", "arms", "untrained_of", "Timed"]
