@@ -170,6 +170,8 @@ def main() -> int:
     ap.add_argument("--heldout", type=int, default=20, help="the calibrations' own held-out co-runs")
     ap.add_argument("--probes", type=int, default=None, help="co-run probes of each calibration (default 2 per job + 30)")
     ap.add_argument("--out", default=None, metavar="FILE.json", help="write the whole result (every window) here")
+    ap.add_argument("--cache", default=None, metavar="DIR", help="keep the two calibrations here and reuse them (same "
+                    "node, seed, noise and budget)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     t0 = time.monotonic()
@@ -179,8 +181,18 @@ def main() -> int:
     backend = sim_measuring_backend(true_model, noise_sd=a.noise, seed=1000 + a.seed)
 
     def fit(jobs: list[str]):  # noqa: ANN202
-        r = calibrate(backend, CalibrationConfig(probes=a.probes or 2 * len(jobs) + 30, heldout=a.heldout, seed=a.seed, jobs=jobs,
-                                                 noise_sd=a.noise))
+        from env.sim.nodemodel import NodeModel
+
+        cached = Path(a.cache) / f"{a.node.replace(':', '_')}-{a.seed}-{a.noise}-{a.probes}-{a.heldout}-{'_'.join(jobs)}.json" \
+            if a.cache else None
+        if cached is not None and cached.exists():
+            doc = json.loads(cached.read_text())
+            return NodeModel.model_validate(doc["model"]), doc["node_seconds"]
+        r = calibrate(backend, CalibrationConfig(probes=a.probes or 2 * len(jobs) + 30, heldout=a.heldout, seed=a.seed,
+                                                 jobs=jobs, noise_sd=a.noise))
+        if cached is not None:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            cached.write_text(json.dumps({"model": r.model.model_dump(mode="json"), "node_seconds": r.node_seconds}))
         return r.model, r.node_seconds
 
     dedicated, ded_s = fit(known + new)

@@ -4,6 +4,9 @@ profiled since, learned from its production runs (no dedicated profiling runs).
 A program the calibrated model does not know enters the model from its first production run (``cosched run``
 runs a job without a profile alone on the whole node under perf and stores that run as its profile):
 
+* its character beyond size, parallelism and memory intensity (working sets, access pattern, per-core bandwidth,
+  communication) is that of the calibrated program nearest to what its solo run counted, where the node counts
+  hardware events (IPC, cache and TLB misses per instruction: ``Learner.template_for``); else the median program's;
 * its solo time is that run's; its scale factor the one-core run's when one was measured (``cosched profile``),
   else estimated from the run itself: the CPUs it kept busy (perf's task-clock / wall time) is its speed-up on the
   whole node, so its Amdahl parallel fraction follows (``parallel_from_speedup``);
@@ -45,6 +48,9 @@ from profiler.models import Profile
 KNOWN_AFTER = 3
 #: The intensities (GB per compute-second) a fit tries, as factors of the calibrated programs' range.
 GRID = 28
+#: What a solo run counted that picks the calibrated program whose character a new one takes (hardware counters:
+#: nodes without them keep the median program).
+NEAR_FEATURES = ("ipc", "log10_llc_miss_pki", "log10_l1d_miss_pki", "log10_branch_miss_pki", "log10_dtlb_miss_pki")
 
 
 @dataclass(frozen=True)
@@ -115,10 +121,32 @@ class Learner:
         self.grid = [0.0] + [lo * (hi / lo) ** (i / (GRID - 2)) for i in range(GRID - 1)]
         self.whole = tuple(model.node.cpus)
 
-    def params(self, name: str, solo_s: float, parallel: float, k: float) -> JobParams:
+    def template_for(self, profile: Profile) -> JobParams:
+        """The calibrated program whose character (all but its size, parallelism and memory intensity) a new program
+        takes: where the node counts hardware events, the nearest in what its solo run counted (``NEAR_FEATURES``,
+        standardized over the calibrated programs); else the median program."""
+        import numpy as np
+
+        from profiler.features import VALUE_FEATURES, raw_features
+
+        own = [(j.params, j.profile) for j in self.model.jobs if j.profile is not None]
+        cols = [VALUE_FEATURES.index(f) for f in NEAR_FEATURES]
+        x = raw_features(profile)[cols]
+        if len(own) < 2 or np.isnan(x).all():
+            return self.template
+        m = np.vstack([raw_features(p)[cols] for _, p in own])
+        use = ~np.isnan(x) & ~np.isnan(m).any(axis=0)
+        if not use.any():
+            return self.template
+        sd = m[:, use].std(axis=0)
+        sd[sd == 0] = 1.0
+        d = (((m[:, use] - x[use]) / sd) ** 2).sum(axis=1)
+        return own[int(np.argmin(d))][0]
+
+    def params(self, name: str, solo_s: float, parallel: float, k: float, template: JobParams | None = None) -> JobParams:
         """The program's parameters with intensity ``k``, its compute scaled so that the model's solo time on the
-        whole node is its measured one."""
-        t = self.template
+        whole node is its measured one; its other character ``template``'s (default: the median program's)."""
+        t = template or self.template
         base = dataclasses.asdict(t)
         ratio_reuse = t.reuse_gb / t.stream_gb if t.stream_gb > 0 else 0.0
         ratio_comm = t.comm_gb / t.work_s
@@ -146,24 +174,24 @@ class Learner:
         shapes = {}
         for prof in new:
             s, src = speedup_of(prof, n)
-            shapes[prof.name] = (prof.duration_s, parallel_from_speedup(s, n), s, src)
-            jobs[prof.name] = self.params(prof.name, prof.duration_s, shapes[prof.name][1], self.k_high)
+            shapes[prof.name] = (prof.duration_s, parallel_from_speedup(s, n), s, src, self.template_for(prof))
+            jobs[prof.name] = self.params(prof.name, prof.duration_s, shapes[prof.name][1], self.k_high, shapes[prof.name][4])
         learned = []
         for prof in new:  # one after another, each with the others at their estimate so far
-            solo, par, s, src = shapes[prof.name]
+            solo, par, s, src, tpl = shapes[prof.name]
             mine = [r for r in runs if r.kind == "corun" and len(r.group) > 1 and any(p.job == prof.name for p in r.group)
                     and all(p.job in jobs for p in r.group) and all(t is not None for t in r.times_s)]
-            fitted, err = self._fit(prof.name, solo, par, mine, jobs) if mine else (None, None)
+            fitted, err = self._fit(prof.name, solo, par, mine, jobs, tpl) if mine else (None, None)
             k = self.k_high if fitted is None else (
                 fitted if len(mine) >= KNOWN_AFTER else max(fitted, math.sqrt(max(fitted, 1e-12) * self.k_high)))
-            jobs[prof.name] = self.params(prof.name, solo, par, k)
+            jobs[prof.name] = self.params(prof.name, solo, par, k, tpl)
             learned.append(LearnedJob(prof.name, solo, s, src, k, fitted, len(mine), err))
         extra = [ModelJob(params=jobs[lj.name], role="other", suite="learned", character=lj.describe(),
                           profile=next(p for p in new if p.name == lj.name)) for lj in learned]
         return self.model.model_copy(update={"jobs": [*self.model.jobs, *extra]}), learned
 
     def _fit(self, name: str, solo: float, par: float, records: Sequence[RunRecord],
-             jobs: dict[str, JobParams]) -> tuple[float, float]:
+             jobs: dict[str, JobParams], template: JobParams | None = None) -> tuple[float, float]:
         """The intensity that best predicts ``records`` (least squares of log times) and the median abs error (%)
         of the program's own times under it."""
         from env.calibration.calibrate import to_placement
@@ -171,7 +199,7 @@ class Learner:
         groups = [[to_placement(p) for p in r.group] for r in records]  # their cores, memory, L3 ways and MBA caps
         best: tuple[float, float, float] | None = None
         for k in self.grid:
-            trial = {**jobs, name: self.params(name, solo, par, k)}
+            trial = {**jobs, name: self.params(name, solo, par, k, template)}
             gm = self.GroupModel(self.model.node, self.model.params, trial, self.model.probe)
             loss, own = 0.0, []
             for r, group in zip(records, groups):
