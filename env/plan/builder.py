@@ -156,6 +156,7 @@ class PlanBuilder:
             "requested_policy": None,
             "fallback_reason": None,
             "search": None,
+            "stale_model": None,
             **notes,
         })
 
