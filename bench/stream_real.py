@@ -207,14 +207,14 @@ def picture(doc: dict[str, Any], path: Path) -> None:
 # -- setup: the documented steps for what the node lacks
 
 def known_programs(home: Path) -> tuple[set[str], set[str], Path]:
-    """(programs with a stored profile with interference curves, programs the calibrated model holds, its file)."""
+    """(programs with a stored profile, programs the calibrated model holds, its file)."""
     os.environ["COSCHED_HOME"] = str(home)
     from env.calibration.store import model_path
     from env.node.discover import local_node_id
     from profiler.store import ProfileStore
 
     key = local_node_id()
-    profiled = set(ProfileStore().list_interference(key))
+    profiled = {p.name for p in ProfileStore().list(key)}
     path = model_path(key)
     calibrated = set()
     if path.is_file():
@@ -238,8 +238,7 @@ def setup(home: Path, env: dict[str, str]) -> None:
         if name in profiled:
             say(f"{name}: profile stored")
             continue
-        say(f"profiling {name} ({k + 1}/{len(PROGRAMS)}): solo on the whole node, on one core, interference curves "
-            f"(load {load1()})")
+        say(f"profiling {name} ({k + 1}/{len(PROGRAMS)}): solo on the whole node, then on one core (load {load1()})")
         subprocess.run([COSCHED, "profile", "--name", name, "--", *argv], check=True, stdout=subprocess.DEVNULL, cwd=ROOT,
                        env=env)
     if set(PROGRAMS) <= calibrated:
