@@ -58,7 +58,7 @@ def main() -> int:
                   say=lambda s: print(s, flush=True))
     except ModelFileError as e:
         sys.exit(f"error: {e}")
-    print(f"\n{args.node} (simulated), held-out seeds {args.seeds}: median [min, max] over the seeds")
+    print(f"\n{args.node} (simulated), seeds {args.seeds}: median [min, max] over the seeds")
     lines = table(doc)
     print("\n".join(lines))
     print("decision latency, median (p90) ms per event where a start is possible, one core, measured: " + ", ".join(

@@ -4,17 +4,15 @@ with each job started once, and the return is exactly minus the metric (over its
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
-from env.episode.stream import Decision, run_stream
+from env.episode.stream import Decision, StreamJob, run_stream
 from env.episode.stream_gym import ENV_ID, N_OPTIONS, OPTIONS, CoScheduleStreamEnv, menu
 from env.sim.catalogue import catalogue
 from env.sim.world import world_for
-from env.episode.stream import StreamJob
 
 
 def _stream(node, n: int, seed: int, gap: float = 0.0) -> list[StreamJob]:

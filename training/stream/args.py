@@ -23,15 +23,15 @@ class Args:
     # the warm start: ``teacher_streams`` training streams decided by rollout (W ``teacher_window``) in
     # ``teacher_workers`` processes; their transitions join the replay buffer and a demonstration buffer that the
     # actor imitates for ``bc_updates`` updates, then with weight ``bc_coef`` beside SAC's actor loss. 0: SAC alone
-    teacher_streams: int = 64
+    teacher_streams: int = 128
     teacher_window: int = 8
     teacher_workers: int = 2
-    bc_updates: int = 2_000
-    dagger_rounds: int = 2  # then: the actor decides, rollout labels the states it visits (DAgger)
+    bc_updates: int = 3_000
+    dagger_rounds: int = 1  # then: the actor decides, rollout labels the states it visits (DAgger)
     dagger_streams: int = 32
     dagger_updates: int = 1_000
-    lr_warm: float = 1e-3  # the actor's learning rate while it imitates
-    bc_coef: float = 1.0
+    lr_warm: float = 5e-4  # the actor's learning rate while it imitates
+    bc_coef: float = 5.0
     reward_scale: float = 10.0  # the return is -reward_scale x metric / metric_scale (env.episode.stream_gym)
     gamma: float = 0.995
     tau: float = 0.005
@@ -50,7 +50,7 @@ class Args:
     d_ff: int = 64
     d_head_hidden: int = 64
     eval_every: int = 1_000  # validate (greedy actor vs greedy-continuous on the validation streams) every this many steps
-    eval_seeds: tuple[int, ...] = (200, 201)  # validation streams (never 101-108: those are held out)
+    eval_seeds: tuple[int, ...] = (200, 201, 202, 203)  # validation streams (never 101-108: those are held out)
     eval_cmaxes: tuple[int, ...] = (2, 3, 4)
     eval_load: float = 0.8  # and each with arrivals at this load (0: saturated only)
     eval_window: int = 8

@@ -6,7 +6,7 @@
   is possible. Numpy only, no torch. ``next_start(sim, queue, places)`` is one such choice (a rollout base).
 * ``AgentSearch`` (``agent-search``): ``rollout`` (``env.planners.continuous.Rollout``) whose candidates at each
   start are the agent's best ``top`` starts by its logits, the base's (``Fill``) start and "nothing", each played
-  forward by ``Fill`` on the node model and the best kept. Then the guard: the decision found, played forward, is
+  forward on the node model by ``Fill`` and by packing, valued by the better of the two, and the best kept. Then the guard: the decision found, played forward, is
   compared with packing's decision played forward by packing from the same state; when packing's is predicted
   better, packing's decision is taken and ``fallbacks`` says why (time, both predictions). So agent-search is never
   below packing's predicted outcome on the model at any event.
@@ -21,8 +21,14 @@ from typing import Sequence
 import numpy as np
 
 from agent.streamnet import stream_logits
-from env.episode.stream import DEFAULT_STREAM_WINDOW, WAIT, Decision, StreamJob, StreamView
-from env.episode.stream_gym import N_OPTIONS, StreamFeatures, needs_choice, observe
+from env.episode.stream import (
+    DEFAULT_STREAM_WINDOW,
+    WAIT,
+    Decision,
+    StreamJob,
+    StreamView,
+)
+from env.episode.stream_gym import StreamFeatures, needs_choice, observe
 from env.node.spec import NodeSpec
 from env.plan.allocate import Allocation, plain_allocation
 from env.planners.continuous import Rollout, play_out
@@ -98,10 +104,10 @@ class AgentSearch(Rollout):
 
     name = "agent-search"
 
-    def __init__(self, model: StreamModel, window: int = 16, top: int = 3) -> None:
+    def __init__(self, model: StreamModel, window: int = 16, top: int = 3, guard: bool = True) -> None:
         super().__init__(window, candidates=top)
         self.agent = AgentStream(model, window)
-        self.top = top
+        self.top, self.guarded = top, guard
         self.fallbacks: list[tuple[float, str]] = []
 
     def reset(self, node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int) -> None:
@@ -113,6 +119,9 @@ class AgentSearch(Rollout):
     def _options(self, sim: StreamNode, queue: list[StreamJob], places: int, base: Start) -> list[Start | None]:
         x, o = self.agent.logits(sim, queue)
         options: list[Start | None] = [base]
+        packed = self.packing.next_start(sim, queue, places)
+        if packed is not None and (packed[0].name, packed[1]) != (base[0].name, base[1]):
+            options.append(packed)  # packing's own start: the search's best is then never predicted below packing's
         for a in np.argsort(-x, kind="stable")[:self.top + 1]:
             if not np.isfinite(x[a]):
                 break
@@ -122,6 +131,17 @@ class AgentSearch(Rollout):
         if sim.running:
             options.append(None)
         return options
+
+    def _value(self, sim: StreamNode, queue: list[StreamJob], start: Start | None) -> float:
+        """A candidate's predicted objective: the better of its play-outs by ``Fill`` and by packing (a candidate is
+        not judged by one weak base; packing's play-out is cheap: no rates to weigh)."""
+        by_fill = super()._value(sim, queue, start)
+        base, self.base = self.base, self.packing  # type: ignore[assignment]
+        try:
+            by_packing = super()._value(sim, queue, start)
+        finally:
+            self.base = base
+        return min(by_fill, by_packing)
 
     def decide(self, view: StreamView) -> Decision:
         self.agent.pending = view.pending
@@ -148,6 +168,8 @@ class AgentSearch(Rollout):
 
     def _guard(self, view: StreamView, d: Decision, sim: StreamNode, queue: list[StreamJob], value: float) -> Decision:
         """``d`` unless packing's decision, played forward by packing, is predicted better (then that, and why)."""
+        if not self.guarded:
+            return d
         if not math.isfinite(value):  # nothing chosen by a comparison: value ``d`` as it stands
             value = self._value(sim, queue, None) if sim.running else math.inf
         psim, pqueue, pstarts = view.sim.fork(), list(view.queue), []
@@ -160,7 +182,8 @@ class AgentSearch(Rollout):
             places -= 1
         if not psim.running or pstarts == list(d.starts):
             return d
-        ended = [psim.now] * len(psim.advance())
+        done = psim.advance()  # (the time after the advance: the jobs that ended at it)
+        ended = [psim.now] * len(done)
         packed = play_out(psim, pqueue, self.cmax, self.packing, self.goal, ended)  # type: ignore[arg-type]
         if packed < value - 1e-9:
             self.fallbacks.append((view.now, f"packing's decision predicted {packed:.1f} against {value:.1f} "

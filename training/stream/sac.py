@@ -40,7 +40,13 @@ import tyro
 
 from agent.policy import masked_probs, sample_valid
 from agent.streamnet import StreamNetShape, stream_logits
-from env.episode.stream_gym import CONTEXT_NAMES, OPTION_NAMES, OPTIONS, PAIR_NAMES, CoScheduleStreamEnv
+from env.episode.stream_gym import (
+    CONTEXT_NAMES,
+    OPTION_NAMES,
+    OPTIONS,
+    PAIR_NAMES,
+    CoScheduleStreamEnv,
+)
 from training.stream.args import Args
 from training.stream.modelfile import StreamModel, StreamModelMeta, write_stream_model
 from training.stream.replay import Replay
