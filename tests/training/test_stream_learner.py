@@ -97,3 +97,17 @@ def test_a_window_model_is_refused_in_one_line(tmp_path):
         load_stream_model(bad)
     _, refused = stream_agents(NODE, "training/models/sim-reference.npz")
     assert "not a stream model" in refused["agent"] and "\n" not in refused["agent"]
+
+
+def test_the_guard_predicts_packing_exactly(trained):
+    """On a saturated stream packing's predicted makespan from the empty node is packing's makespan."""
+    from env.episode.stream import StreamView
+    from env.sim.stream import StreamNode
+    from env.sim.world import world_for
+
+    jobs = saturated(NODE, 9, 21)
+    p = AgentSearch(load_stream_model(trained[0] / "model.npz"), 8)
+    p.reset(NODE, jobs, 3)
+    starts, predicted = p.packing_prediction(StreamView(StreamNode(NODE, world_for(NODE).params), list(jobs), 3, 0))
+    assert len(starts) == 3
+    assert predicted == pytest.approx(run_stream(NODE, jobs, 3, Packing()).makespan_s, rel=1e-12)

@@ -166,12 +166,8 @@ class AgentSearch(Rollout):
             places -= 1
         return self._guard(view, Decision(starts=tuple(starts)) if starts else WAIT, sim, queue, value)
 
-    def _guard(self, view: StreamView, d: Decision, sim: StreamNode, queue: list[StreamJob], value: float) -> Decision:
-        """``d`` unless packing's decision, played forward by packing, is predicted better (then that, and why)."""
-        if not self.guarded:
-            return d
-        if not math.isfinite(value):  # nothing chosen by a comparison: value ``d`` as it stands
-            value = self._value(sim, queue, None) if sim.running else math.inf
+    def packing_prediction(self, view: StreamView) -> tuple[list[tuple[str, Allocation]], float]:
+        """packing's decision now and its predicted objective, packing deciding the known jobs to their end."""
         psim, pqueue, pstarts = view.sim.fork(), list(view.queue), []
         places = view.places()
         while (s := self.packing.next_start(psim, pqueue, places)) is not None:
@@ -180,11 +176,21 @@ class AgentSearch(Rollout):
             pqueue.remove(j)
             pstarts.append((j.id, alloc))
             places -= 1
-        if not psim.running or pstarts == list(d.starts):
-            return d
+        if not psim.running:
+            return pstarts, math.inf
         done = psim.advance()  # (the time after the advance: the jobs that ended at it)
         ended = [psim.now] * len(done)
-        packed = play_out(psim, pqueue, self.cmax, self.packing, self.goal, ended)  # type: ignore[arg-type]
+        return pstarts, play_out(psim, pqueue, self.cmax, self.packing, self.goal, ended)  # type: ignore[arg-type]
+
+    def _guard(self, view: StreamView, d: Decision, sim: StreamNode, queue: list[StreamJob], value: float) -> Decision:
+        """``d`` unless packing's decision, played forward by packing, is predicted better (then that, and why)."""
+        if not self.guarded:
+            return d
+        if not math.isfinite(value):  # nothing chosen by a comparison: value ``d`` as it stands
+            value = self._value(sim, queue, None) if sim.running else math.inf
+        pstarts, packed = self.packing_prediction(view)
+        if not math.isfinite(packed) or pstarts == list(d.starts):
+            return d
         if packed < value - 1e-9:
             self.fallbacks.append((view.now, f"packing's decision predicted {packed:.1f} against {value:.1f} "
                                               f"({self.goal}): packing's taken"))
