@@ -92,8 +92,17 @@ class Bench:
         cal, aside, win = (QUICK_CALIBRATION, QUICK_ASIDE, QUICK_WINDOW) if a.quick else (CALIBRATION, ASIDE, WINDOW)
         data = self.data_files() if not a.quick else {}
         fill = {"py": PY, **data}
-        self.calibration = {n: [x.format(**fill) for x in v] for n, v in cal.items()}
-        self.aside = {n: [x.format(**fill) for x in v] for n, v in aside.items()}
+
+        def argv(v: list[str]) -> list[str]:  # {py}, {text}, {words} filled; every other brace kept (awk programs)
+            out = []
+            for x in v:
+                for k, val in fill.items():
+                    x = x.replace("{" + k + "}", val)
+                out.append(x)
+            return out
+
+        self.calibration = {n: argv(v) for n, v in cal.items()}
+        self.aside = {n: argv(v) for n, v in aside.items()}
         self.window_names = win
 
     def save(self) -> None:
