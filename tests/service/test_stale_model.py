@@ -62,3 +62,21 @@ def test_the_trained_range_decides_when_the_model_keeps_it(model: Path) -> None:
     assert outside(meta, profile("edge", 14.0)) is None  # within the margin (a quarter of the range)
     assert "log10_duration_s" in outside(meta, profile("long", 100.0))
     assert "log10_duration_s" in outside(meta, profile("short", 0.1))
+
+
+def test_a_simulated_nodes_shipped_model_says_nothing_of_its_own_programs() -> None:
+    # the shipped model keeps no range; its feature spread would flag catalogue programs with long-tailed features
+    from env.plan.models import Window
+
+    node = load_node("sim:reference")
+    w = Window.model_validate({"jobs": [{"id": n, "profile": n} for n in ("raytrace", "cholesky", "EP", "MG")],
+                               "max_concurrency": 2})
+    assert plan_window(w, node, policy="agent").stale_model is None
+
+
+def test_the_line_names_the_programs_in_name_order(model: Path) -> None:
+    store = ProfileStore()
+    store.put(profile("zz-blink", 0.002))
+    store.put(profile("aa-blink", 0.003))
+    plan = plan_window(window(("zz-blink", "aa-blink", "EP", "MG")), load_node("local"), model=str(model))
+    assert plan.stale_model is not None and "like aa-blink (" in plan.stale_model and "and 1 more" in plan.stale_model
