@@ -71,12 +71,19 @@ class Continuous(Recovery):
             self.log(f"continuous: the partition's nodes have {sorted({n.cpus for n in nodes})} CPUs and the node "
                      f"decisions are made for ({spec.name}) has {len(spec.cpus)}: nothing starts; run the controller "
                      "with --plan-node of the partition's node kind")
-        for node in sorted(nodes, key=lambda n: n.name):
+        usable = [n for n in sorted(nodes, key=lambda n: n.name)
+                  if not n.unusable and n.name not in foreign and n.cpus == len(spec.cpus)]
+        # The oldest held job needs a whole node (no profile known): the usable node with the fewest jobs running
+        # takes nothing new until it is empty, so that a stream never keeps that job waiting.
+        drain = None
+        if queue and usable and (not _NAME.match(queue[0].profile) or queue[0].profile in unknown):
+            drain = min(usable, key=lambda n: len(running.get(n.name, []))).name
+        for node in usable:
             if not queue:
                 break
-            if node.unusable or node.name in foreign or node.cpus != len(spec.cpus):
-                continue
             here = running.get(node.name, [])
+            if node.name == drain and here:
+                continue
             if any(r is None for r in here) or len(here) >= cmax:
                 continue  # a job alone with the whole node, or full
             runs = [r for r in here if r is not None]

@@ -165,3 +165,18 @@ def test_nodes_of_another_size_than_the_plan_node_start_nothing_and_it_says_so_o
     Watch(sim, plugin, pdir).run(make(tmp_path, sim, log), 3.0)
     assert not any(plugin.runs.get(i) for i in ids) and all(j.held for j in sim.jobs())
     assert sum("--plan-node" in ln and "nothing starts" in ln for ln in log) == 1, log
+
+
+def test_a_job_without_a_profile_gets_a_node_drained_for_it_in_a_stream(tmp_path: Path) -> None:
+    sim = SimCluster(n_nodes=1, cpus=24)
+    first = [sim.submit(n, runtime_s=4.0) for n in ("MG", "EP")]
+    pdir = tmp_path / "placements"
+    plugin, log = Plugin(sim, pdir), []
+    ctl = make(tmp_path, sim, log)
+    w = Watch(sim, plugin, pdir)
+    w.run(ctl, 1.0)
+    alone = sim.submit("no-such-program", runtime_s=2.0)
+    later = [sim.submit(n, runtime_s=4.0) for n in ("CG", "FT", "IS", "LU")]  # would keep the node busy for ever
+    w.run(ctl, 40.0)
+    assert all(plugin.runs.get(i) == 1 for i in [*first, alone, *later]), plugin.runs
+    assert w.start_t[alone] < min(w.start_t[i] for i in later), (w.start_t, log)
