@@ -87,7 +87,7 @@ def figure(m: dict[str, float], saturated: bool) -> float:
 def run(node: Any, model: str, untrained: str | None, seeds: Sequence[int], cmaxes: Sequence[int], loads: Sequence[float],
         window: int = 8, search_window: int = 16, search: bool = True, say: Callable[[str], None] = print) -> dict:
     factories = arms(model, untrained, window, search_window, search)
-    rows, times, fallbacks = [], {k: [] for k in factories}, 0
+    rows, times, fallbacks = [], {}, 0
     for label, jobs, cmax in eval_streams(node, seeds, cmaxes, loads):
         sat = label.startswith("sat")
         res = {}
@@ -95,7 +95,8 @@ def run(node: Any, model: str, untrained: str | None, seeds: Sequence[int], cmax
             pol = Timed(make())
             m = run_stream(node, jobs, cmax, pol).metrics()  # type: ignore[arg-type]
             res[name] = figure(m, sat)
-            times[name].extend(pol.times)
+            for key in (name, f"{name} ({'saturated' if sat else 'arrivals'})"):
+                times.setdefault(key, []).extend(pol.times)
             fallbacks += len(getattr(pol.policy, "fallbacks", []))
         rows.append((label, res))
         say(f"{label}: " + "  ".join(f"{k} {v / res['packing']:.3f}" for k, v in res.items() if k != "packing"))

@@ -39,6 +39,19 @@ from training.stream.modelfile import StreamModel, load_stream_model
 Start = tuple[StreamJob, Allocation]
 
 
+_FEATURES: dict[str, StreamFeatures] = {}
+
+
+def features_for(node: NodeSpec) -> StreamFeatures:
+    """One ``StreamFeatures`` per node in this process: its memoised node-model times and allocation menus stay warm
+    from one stream (one request) to the next."""
+    key = node.model_dump_json()
+    f = _FEATURES.get(key)
+    if f is None:
+        f = _FEATURES[key] = StreamFeatures(node)
+    return f
+
+
 class AgentStream:
     """The learned policy alone (greedy arg-max of the actor)."""
 
@@ -51,8 +64,7 @@ class AgentStream:
         self.feats: StreamFeatures | None = None
 
     def reset(self, node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int) -> None:
-        if self.feats is None or self.feats.node is not node:
-            self.feats = StreamFeatures(node)
+        self.feats = features_for(node)
         self.feats.remember(jobs)
         self.cmax, self.total = max_concurrency, len(jobs)
         self.turnaround = len({j.submit_s for j in jobs}) > 1
