@@ -64,7 +64,7 @@ def arms(model: str, untrained: str | None, window: int, search_window: int, sea
         "packing": Packing, "greedy-continuous": lambda: GreedyContinuous(window),
         "untrained": lambda: _named(AgentStream(raw, window), "untrained"), "agent": lambda: AgentStream(trained, window)}
     if search:
-        out["rollout"] = lambda: _unguarded(Rollout(window))
+        out["rollout"] = lambda: Rollout(window)  # as it ships (with its own guard against packing)
         out["agent-search"] = lambda: AgentSearch(trained, search_window)
     return out
 
@@ -72,12 +72,6 @@ def arms(model: str, untrained: str | None, window: int, search_window: int, sea
 def _named(p: Any, name: str) -> Any:
     p.name = name
     return p
-
-
-def _unguarded(r: Rollout) -> Rollout:
-    if hasattr(r, "guard"):  # compare the searches themselves
-        r.guard = False
-    return r
 
 
 def figure(m: dict[str, float], saturated: bool) -> float:

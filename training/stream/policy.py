@@ -5,11 +5,12 @@
   same mask as in training), starts that job, and asks again until the arg-max is "nothing more now" or no start
   is possible. Numpy only, no torch. ``next_start(sim, queue, places)`` is one such choice (a rollout base).
 * ``AgentSearch`` (``agent-search``): ``rollout`` (``env.planners.continuous.Rollout``) whose candidates at each
-  start are the agent's best ``top`` starts by its logits, the base's (``Fill``) start and "nothing", each played
-  forward on the node model by ``Fill`` and by packing, valued by the better of the two, and the best kept. Then the guard: the decision found, played forward, is
-  compared with packing's decision played forward by packing from the same state; when packing's is predicted
-  better, packing's decision is taken and ``fallbacks`` says why (time, both predictions). So agent-search is never
-  below packing's predicted outcome on the model at any event.
+  start are the agent's best ``top`` starts by its logits, the base's (``Fill``) start, packing's start and
+  "nothing", each played forward on the node model by ``Fill`` and by packing, valued by the better of the two; the
+  best is kept. Then the guard: packing's decision, played forward by packing from the same state
+  (``packing_prediction``), is taken when it is predicted better, and ``fallbacks`` says why (time, both
+  predictions). So agent-search is never below packing's predicted outcome on the model at any event; on a
+  saturated stream (where the prediction is exact for packing) its makespan is never after packing's.
 """
 
 from __future__ import annotations
@@ -204,9 +205,9 @@ class AgentSearch(Rollout):
         if not math.isfinite(packed) or pstarts == list(d.starts):
             return d
         if packed < value - 1e-9:
-            self.fallbacks.append((view.now, f"packing's decision predicted {packed:.1f} against {value:.1f} "
-                                              f"({self.goal}): packing's taken"))
-            return Decision(starts=tuple(pstarts))
+            why = f"packing's decision predicted {packed:.1f} against {value:.1f} ({self.goal}): packing's taken"
+            self.fallbacks.append((view.now, why))
+            return Decision(starts=tuple(pstarts), note=why)
         return d
 
 
