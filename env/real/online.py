@@ -441,7 +441,7 @@ class OnlineRunner:
         pj = PlanJob.model_construct(id=oj.id, profile=oj.profile, command=oj.command, env={**oj.env, MARK: self._mark(oj.id)},
                                      cpus=list(alloc.cpus), launch=argv)
         job = _Job(pj, self.run_dir, time.monotonic())
-        start = round(self.now(), 4)
+        start = round(self.now() - (time.monotonic() - job.start), 4)  # its process's start: end_s = start_s + wall_s
         self.journal.write("job_start", job=oj.id, pid=job.proc.pid, at_s=start, argv=argv)
         self.live[oj.id] = _Live(oj, alloc, start, job=job, group=group)
         r = self.results[oj.id]
