@@ -14,7 +14,9 @@ runs a job without a profile alone on the whole node under perf and stores that 
   on a node without hardware counters: it starts high, at the geometric mean of the node's median and its most
   memory-bound calibrated program's (cautious: the planner pairs it as a heavy program, so with partners the model
   predicts little disturbed by one, or alone; not the worst case, which would keep two new programs apart for
-  ever and so never learn them);
+  ever and so never learn them); each production run of it alone (a plan that found no partner for it) moves that
+  prior toward the median program's, reached after ``KNOWN_AFTER`` such runs: a program kept alone teaches the model
+  nothing, so it is paired after a few (``Learner.cautious``);
 * every later co-run of it (the calibration data ``cosched run`` keeps, source ``run``) refits that intensity (a
   one-dimensional least-squares fit of the log times of every program of those co-runs); until ``KNOWN_AFTER``
   co-runs the planner uses the fit's value or the pessimistic one's geometric mean with it, whichever is higher;
@@ -65,6 +67,7 @@ class LearnedJob:
     fitted_intensity: float | None  # the co-runs' fit (None before any co-run)
     coruns: int
     error_pct: float | None  # the model's median abs error on its co-runs' times (None before any)
+    alone: int = 0  # production runs of it alone since its first (in the calibration data)
 
     @property
     def known(self) -> bool:
@@ -72,7 +75,8 @@ class LearnedJob:
 
     def describe(self) -> str:
         if not self.coruns:
-            state = "no co-run yet: paired as a heavy memory user until it has some"
+            state = "no co-run yet: paired as a heavy memory user until it has some" + (
+                f", less so after {self.alone} run{'s' if self.alone != 1 else ''} alone" if self.alone else "")
         else:
             state = (f"{self.coruns} co-run{'s' if self.coruns != 1 else ''}, the model's median error on them "
                      f"{self.error_pct:.1f} %" + ("" if self.known else f"; paired cautiously until {KNOWN_AFTER}"))
@@ -116,10 +120,18 @@ class Learner:
         # the cautious prior: between the node's median program and its most memory-bound one (the geometric mean),
         # so a new program is paired as a heavy one, yet two new ones may still be paired and so learned from
         self.k_high = math.sqrt(max(ks[len(ks) // 2], 1e-9) * max(ks[-1], 1e-9))
+        self.k_median = max(ks[len(ks) // 2], 1e-9)
         positive = [k for k in ks if k > 0] or [self.k_high or 1.0]
         lo, hi = min(positive) / 10.0, max(positive) * 3.0
         self.grid = [0.0] + [lo * (hi / lo) ** (i / (GRID - 2)) for i in range(GRID - 1)]
         self.whole = tuple(model.node.cpus)
+
+    def cautious(self, alone: int) -> float:
+        """The intensity a program without enough co-runs is paired with: the heavy prior, moving to the node's
+        median program's (geometrically) over ``KNOWN_AFTER`` runs of it alone; a plan that keeps a program alone
+        teaches the model nothing of its sensitivity, so it is paired after a few."""
+        w = min(1.0, alone / KNOWN_AFTER)
+        return self.k_high ** (1.0 - w) * self.k_median ** w
 
     def template_for(self, profile: Profile) -> JobParams:
         """The calibrated program whose character (all but its size, parallelism and memory intensity) a new program
@@ -172,20 +184,25 @@ class Learner:
         n = len(self.model.node.cpus)
         jobs = dict(self.model.job_params())
         shapes = {}
+        alone = {p.name: sum(1 for r in runs if r.kind == "corun" and len(r.group) == 1 and r.group[0].job == p.name)
+                 for p in new}
+        prior = {name: self.cautious(a) for name, a in alone.items()}
         for prof in new:
             s, src = speedup_of(prof, n)
             shapes[prof.name] = (prof.duration_s, parallel_from_speedup(s, n), s, src, self.template_for(prof))
-            jobs[prof.name] = self.params(prof.name, prof.duration_s, shapes[prof.name][1], self.k_high, shapes[prof.name][4])
+            jobs[prof.name] = self.params(prof.name, prof.duration_s, shapes[prof.name][1], prior[prof.name],
+                                          shapes[prof.name][4])
         learned = []
         for prof in new:  # one after another, each with the others at their estimate so far
             solo, par, s, src, tpl = shapes[prof.name]
             mine = [r for r in runs if r.kind == "corun" and len(r.group) > 1 and any(p.job == prof.name for p in r.group)
                     and all(p.job in jobs for p in r.group) and all(t is not None for t in r.times_s)]
             fitted, err = self._fit(prof.name, solo, par, mine, jobs, tpl) if mine else (None, None)
-            k = self.k_high if fitted is None else (
-                fitted if len(mine) >= KNOWN_AFTER else max(fitted, math.sqrt(max(fitted, 1e-12) * self.k_high)))
+            high = prior[prof.name]
+            k = high if fitted is None else (
+                fitted if len(mine) >= KNOWN_AFTER else max(fitted, math.sqrt(max(fitted, 1e-12) * high)))
             jobs[prof.name] = self.params(prof.name, solo, par, k, tpl)
-            learned.append(LearnedJob(prof.name, solo, s, src, k, fitted, len(mine), err))
+            learned.append(LearnedJob(prof.name, solo, s, src, k, fitted, len(mine), err, alone[prof.name]))
         extra = [ModelJob(params=jobs[lj.name], role="other", suite="learned", character=lj.describe(),
                           profile=next(p for p in new if p.name == lj.name)) for lj in learned]
         return self.model.model_copy(update={"jobs": [*self.model.jobs, *extra]}), learned

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import pytest
+
 from env.calibration.calibrate import CalibrationConfig, calibrate
 from env.calibration.learned import Learner
 from env.measure.probing import Placement
@@ -13,6 +15,7 @@ from env.sim.measuring import sim_measuring_backend
 from env.sim.nodes import load_node
 from env.sim.variants import model_for_node
 from profiler.events import PERF_EVENTS, SOFTWARE_EVENTS
+from profiler.interference import PlacementRecord, RunRecord
 from profiler.models import Profile
 
 JOBS = ["EP", "MG", "CG", "lu_cb"]
@@ -26,10 +29,15 @@ def first_run(backend, job: str, whole: tuple[int, ...], software_only: bool) ->
                    simulated=True, created_at=datetime.now(timezone.utc))
 
 
-def test_the_template_is_the_nearest_calibrated_program_where_counters_say() -> None:
+@pytest.fixture(scope="module")
+def calibrated():  # noqa: ANN201
     truth = model_for_node(load_node("sim:reference"))
     backend = sim_measuring_backend(truth, noise_sd=0.0, seed=3)
-    model = calibrate(backend, CalibrationConfig(probes=2, heldout=2, seed=0, jobs=JOBS)).model
+    return backend, calibrate(backend, CalibrationConfig(probes=2, heldout=2, seed=0, jobs=JOBS)).model
+
+
+def test_the_template_is_the_nearest_calibrated_program_where_counters_say(calibrated) -> None:  # noqa: ANN001
+    backend, model = calibrated
     learner = Learner(model)
     whole = tuple(model.node.cpus)
     params = {j.name: j.params for j in model.jobs}
@@ -42,3 +50,24 @@ def test_the_template_is_the_nearest_calibrated_program_where_counters_say() -> 
     got = next(j.params for j in new.jobs if j.name == "MG-new")
     assert (got.ws_mb, got.irregular, got.bw_core) == (params["MG"].ws_mb, params["MG"].irregular, params["MG"].bw_core)
     assert got.stream_gb / got.work_s == learned[0].intensity  # its intensity is still the cautious prior's
+
+
+def test_a_program_the_plans_keep_alone_is_paired_after_a_few_runs(calibrated) -> None:  # noqa: ANN001
+    """Runs alone teach the model nothing of a program's sensitivity: each moves its cautious prior toward the
+    median program's, reached after KNOWN_AFTER of them, so the plans pair it and it is learned."""
+    from env.calibration.learned import KNOWN_AFTER
+
+    backend, model = calibrated
+    learner = Learner(model)
+    prof = first_run(backend, "MG", tuple(model.node.cpus), software_only=True)
+    alone = RunRecord(kind="corun", group=[PlacementRecord(job=prof.name, cpus=list(model.node.cpus))],
+                      times_s=[prof.duration_s], node_seconds=prof.duration_s)
+    ks = []
+    for n in range(KNOWN_AFTER + 2):
+        lj = learner.learn([prof], [alone] * n)[1][0]
+        assert lj.alone == n and lj.coruns == 0
+        ks.append(lj.intensity)
+    assert ks[0] == pytest.approx(learner.k_high) and learner.k_high > learner.k_median
+    assert all(a > b for a, b in zip(ks[:KNOWN_AFTER], ks[1:KNOWN_AFTER + 1]))  # less cautious with each run alone
+    assert ks[KNOWN_AFTER] == pytest.approx(learner.k_median) == ks[-1]  # then the median program's
+    assert "less so after 2 runs alone" in learner.learn([prof], [alone] * 2)[1][0].describe()
