@@ -31,9 +31,8 @@ from env.episode.stream import (
 )
 from env.episode.stream_gym import StreamFeatures, needs_choice, observe
 from env.node.spec import NodeSpec
-from env.plan.allocate import Allocation, plain_allocation
+from env.plan.allocate import Allocation
 from env.planners.continuous import Rollout, play_out
-from env.planners.streams import slots as packing_slots
 from env.sim.stream import StreamNode
 from training.stream.modelfile import StreamModel, load_stream_model
 
@@ -95,22 +94,6 @@ class AgentStream:
         return Decision(starts=tuple(starts)) if starts else WAIT
 
 
-class PackingBase:
-    """packing as a rollout base: the queue's head in the lowest free slot."""
-
-    def __init__(self, node: NodeSpec, cmax: int) -> None:
-        self.node, self.slots = node, packing_slots(node, cmax)
-
-    def next_start(self, sim: StreamNode, queue: Sequence[StreamJob], places: int) -> Start | None:
-        if not queue or places < 1:
-            return None
-        free = sim.free_cpus()
-        for s in self.slots:
-            if set(s) <= free:
-                return queue[0], plain_allocation(self.node, s)
-        return None
-
-
 class AgentSearch(Rollout):
     """Rollout guided by the agent (see the module docstring); ``fallbacks``: (time, why) of each event where
     packing's decision was taken instead."""
@@ -126,7 +109,7 @@ class AgentSearch(Rollout):
     def reset(self, node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int) -> None:
         super().reset(node, jobs, max_concurrency)
         self.agent.reset(node, jobs, max_concurrency)
-        self.node, self.packing = node, PackingBase(node, max_concurrency)
+        self.node = node  # self.packing: rollout's own packing base (Rollout.reset)
         self.fallbacks = []
 
     def _options(self, sim: StreamNode, queue: list[StreamJob], places: int, base: Start) -> list[Start | None]:
@@ -245,4 +228,4 @@ def stream_agents(node: NodeSpec, model: str | Path | None = None, window: int =
     return {"agent": lambda: AgentStream(m, window), "agent-search": lambda: AgentSearch(m, window)}, {}
 
 
-__all__ = ["AgentStream", "AgentSearch", "PackingBase", "stream_agents", "shipped_stream_model"]
+__all__ = ["AgentStream", "AgentSearch", "stream_agents", "shipped_stream_model"]
