@@ -197,7 +197,10 @@ def slurm_conf_text(spec: ClusterSpec, cpus: int, dirs: dict[str, Path]) -> str:
         f"SlurmctldPort={spec.port}",
         "SlurmUser=root",
         "SlurmdUser=root",
-        f"AuthInfo=socket={dirs['munge'] / 'munge.socket'}",
+        # cred_expire: how long a requeued job waits before it starts again (default 120 s); a restarted slurmctld
+        # that gives a lost job's id to a slurmd that ran it gets the new job requeued (the local cluster's jobs are
+        # seconds long, so it waits 30 s, not two minutes)
+        f"AuthInfo=socket={dirs['munge'] / 'munge.socket'},cred_expire=30",
         f"StateSaveLocation={dirs['ctld']}",
         f"SlurmdSpoolDir={dirs['spool']}/%n",
         f"SlurmctldPidFile={dirs['run']}/slurmctld.pid",

@@ -78,6 +78,7 @@ class Continuous(Recovery):
         drain = None
         if queue and usable and (not _NAME.match(queue[0].profile) or queue[0].profile in unknown):
             drain = min(usable, key=lambda n: len(running.get(n.name, []))).name
+        kept = self._kept_off(jobs) if self._ran else {}  # a slurmd that ran a job's id lately refuses it
         for node in usable:
             if not queue:
                 break
@@ -87,12 +88,17 @@ class Continuous(Recovery):
             if any(r is None for r in here) or len(here) >= cmax:
                 continue  # a job alone with the whole node, or full
             runs = [r for r in here if r is not None]
-            if not runs and (not _NAME.match(queue[0].profile) or queue[0].profile in unknown):
-                self._start(node.name, [(queue.pop(0), None)], "runs alone with the whole node (no profile known "
+            fits = [j for j in queue if node.name not in kept.get(j.job_id, ())]
+            if not fits:
+                continue
+            if not runs and (not _NAME.match(fits[0].profile) or fits[0].profile in unknown):
+                alone = fits[0]
+                self._start(node.name, [(alone, None)], "runs alone with the whole node (no profile known "
                             "for it)", None, res)
+                queue = [j for j in queue if j is not alone]
                 last.pop(node.name, None)
                 continue
-            head = [j for j in queue if _NAME.match(j.profile) and j.profile not in unknown][: self.cfg.window]
+            head = [j for j in fits if _NAME.match(j.profile) and j.profile not in unknown][: self.cfg.window]
             sig = (tuple(sorted(r.id for r in runs)), tuple(j.job_id for j in head))
             if not head or last.get(node.name) == sig:
                 continue

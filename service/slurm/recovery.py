@@ -10,6 +10,8 @@ older state.
 * Slurm gives a lost job's id to the next submission: a job whose submit time differs (and that was not requeued
   since) is a new job; the old one's journal row and records go aside (_retire), and it keeps off every node
   that ran a job of that id in the last AVOID_S (that slurmd refuses the id again, and Slurm drains the node).
+  A start record made before a held job was submitted is an earlier job's of that id, journaled or not (a new
+  journal on an old placement directory): it goes aside at the job's first sight (_earlier_holder).
 * Each second start the plugin refused is reported once; a job whose end was recorded stale_after_s ago and that
   Slurm shows running again is cancelled in Slurm, so its node frees (Slurm notices minutes later).
 
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
     from service.slurm.controller import ControllerConfig
 
 AVOID_S = 150.0  # a node that ran a job id is kept off by another job given that id this long (slurmd remembers it)
+CLOCK_SKEW_S = 1.0  # a start record this much older than a submission may still be that job's (nodes' clocks)
 
 
 class Recovery:
@@ -157,6 +160,7 @@ class Recovery:
         fresh = []
         for j in jobs.values():
             if j.partition == self.cfg.partition and j.managed and j.held and (j.job_id, j.submit_time) not in self._seen:
+                self._earlier_holder(j)
                 fresh.append(SeenJob(j.job_id, j.submit_time, j.name, j.partition, j.command or self._save_script(j),
                                      j.workdir, j.user, j.stdout, j.options))
         self.journal.add_seen(fresh)
@@ -215,7 +219,8 @@ class Recovery:
 
         Right away when the node is drained or down (a restarted slurmctld gave that slurmd an id it had run), and
         when they have waited stale_after_s (a restarted slurmctld may believe the node busy for minutes: a job that
-        ended after its last state save shows running there until the node registers again). When none of the group
+        ended after its last state save shows running there until the node registers again); never while Slurm's
+        reason is BeginTime (its own wait: a requeued job waits out its credential, then starts). When none of the group
         started, the group waits for a node again; when some of it started and has ended, the rest goes to a new
         group of its own. While some of it still runs there, the rest waits beside it."""
         key = (g.window_id, g.idx)
@@ -226,8 +231,11 @@ class Recovery:
             self._pending_since.pop(key, None)
             return
         now = self.clock()
-        since = self._pending_since.setdefault(key, now)
         unusable = node is not None and node.unusable
+        if not unusable and all(sj.reason == "BeginTime" for _, sj in waiting):
+            self._pending_since.pop(key, None)  # Slurm's own wait (a requeue waits out the job's credential)
+            return
+        since = self._pending_since.setdefault(key, now)
         if not unusable and now - since < self.cfg.stale_after_s:
             return
         others = [(r, sj) for r, sj in members if (r, sj) not in waiting]
@@ -278,6 +286,22 @@ class Recovery:
                  f"{old_submit}): planned as itself" + (f"; the old job's records moved aside ({', '.join(moved)})"
                                                          if moved else ""))
 
+    def _earlier_holder(self, j: SlurmJob) -> None:
+        """At first sight of the held job ``j``: a start record under its id made before ``j`` was submitted (and
+        ``j`` never requeued, which moves the submit time on) belongs to an earlier job that had the id (slurmctld
+        restarted from older state, or a new journal on an old placement directory). Its records go aside, so that
+        ``j`` is planned and starts as itself, and ``j`` keeps off the node that ran that job for AVOID_S."""
+        if j.job_id in self._journaled():
+            return  # a journaled job's id given to j: _retire sees to it
+        first = placement.started(self.cfg.placement_dir, j.job_id)
+        if first is None or j.restarts or first.time >= j.submit_time - CLOCK_SKEW_S:
+            return
+        end = placement.ended(self.cfg.placement_dir, j.job_id)
+        self._ran.setdefault(j.job_id, {})[first.node] = (-1, max(first.time, end.time if end else 0.0))
+        moved = placement.retire(self.cfg.placement_dir, j.job_id, f"before{j.submit_time}")
+        self.log(f"job {j.job_id} ({j.name}) has the id of an earlier job, which started {first.describe()}, before "
+                 f"this one was submitted: the earlier job's records moved aside ({', '.join(moved)}); planned as itself")
+
     def _note_nodes(self, jobs: dict[int, SlurmJob]) -> None:
         """Remembers for AVOID_S which node ran each job id (any job, co-scheduled or plain): a slurmd that ran an
         id refuses it for a while, and Slurm drains the node, when a restarted slurmctld gives the id to a new job."""
@@ -289,16 +313,24 @@ class Recovery:
             for jid in [k for k, v in self._ran.items() if all(now - t > AVOID_S for _, t in v.values())]:
                 del self._ran[jid]
 
-    def _avoided(self, jobs: dict[int, SlurmJob]) -> dict[tuple[int, int], set[str]]:
-        """(window, group) -> the nodes it keeps off: those that ran another job of the same id lately."""
+    def _kept_off(self, jobs: dict[int, SlurmJob]) -> dict[int, set[str]]:
+        """Held job id -> the nodes it keeps off: those that ran another job of the same id lately."""
         now = self.clock()
-        out: dict[tuple[int, int], set[str]] = {}
+        out: dict[int, set[str]] = {}
         for jid, seen in self._ran.items():
             sj = jobs.get(jid)
             if sj is None or not sj.held:
                 continue
             nodes = {n for n, (submit, t) in seen.items() if submit != sj.submit_time and now - t < AVOID_S}
-            r = self.journal.job(jid) if nodes else None
+            if nodes:
+                out[jid] = nodes
+        return out
+
+    def _avoided(self, jobs: dict[int, SlurmJob]) -> dict[tuple[int, int], set[str]]:
+        """(window, group) -> the nodes it keeps off (_kept_off of its planned jobs)."""
+        out: dict[tuple[int, int], set[str]] = {}
+        for jid, nodes in self._kept_off(jobs).items():
+            r = self.journal.job(jid)
             if r is not None and r.status == "planned":
                 out.setdefault((r.window_id, r.group_idx), set()).update(nodes)
         return out

@@ -180,3 +180,32 @@ def test_a_job_without_a_profile_gets_a_node_drained_for_it_in_a_stream(tmp_path
     w.run(ctl, 40.0)
     assert all(plugin.runs.get(i) == 1 for i in [*first, alone, *later]), plugin.runs
     assert w.start_t[alone] < min(w.start_t[i] for i in later), (w.start_t, log)
+
+
+@pytest.mark.parametrize("mode", ["groups", "continuous"])
+def test_a_start_record_older_than_its_job_is_an_earlier_jobs_and_goes_aside(tmp_path: Path, mode: str) -> None:
+    # A placement directory outlives a journal, and a slurmctld restarted from older state hands out ids again: a
+    # start record of id 1 made before today's job 1 was submitted is the earlier job's. Seen on real daemons: the
+    # job was taken for started and stayed held for good.
+    sim = SimCluster(n_nodes=2, cpus=24)
+    sim.now = 100.0
+    pdir = tmp_path / "placements"
+    (pdir / "started").mkdir(parents=True)
+    (pdir / "ended").mkdir()
+    (pdir / "started" / "1.batch.0").write_text("node=n1 time=70.0 pid=9 restarts=0")
+    (pdir / "ended" / "1.batch.0").write_text("node=n1 time=80.0 exit=0")
+    i = sim.submit("MG", runtime_s=2.0)
+    later = sim.submit("EP", runtime_s=2.0)
+    (pdir / "started" / f"{later}.batch.0").write_text("node=n1 time=100.5 pid=9 restarts=0")  # its own start
+    plugin, log = Plugin(sim, pdir), []
+    ctl = make(tmp_path, sim, log) if mode == "continuous" else Controller(
+        ControllerConfig(partition="cosched", placement_dir=pdir, window=8, cmax=2, gather_s=0.0, stale_after_s=30.0),
+        sim, in_process(NODE, "greedy", None), Journal(tmp_path / "journal.sqlite"), plan_node=lambda: load_node(NODE),
+        log=log.append, clock=sim.clock)
+    Watch(sim, plugin, pdir).run(ctl, 20.0)
+    assert plugin.runs.get(i) == 1 and sim.started(i) == 1, (plugin.runs, log)
+    assert sim._jobs[i].node == "n2"  # off the node that ran the earlier job 1 (its slurmd refuses the id a while)
+    assert sorted(p.name for p in (pdir / "started").glob("1.batch.0*")) == ["1.batch.0", "1.batch.0~before100"]
+    assert sum(f"job {i} (MG) has the id of an earlier job" in ln for ln in log) == 1, log
+    # a record made after its job's submission is its own: that job is never released
+    assert sim.started(later) == 0 and later not in plugin.runs

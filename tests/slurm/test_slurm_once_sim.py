@@ -383,3 +383,42 @@ def pair_plan(window):  # type: ignore[no-untyped-def]
     plan = in_process(NODE, "greedy", None)(window)
     jobs = [pj for g in plan.groups for pj in g.jobs]
     return plan.model_copy(update={"groups": [plan.groups[0].model_copy(update={"jobs": jobs})]})
+
+
+class BeginSim(HoldingSim):
+    """...where Slurm requeued jobs in ``begin`` (a slurmd refused them): each waits, reason BeginTime, until its
+    begin time (a requeue waits out the job's credential, about two minutes)."""
+
+    begin: dict[int, float] = {}
+
+    def jobs(self):  # type: ignore[no-untyped-def]
+        for i, t in self.begin.items():
+            j = self._jobs[i]
+            if j.job.state == "PENDING" and not j.job.held:
+                j.job = replace(j.job, reason="BeginTime" if self.now < t else "None")
+        return super().jobs()
+
+    def advance(self, dt: float) -> None:
+        parked = [(j, j.node) for i, j in self._jobs.items() if i in self.begin and self.now < self.begin[i]]
+        for j, _ in parked:
+            j.node = None
+        super().advance(dt)
+        for j, node in parked:
+            if j.node is None:
+                j.node = node
+
+
+def test_a_job_slurm_requeued_with_a_begin_time_waits_for_it_and_is_not_moved(tmp_path: Path) -> None:
+    # Seen on real daemons: the controller took Slurm's own wait for a stuck node and held, moved and released
+    # the job every stale_after_s for minutes.
+    sim = BeginSim(n_nodes=2, cpus=24)
+    sim.begin = {}
+    i = sim.submit("MG", runtime_s=1.0)
+    plugin, log = Plugin(sim, tmp_path / "placements"), []
+    ctl = make(tmp_path, sim, log)
+    ctl.step()
+    assert sim._jobs[i].node == "n1"
+    sim.begin = {i: sim.now + 70.0}  # beyond stale_after_s (30 s)
+    run(ctl, plugin, 80.0)
+    assert sim._jobs[i].job.state == "COMPLETED" and sim._jobs[i].node == "n1" and plugin.runs[i] == 1
+    assert not [c for c in sim.calls if c[0] == "hold"] and not [ln for ln in log if "pending on" in ln], log
