@@ -197,9 +197,7 @@ def slurm_conf_text(spec: ClusterSpec, cpus: int, dirs: dict[str, Path]) -> str:
         f"SlurmctldPort={spec.port}",
         "SlurmUser=root",
         "SlurmdUser=root",
-        # cred_expire: how long a requeued job waits before it starts again (default 120 s); a restarted slurmctld
-        # that gives a lost job's id to a slurmd that ran it gets the new job requeued (the local cluster's jobs are
-        # seconds long, so it waits 30 s, not two minutes)
+        # cred_expire: a requeued job (e.g. an id a slurmd ran) waits this long to start again; default 120 s
         f"AuthInfo=socket={dirs['munge'] / 'munge.socket'},cred_expire=30",
         f"StateSaveLocation={dirs['ctld']}",
         f"SlurmdSpoolDir={dirs['spool']}/%n",
