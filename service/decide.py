@@ -1,7 +1,7 @@
 """The one place that decides at an event: a node's state in, the decision and its predicted effect out.
 
 Three callers share it: ``POST /decide`` (``service.api.routers.decide``), the online runner of ``cosched run
-WINDOW.json --mode continuous`` (``run_online_command``: the command line's entry, ``env.real.online`` runs the jobs)
+WINDOW.json --mode continuous`` (``service.commands.run_online``: the command line's entry, ``env.real.online`` runs the jobs)
 and the Slurm controller, in process, through ``decide_state``.
 
 * **State**: the running jobs (id, profile, allocation, seconds run), the queue head (id, profile, submit_s), Cmax,
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -45,7 +46,7 @@ from env.real.online import HeldCpus, stream_model
 #: Policies that decide from which CPUs are held alone (no node model needed).
 MODEL_FREE = ("packing", "timeshare")
 #: The stream policies that decide online (``groups`` plans windows with barriers; ``best-found`` is offline).
-ONLINE_POLICIES = ("rollout", "greedy-continuous", "packing", "timeshare")
+ONLINE_POLICIES = ("rollout", "greedy-continuous", "packing", "timeshare", "agent", "agent-search")
 #: Policies cheap enough to play the known jobs forward themselves; the others are predicted by ``fill``.
 SELF_PREDICTED = ("packing", "timeshare", "greedy-continuous")
 
@@ -96,7 +97,7 @@ class DecideRequest(BaseModel):
     running: list[RunningIn] = Field(default_factory=list, max_length=MAX_CONCURRENCY)
     queue: list[QueuedIn] = Field(default_factory=list, max_length=MAX_JOBS, description="arrived jobs, queue order")
     max_concurrency: int = Field(ge=1, le=MAX_CONCURRENCY, description="Cmax: jobs at most at once")
-    policy: str | None = Field(None, max_length=64, description="a stream policy; default rollout")
+    policy: str | None = Field(None, max_length=64, description="a stream policy (rollout, greedy-continuous, packing, timeshare, agent, agent-search); default rollout")
     window: int | None = Field(None, ge=1, le=MAX_JOBS, description="W: queued jobs the policy chooses among")
     now_s: float | None = Field(None, ge=0, le=1e9, allow_inf_nan=False,
                                 description="the caller's clock now; default the latest submit_s of the queue (or 0)")
@@ -141,15 +142,27 @@ class Decider:
     times), then ``decide`` at each event; one object keeps the policy's own state between events (the online
     runner), a fresh one per request is stateless (``/decide``)."""
 
-    def __init__(self, node: NodeSpec, policy: str | None = None, window: int | None = None) -> None:
+    def __init__(self, node: NodeSpec, policy: str | None = None, window: int | None = None,
+                 model: str | Path | None = None) -> None:
         from env.planners.streams import DEFAULT_CONTINUOUS_POLICY, stream_registry
+        from training.stream.policy import stream_agents
 
         self.node, self.window = node, window or DEFAULT_STREAM_WINDOW
         self.name = policy or DEFAULT_CONTINUOUS_POLICY
         if self.name not in ONLINE_POLICIES:
             raise DecideError("policy", f"{self.name!r} does not decide at events here: choose "
                                         f"{', '.join(ONLINE_POLICIES)}")
-        self.policy = stream_registry(window=self.window).get(self.name)
+        if model is not None and self.name not in ("agent", "agent-search"):
+            raise DecideError("model", f"a stream model is for the agent policies, not {self.name}: drop the model or "
+                                       "choose agent or agent-search")
+        registry = stream_registry(window=self.window)
+        if self.name in ("agent", "agent-search"):  # the node's shipped stream model, or the one given
+            registry = registry.extended(*stream_agents(node, model, self.window))
+        try:
+            self.policy = registry.get(self.name)
+        except InputError as exc:
+            raise DecideError("policy", str(exc)) from None
+        self.model_file = str(model) if model is not None else None
         self.model = stream_model(node)
         if self.model is None and self.name not in MODEL_FREE:
             raise DecideError("policy", f"{self.name} decides on a node model and node {node.name} has none: run "
@@ -356,145 +369,3 @@ def _unique(seen: dict[str, str], jid: str, where: str) -> None:
     if jid in seen:
         raise DecideError(f"{where}.id", f"{jid!r} is also {seen[jid]}: each job appears once, running or queued")
     seen[jid] = where
-
-
-# -- cosched run WINDOW.json --mode continuous: the online runner's entry (env.real.online runs the jobs)
-
-def run_online_command(args: Any) -> int:
-    """``cosched run WINDOW.json --mode continuous [--policy P] [--backend sim|real]`` and ``--resume`` of such a
-    run: the sim backend decides at every simulated event on the node model; the real backend runs the jobs on this
-    node, deciding at every real event (``env.real.online``). Exit 1 when a job failed."""
-    from pathlib import Path
-
-    from env.episode.stream import run_stream
-    from env.plan.models import Window
-    from env.real.online import OnlineJob, OnlineRunner, read_stream, write_stream
-    from env.real.run import new_run_dir
-    from env.sim.nodes import load_node
-    from service.documents import read_window
-    from service.output import emit
-
-    resume = Path(args.resume) if getattr(args, "resume", None) else None
-    for flag in ("dry_run", "fail_fast", "measure_timeshare"):
-        if getattr(args, flag, False):
-            raise InputError(f"--{flag.replace('_', '-')} is not for online runs (--mode continuous): the decisions "
-                             "come at real events; 'cosched schedule --mode continuous' shows a plan beforehand")
-    if resume is not None:
-        rec = read_stream(resume)
-        window, policy, w, backend = Window.model_validate(rec["window"]), rec["policy"], rec["window_size"], "real"
-    else:
-        window, policy, w, backend = read_window(args.document), args.policy, getattr(args, "window_size", None), args.backend
-    node = load_node(args.node or "sim:reference") if backend == "sim" else load_node("local")
-    decider = Decider(node, policy, w)
-    jobs = {j.id: decider.stream_job(j.id, j.profile_name, j.submit_s or 0.0, f"jobs[{i}]") for i, j in enumerate(window.jobs)}
-    decider.reset(list(jobs.values()), window.max_concurrency)
-    decided_on = decider.model.source if decider.model else "which CPUs are held (no node model of this node)"
-    if backend == "sim":
-        run = run_stream(decider.dnode, list(jobs.values()), window.max_concurrency, decider.policy)  # type: ignore[arg-type]
-        doc = {"run_dir": None, "backend": "sim", "mode": "continuous", "simulated": True, "node": node.name,
-               "policy": decider.name, "max_concurrency": window.max_concurrency, "decided_on": decided_on,
-               "decisions": run.decisions, "jobs": [{"id": j.id, "profile": j.name, "submit_s": j.submit_s, "start_s":
-                                                     j.start_s, "end_s": j.end_s, "cpus": list(j.cpus)} for j in run.jobs],
-               "metrics": run.metrics(), "failed": [], "notes": []}
-        emit(doc, args.json, lambda: render_online(doc))
-        return 0
-    window.require_commands()
-    _preflight(window)
-    resume_dir, run_dir = resume, resume or new_run_dir(Path(args.runs))
-    if resume is None:
-        write_stream(run_dir, {"window": window.model_dump(mode="json"), "policy": decider.name, "window_size": w})
-
-    def decide(held: list, queue: list, pending: int, now: float) -> Decision:
-        view = decider.view([(jobs[h.id], h.alloc, h.seconds_run) for h in held], [jobs[q.id] for q in queue], now, pending)
-        return decider.decide(view)
-
-    from env.plan.launch import PINRT_LIB
-
-    online = [OnlineJob(j.id, j.profile_name, list(j.command or []), dict(j.env), j.submit_s or 0.0) for j in window.jobs]
-    result = OnlineRunner(online, node, run_dir, window.max_concurrency, decide, timeout_s=args.timeout, progress=OnlineProgress(),
-                          pin_runtime=PINRT_LIB if getattr(args, "pin_runtime", False) else None).run(resume=resume_dir is not None)
-    solo, source = _solo(decider, window)
-    doc = result.report(node=node.name, policy=decider.name, max_concurrency=window.max_concurrency, solo=solo,
-                        solo_source=source, decided_on=decided_on)
-    (run_dir / "report.json").write_text(__import__("json").dumps(doc, indent=1))
-    try:
-        from service.chart import launches_chart
-
-        bars = [(j["id"], j["cpus"], j["start_s"], j["end_s"], j["exit_code"] == 0) for j in doc["jobs"]
-                if j["start_s"] is not None and j["end_s"] is not None]
-        launches_chart(bars, f"online run on {node.name} ({decider.name}, Cmax {window.max_concurrency}, measured)",
-                       run_dir / "schedule.png", node.cpus, "measured", f"decided on {decided_on}")
-    except Exception as exc:  # noqa: BLE001 - the picture is a convenience; the report is written
-        doc["notes"].append(f"no picture: {exc}")
-    emit(doc, args.json, lambda: render_online(doc))
-    return 1 if doc["failed"] else 0
-
-
-def _preflight(window: Any) -> None:
-    import os
-
-    from env.real.executor import _resolvable  # the executor's own check
-
-    for j in window.jobs:
-        if not _resolvable(j.command[0], {**os.environ, **j.env}):
-            raise InputError(f"job {j.id}: {j.command[0]!r} is not an executable file or a program on PATH")
-
-
-def _solo(decider: Decider, window: Any) -> tuple[dict[str, float], str]:
-    """Each job's solo time on the whole node: measured (its stored profile) where every job has one, else the node
-    model's prediction."""
-    measured = {j.id: decider._profile_solo(j.profile_name) for j in window.jobs}
-    if all(not math.isnan(v) for v in measured.values()):
-        return measured, "measured: the stored profiles' solo runs on this node"
-    if decider.model is not None:
-        return ({j.id: decider.stream_job(j.id, j.profile_name).solo_s for j in window.jobs},
-                f"predicted: {decider.model.source}")
-    return measured, "unknown: not every job has a profile on this node"
-
-
-class OnlineProgress:
-    """Progress lines on stderr as the online run goes (``env.real.online``'s events)."""
-
-    def __init__(self) -> None:
-        self.console = __import__("rich.console").console.Console(stderr=True, highlight=False, soft_wrap=True)
-
-    def __call__(self, kind: str, info: dict[str, Any]) -> None:
-        say = self.console.print
-        if kind == "online_start":
-            say(f"online run: {info['jobs']} jobs" + (f", resumed ({info['done']} done)" if info["resumed"] else ""))
-        elif kind == "resumed_job":
-            say(info["line"])
-        elif kind == "decision" and info["starts"]:
-            starts = ", ".join(f"{k} on CPUs {_span(c)}" for k, c in info["starts"])
-            say(f"{info['at_s']:.2f} s: decision {info['n']}: start {starts} ({info['running']} running, "
-                f"{info['queue']} queued)")
-        elif kind == "job_end":
-            what = info["note"] or f"exit {info['exit_code']}"
-            say(f"{info['at_s']:.2f} s: {info['job']} ended ({what}) after {info['wall_s']:.2f} s")
-
-
-def render_online(doc: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
-    kind = "simulated" if doc["simulated"] else "measured"
-    table = Table(title=f"online run on {doc['node']} ({doc['policy']}, Cmax {doc['max_concurrency']}, times {kind})")
-    for col in ("job", "profile", "submit s", "start s", "end s", "cpus", "exit"):
-        table.add_column(col)
-    for j in doc["jobs"]:
-        f = lambda v: "-" if v is None else f"{v:.2f}"
-        table.add_row(j["id"], j["profile"], f(j["submit_s"]), f(j["start_s"]), f(j["end_s"]), _span(j["cpus"]),
-                      str(j.get("exit_code", "-")) if not j.get("note") else "?")
-    console.print(table)
-    m = doc["metrics"]
-    for k, v in m.items():
-        console.print(f"{k.replace('_', ' ')}: {'unknown' if v is None else f'{v:.3f}'} ({kind})")
-    console.print(f"decisions: {doc['decisions']}, decided on {doc['decided_on']}; solo times: "
-                  f"{doc.get('solo_source') or 'the node model'}")
-    for n in doc["notes"]:
-        console.print(n)
-    if doc["failed"]:
-        console.print(f"[red]failed: {', '.join(doc['failed'])}[/]")
-    if doc["run_dir"]:
-        console.print(f"run directory: {doc['run_dir']}")

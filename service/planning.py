@@ -8,6 +8,8 @@ itself with the baselines' job information.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from env.episode.jobinfo import provider_for
 from env.errors import InputError
 from env.node.spec import NodeSpec
@@ -101,7 +103,7 @@ class _Recorder:
 
 
 def plan_continuous(window: Window, node: NodeSpec, *, policy: str | None = None, pin_runtime: bool = False,
-                    window_size: int | None = None, seed: int | None = None):
+                    window_size: int | None = None, seed: int | None = None, model: str | None = None):
     """The continuous plan of ``window`` for ``node``: the stream policy (default ``DEFAULT_CONTINUOUS_POLICY``) decides
     at every event of the node model (``env.episode.stream.run_stream``); its starts become the launches in start
     order with their ``after`` (``after_sets``), predicted starts and ends; its changes, tied to the job ends that
@@ -117,6 +119,12 @@ def plan_continuous(window: Window, node: NodeSpec, *, policy: str | None = None
     if w < 1:
         raise InputError("the stream window must be at least 1 job")
     registry = stream_registry(lambda win: plan_window(win, node, seed=seed), w)
+    if name in ("agent", "agent-search"):  # a stream model: the node's shipped one, or --model
+        from training.stream.policy import stream_agents
+
+        registry = registry.extended(*stream_agents(node, model, w))
+    elif model is not None:
+        raise InputError(f"--model is for the agent policies; the continuous policy {name} takes no model")
     recorder = _Recorder(registry.get(name))
     mnode, source = decision_node(node)
     world = world_for(mnode)
@@ -212,11 +220,14 @@ def plan_document(window: Window, node: NodeSpec, *, mode: str | None = None, po
     else:
         reason = f"{mode}: asked for"
     if mode == "continuous":
-        if model is not None or search_budget is not None:
-            raise InputError("--model and --search-budget are for the groups mode's agent policies; the stream "
-                             "policies take no model yet")
+        if search_budget is not None:
+            raise InputError("--search-budget is for the groups mode's agent-search; in continuous mode the search "
+                             "is rollout's own (--window-size sets the jobs each decision chooses among)")
+        if model is not None and not isinstance(model, (str, Path)):
+            raise InputError("a continuous plan takes a stream model file (--model STREAM.npz)")
         plan: ContinuousPlan = plan_continuous(window, node, policy=policy, pin_runtime=pin_runtime,
-                                               window_size=window_size, seed=seed)
+                                               window_size=window_size, seed=seed,
+                                               model=str(model) if model is not None else None)
         return plan.model_copy(update={"mode_reason": reason})
     if window_size is not None:
         raise InputError("--window-size is for the continuous mode (the queued jobs each decision chooses among)")

@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
 
     if (args.resume and is_online_run(Path(args.resume))) or (args.mode == "continuous" and not args.resume
                                                                and args.document and not _is_plan(args.document)):
-        from service.decide import run_online_command
+        from service.commands.run_online import run_online_command
 
         return run_online_command(args)  # a window decided online: env.real.online
     if args.resume:

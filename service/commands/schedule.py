@@ -20,7 +20,7 @@ from service.documents import read_window
 from service.output import emit
 from training.registry import policy_registry
 
-_STREAM_POLICIES = tuple(p for p in STREAM_POLICIES if p != "groups") + ("best-found",)
+_STREAM_POLICIES = tuple(p for p in STREAM_POLICIES if p != "groups") + ("best-found", "agent", "agent-search")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -41,7 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    f"plans on, agent with a model only, else {DEFAULT_POLICY}); continuous: a stream policy, "
                    f"{', '.join(_STREAM_POLICIES)} (default {DEFAULT_CONTINUOUS_POLICY}). Without --mode a policy of "
                    "one mode only chooses that mode")
-    p.add_argument("--model", default=None, help="model file for the agent policies")
+    p.add_argument("--model", default=None, help="model file for the agent policies (continuous: a stream model, "
+                   "default the node's shipped one)")
     p.add_argument("--search-budget", type=_budget, default=None, metavar="N",
                    help=BUDGET_HELP)
     p.add_argument("--seed", type=int, default=0, help="seed of the random policy (default 0)")

@@ -84,6 +84,35 @@ def test_a_continuous_plan_is_the_stream_policys_run_on_the_node_model(cmax: int
         assert ran[j.id] == pytest.approx(times[j.id], abs=1e-3)
 
 
+@pytest.mark.parametrize("policy", ["agent", "agent-search"])
+def test_the_stream_agents_plan_continuously_with_a_stream_model(policy: str, tmp_path: Path) -> None:
+    from env.errors import InputError
+    from service.planning import plan_document
+
+    node = load_node(SIM)
+    plan = plan_document(window(), node, mode="continuous", policy=policy)  # the node's shipped stream model
+    assert isinstance(plan, ContinuousPlan) and plan.policy == policy
+    check_schedule(plan, {j.id: (j.predicted_start_s, j.predicted_end_s) for j in plan.launches})  # type: ignore[misc]
+    given = plan_document(window(), node, mode="continuous", policy=policy,
+                          model=str(ROOT / "training" / "models" / "stream-sim-reference.npz"))
+    assert [(j.id, j.cpus) for j in given.launches] == [(j.id, j.cpus) for j in plan.launches]  # type: ignore[union-attr]
+    with pytest.raises(InputError, match="missing.npz"):
+        plan_document(window(), node, mode="continuous", policy=policy, model=str(tmp_path / "missing.npz"))
+    with pytest.raises(InputError, match="--model is for the agent policies"):
+        plan_document(window(), node, mode="continuous", policy="rollout", model=str(tmp_path / "m.npz"))
+
+
+def test_an_online_run_decides_with_the_stream_agent(tmp_path: Path) -> None:
+    path = tmp_path / "w.json"
+    path.write_text(window(JOBS[:6], 3).model_dump_json())
+    out = cosched("run", str(path), "--mode", "continuous", "--backend", "sim", "--node", SIM, "--policy",
+                  "agent-search", "--json", home=tmp_path)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["policy"] == "agent-search" and sorted(j["id"] for j in doc["jobs"]) == sorted(j.id for j in window(JOBS[:6]).jobs)
+    assert all(j["end_s"] is not None for j in doc["jobs"])
+
+
 def test_the_default_mode_is_the_one_the_node_model_predicts_better() -> None:
     from service.planning import plan_document
 

@@ -49,7 +49,7 @@ def test_a_decision_never_oversubscribes_and_keeps_within_cmax(server: Server) -
     assert p["makespan_s"] == pytest.approx(max(j["end_s"] for j in p["jobs"]) + 40.0)
 
 
-@pytest.mark.parametrize("policy", ["rollout", "greedy-continuous", "packing", "timeshare"])
+@pytest.mark.parametrize("policy", ["rollout", "greedy-continuous", "packing", "timeshare", "agent", "agent-search"])
 def test_random_states_are_decided_within_cmax_and_the_free_cpus(policy: str) -> None:
     rng = random.Random(7)
     programs = list(world_for(NODE).entries)[:19]
@@ -143,3 +143,23 @@ def test_the_controllers_fast_path_decides_the_same_without_predicting() -> None
     full, fast = decide_state(NODE, state()), decide_state(NODE, state(predict=False))
     assert fast.predicted is None and "predict: false" in fast.no_prediction
     assert [(s.id, s.allocation.cpus) for s in fast.starts] == [(s.id, s.allocation.cpus) for s in full.starts]
+
+
+def test_the_agents_decide_with_the_nodes_stream_model_and_say_when_there_is_none() -> None:
+    doc = decide_state(NODE, state(policy="agent-search"))
+    assert doc.policy == "agent-search" and doc.starts and doc.predicted is not None
+    with pytest.raises(DecideError) as e:  # no stream model ships for this node
+        decide_state(load_node("sim:variant-a"), state(policy="agent"))
+    assert e.value.field == "policy" and "needs a stream model for sim:variant-a" in str(e.value)
+    assert "training.stream.sac" in str(e.value)
+
+
+def test_a_stream_model_for_a_policy_without_one_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from service.decide import Decider
+
+    with pytest.raises(DecideError) as e:
+        Decider(NODE, "rollout", model=tmp_path / "m.npz")
+    assert e.value.field == "model" and "for the agent policies" in str(e.value)
+    with pytest.raises(DecideError) as e:
+        Decider(NODE, "agent", model=tmp_path / "missing.npz")
+    assert e.value.field == "policy" and "missing.npz" in str(e.value)

@@ -1,0 +1,154 @@
+"""``cosched run WINDOW.json --mode continuous`` and its ``--resume``: the online runner's entry. Decisions come from
+``service.decide.Decider`` at every event (simulated on the sim backend; real job ends on this node, where
+``env.real.online`` runs the jobs, journaled and resumable)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from env.episode.stream import Decision
+from env.errors import InputError
+from service.decide import Decider, _span
+
+
+def run_online_command(args: Any) -> int:
+    """``cosched run WINDOW.json --mode continuous [--policy P] [--backend sim|real]`` and ``--resume`` of such a
+    run: the sim backend decides at every simulated event on the node model; the real backend runs the jobs on this
+    node, deciding at every real event (``env.real.online``). Exit 1 when a job failed."""
+    from env.episode.stream import run_stream
+    from env.plan.models import Window
+    from env.real.online import OnlineJob, OnlineRunner, read_stream, write_stream
+    from env.real.run import new_run_dir
+    from env.sim.nodes import load_node
+    from service.documents import read_window
+    from service.output import emit
+
+    resume = Path(args.resume) if getattr(args, "resume", None) else None
+    for flag in ("dry_run", "fail_fast", "measure_timeshare"):
+        if getattr(args, flag, False):
+            raise InputError(f"--{flag.replace('_', '-')} is not for online runs (--mode continuous): the decisions "
+                             "come at real events; 'cosched schedule --mode continuous' shows a plan beforehand")
+    if resume is not None:
+        rec = read_stream(resume)
+        window, policy, w, backend = Window.model_validate(rec["window"]), rec["policy"], rec["window_size"], "real"
+        model = rec.get("model")
+    else:
+        window, policy, w, backend = read_window(args.document), args.policy, getattr(args, "window_size", None), args.backend
+        model = getattr(args, "model", None)
+    node = load_node(args.node or "sim:reference") if backend == "sim" else load_node("local")
+    decider = Decider(node, policy, w, model)
+    jobs = {j.id: decider.stream_job(j.id, j.profile_name, j.submit_s or 0.0, f"jobs[{i}]") for i, j in enumerate(window.jobs)}
+    decider.reset(list(jobs.values()), window.max_concurrency)
+    decided_on = decider.model.source if decider.model else "which CPUs are held (no node model of this node)"
+    if backend == "sim":
+        run = run_stream(decider.dnode, list(jobs.values()), window.max_concurrency, decider.policy)  # type: ignore[arg-type]
+        doc = {"run_dir": None, "backend": "sim", "mode": "continuous", "simulated": True, "node": node.name,
+               "policy": decider.name, "max_concurrency": window.max_concurrency, "decided_on": decided_on,
+               "decisions": run.decisions, "jobs": [{"id": j.id, "profile": j.name, "submit_s": j.submit_s, "start_s":
+                                                     j.start_s, "end_s": j.end_s, "cpus": list(j.cpus)} for j in run.jobs],
+               "metrics": run.metrics(), "failed": [], "notes": []}
+        emit(doc, args.json, lambda: render_online(doc))
+        return 0
+    window.require_commands()
+    _preflight(window)
+    resume_dir, run_dir = resume, resume or new_run_dir(Path(args.runs))
+    if resume is None:
+        write_stream(run_dir, {"window": window.model_dump(mode="json"), "policy": decider.name, "window_size": w,
+                               "model": decider.model_file})
+
+    def decide(held: list, queue: list, pending: int, now: float) -> Decision:
+        view = decider.view([(jobs[h.id], h.alloc, h.seconds_run) for h in held], [jobs[q.id] for q in queue], now, pending)
+        return decider.decide(view)
+
+    from env.plan.launch import PINRT_LIB
+
+    online = [OnlineJob(j.id, j.profile_name, list(j.command or []), dict(j.env), j.submit_s or 0.0) for j in window.jobs]
+    result = OnlineRunner(online, node, run_dir, window.max_concurrency, decide, timeout_s=args.timeout, progress=OnlineProgress(),
+                          pin_runtime=PINRT_LIB if getattr(args, "pin_runtime", False) else None).run(resume=resume_dir is not None)
+    solo, source = _solo(decider, window)
+    doc = result.report(node=node.name, policy=decider.name, max_concurrency=window.max_concurrency, solo=solo,
+                        solo_source=source, decided_on=decided_on)
+    (run_dir / "report.json").write_text(__import__("json").dumps(doc, indent=1))
+    try:
+        from service.chart import launches_chart
+
+        bars = [(j["id"], j["cpus"], j["start_s"], j["end_s"], j["exit_code"] == 0) for j in doc["jobs"]
+                if j["start_s"] is not None and j["end_s"] is not None]
+        launches_chart(bars, f"online run on {node.name} ({decider.name}, Cmax {window.max_concurrency}, measured)",
+                       run_dir / "schedule.png", node.cpus, "measured", f"decided on {decided_on}")
+    except Exception as exc:  # noqa: BLE001 - the picture is a convenience; the report is written
+        doc["notes"].append(f"no picture: {exc}")
+    emit(doc, args.json, lambda: render_online(doc))
+    return 1 if doc["failed"] else 0
+
+
+def _preflight(window: Any) -> None:
+    import os
+
+    from env.real.executor import _resolvable  # the executor's own check
+
+    for j in window.jobs:
+        if not _resolvable(j.command[0], {**os.environ, **j.env}):
+            raise InputError(f"job {j.id}: {j.command[0]!r} is not an executable file or a program on PATH")
+
+
+def _solo(decider: Decider, window: Any) -> tuple[dict[str, float], str]:
+    """Each job's solo time on the whole node: measured (its stored profile) where every job has one, else the node
+    model's prediction."""
+    measured = {j.id: decider._profile_solo(j.profile_name) for j in window.jobs}
+    if all(not math.isnan(v) for v in measured.values()):
+        return measured, "measured: the stored profiles' solo runs on this node"
+    if decider.model is not None:
+        return ({j.id: decider.stream_job(j.id, j.profile_name).solo_s for j in window.jobs},
+                f"predicted: {decider.model.source}")
+    return measured, "unknown: not every job has a profile on this node"
+
+
+class OnlineProgress:
+    """Progress lines on stderr as the online run goes (``env.real.online``'s events)."""
+
+    def __init__(self) -> None:
+        self.console = __import__("rich.console").console.Console(stderr=True, highlight=False, soft_wrap=True)
+
+    def __call__(self, kind: str, info: dict[str, Any]) -> None:
+        say = self.console.print
+        if kind == "online_start":
+            say(f"online run: {info['jobs']} jobs" + (f", resumed ({info['done']} done)" if info["resumed"] else ""))
+        elif kind == "resumed_job":
+            say(info["line"])
+        elif kind == "decision" and info["starts"]:
+            starts = ", ".join(f"{k} on CPUs {_span(c)}" for k, c in info["starts"])
+            say(f"{info['at_s']:.2f} s: decision {info['n']}: start {starts} ({info['running']} running, "
+                f"{info['queue']} queued)")
+        elif kind == "job_end":
+            what = info["note"] or f"exit {info['exit_code']}"
+            say(f"{info['at_s']:.2f} s: {info['job']} ended ({what}) after {info['wall_s']:.2f} s")
+
+
+def render_online(doc: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    kind = "simulated" if doc["simulated"] else "measured"
+    table = Table(title=f"online run on {doc['node']} ({doc['policy']}, Cmax {doc['max_concurrency']}, times {kind})")
+    for col in ("job", "profile", "submit s", "start s", "end s", "cpus", "exit"):
+        table.add_column(col)
+    for j in doc["jobs"]:
+        f = lambda v: "-" if v is None else f"{v:.2f}"
+        table.add_row(j["id"], j["profile"], f(j["submit_s"]), f(j["start_s"]), f(j["end_s"]), _span(j["cpus"]),
+                      str(j.get("exit_code", "-")) if not j.get("note") else "?")
+    console.print(table)
+    m = doc["metrics"]
+    for k, v in m.items():
+        console.print(f"{k.replace('_', ' ')}: {'unknown' if v is None else f'{v:.3f}'} ({kind})")
+    console.print(f"decisions: {doc['decisions']}, decided on {doc['decided_on']}; solo times: "
+                  f"{doc.get('solo_source') or 'the node model'}")
+    for n in doc["notes"]:
+        console.print(n)
+    if doc["failed"]:
+        console.print(f"[red]failed: {', '.join(doc['failed'])}[/]")
+    if doc["run_dir"]:
+        console.print(f"run directory: {doc['run_dir']}")
