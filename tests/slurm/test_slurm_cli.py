@@ -49,8 +49,8 @@ def test_down_with_nothing_up_is_not_an_error(tmp_path: Path) -> None:
 
 
 def test_continuous_mode_refuses_a_policy_that_does_not_decide_at_events_and_a_service_in_one_line(tmp_path: Path) -> None:
-    r = cli("run", "--mode", "continuous", "--policy", "agent", "--state-dir", str(tmp_path / "none"))
+    r = cli("run", "--mode", "continuous", "--policy", "best-found", "--state-dir", str(tmp_path / "none"))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
-    assert "--policy 'agent'" in r.stderr and "rollout" in r.stderr
+    assert "--policy 'best-found'" in r.stderr and "rollout" in r.stderr and "agent-search" in r.stderr
     r = cli("run", "--mode", "continuous", "--service", "http://127.0.0.1:9", "--state-dir", str(tmp_path / "none"))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--service" in r.stderr, r.stderr
