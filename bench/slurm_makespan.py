@@ -48,7 +48,9 @@ PROGRAMS: dict[str, tuple[str, int]] = {
     "py": ("python3 -c 's=0\nfor i in range({n}): s+=i'", 2_000_000),
     "sb": ("sysbench cpu --events={n} --threads=1 --time=0 run >/dev/null", 600),
     "xz": ("i=0; while [ $i -lt {n} ]; do xz -2 -T1 -c {data} >/dev/null; i=$((i+1)); done", 1),
-    "mem": (f"{MEMBENCH} stream --mb 64 --reps {{n}} >/dev/null", 4),
+    # membench takes at most 1000 reps a run: n reps in runs of up to 1000
+    "mem": (f"n={{n}}; while [ $n -gt 0 ]; do r=$(( n < 1000 ? n : 1000 )); {MEMBENCH} stream --mb 64 --reps $r "
+            ">/dev/null || exit 1; n=$((n - r)); done", 4),
 }
 STREAM = ["py", "mem", "sb", "xz", "mem", "py", "xz", "sb", "py", "mem", "xz", "sb"]
 LENGTHS = [1.0, 0.8, 1.2, 1.0, 1.2, 0.8, 0.9, 1.1, 1.2, 0.9, 1.1, 0.8]  # x --target, so jobs differ in length
@@ -81,7 +83,7 @@ def submit(env: dict[str, str], work: Path, tag: str, cmd: str, name: str, extra
     script.write_text("#!/bin/sh\n"
                       'echo "start=$(date +%s.%N) cpus=$(grep Cpus_allowed_list /proc/self/status | cut -f2) '
                       'node=$SLURMD_NODENAME"\n'
-                      f"{cmd}\n"
+                      f"{cmd} || exit 1\n"  # a program that fails fails the job (wait_done says so)
                       'echo "end=$(date +%s.%N)"\n')
     return int(sh(["sbatch", "--parsable", "-J", name, "-o", str(work / f"{tag}.out"), *extra, str(script)],
                   env).strip().split(";")[0])
