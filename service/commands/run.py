@@ -32,7 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", choices=("real", "sim"), default="real", help="real: run on this node (default); sim: simulate the plan")
     p.add_argument("--node", default=None, help="node to plan for (default: local for real, sim:reference for sim)")
     p.add_argument("--policy", default=None, help="planning policy for a window (default: agent when a model exists)")
-    p.add_argument("--model", default=None, help="model file for the agent policy")
+    p.add_argument("--model", default=None, help="model file for the agent policies (--mode continuous: a stream model, default "
+                   "the node's shipped one)")
     p.add_argument("--dry-run", action="store_true", help="print the groups and exact argv without running anything")
     p.add_argument("--pin-runtime", action="store_true", help="load the C pinning runtime into every job (LD_PRELOAD)")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="stop a job that runs longer than S seconds")

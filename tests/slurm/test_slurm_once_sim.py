@@ -232,6 +232,17 @@ class HoldingSim(SimCluster):
         j.job = replace(j.job, priority=0, reason="JobHeldUser")
         self.calls.append(("hold", (job_id,), None))
 
+    def advance_parking(self, dt: float, parked_ids: set[int]) -> None:
+        """One step with the jobs ``parked_ids`` off their node for Slurm's pass (none of them starts), pinned
+        there again after it."""
+        parked = [(j, j.node) for i, j in self._jobs.items() if i in parked_ids]
+        for j, _ in parked:
+            j.node = None
+        super().advance(dt)
+        for j, node in parked:
+            if j.node is None:
+                j.node = node
+
 
 def test_a_job_brought_back_pending_after_it_started_is_held_before_slurm_starts_it_again(tmp_path: Path) -> None:
     # On real daemons Slurm would schedule it on its node again, whose slurmd refuses the id it ran: node drained.
@@ -295,13 +306,7 @@ class DrainSim(HoldingSim):
         return [replace(n, state=n.state + "+drain") if n.name in self.drained else n for n in super().nodes()]
 
     def advance(self, dt: float) -> None:
-        parked = [(j, j.node) for j in self._jobs.values() if j.node in self.drained and j.job.state == "PENDING"]
-        for j, _ in parked:
-            j.node = None
-        super().advance(dt)
-        for j, node in parked:
-            if j.node is None:
-                j.node = node
+        self.advance_parking(dt, {i for i, j in self._jobs.items() if j.node in self.drained and j.job.state == "PENDING"})
 
 
 def test_a_group_released_on_a_node_slurm_then_drained_moves_to_another(tmp_path: Path) -> None:
@@ -332,14 +337,8 @@ class BusySim(HoldingSim):
         return [replace(n, state="mixed") if n.name in self.busy else n for n in super().nodes()]
 
     def advance(self, dt: float) -> None:
-        parked = [(j, j.node) for i, j in self._jobs.items() if j.node in self.busy and j.job.state == "PENDING"
-                  and (self.only is None or i in self.only)]
-        for j, _ in parked:
-            j.node = None
-        super().advance(dt)
-        for j, node in parked:
-            if j.node is None:
-                j.node = node
+        self.advance_parking(dt, {i for i, j in self._jobs.items() if j.node in self.busy and j.job.state == "PENDING"
+                                  and (self.only is None or i in self.only)})
 
 
 def test_a_group_slurm_keeps_pending_on_a_node_it_believes_busy_moves_to_another(tmp_path: Path) -> None:
@@ -399,13 +398,7 @@ class BeginSim(HoldingSim):
         return super().jobs()
 
     def advance(self, dt: float) -> None:
-        parked = [(j, j.node) for i, j in self._jobs.items() if i in self.begin and self.now < self.begin[i]]
-        for j, _ in parked:
-            j.node = None
-        super().advance(dt)
-        for j, node in parked:
-            if j.node is None:
-                j.node = node
+        self.advance_parking(dt, {i for i in self.begin if self.now < self.begin[i]})
 
 
 def test_a_job_slurm_requeued_with_a_begin_time_waits_for_it_and_is_not_moved(tmp_path: Path) -> None:
