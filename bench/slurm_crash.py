@@ -171,9 +171,7 @@ class Run:
             time.sleep(0.05)
 
     def restart_slurmctld(self) -> None:
-        subprocess.run([sys.executable, "-m", "service.cli", "slurm", "up", "--nodes", str(len(self.st.nodes)), "--port",
-                        str(self.st.port), "--state-dir", str(self.state)], env=self.env, cwd=ROOT, capture_output=True,
-                       timeout=180, check=True)
+        slurm_up(self.env, self.state, len(self.st.nodes), self.st.port)
         st = load_state(self.state)
         assert st is not None
         self.st = st
@@ -278,6 +276,14 @@ class Run:
             self.sh("scontrol", "update", f"NodeName={node}", "State=RESUME", check=False)
 
 
+def slurm_up(env: dict[str, str], state: Path, nodes: int, port: int) -> None:
+    """'cosched slurm up' (start or restart what is down); its own message when it fails."""
+    r = subprocess.run([sys.executable, "-m", "service.cli", "slurm", "up", "--nodes", str(nodes), "--port", str(port),
+                        "--state-dir", str(state)], env=env, cwd=ROOT, capture_output=True, text=True, timeout=180)
+    if r.returncode != 0:
+        raise RuntimeError(f"cosched slurm up failed ({r.returncode}): {r.stderr.strip()}")
+
+
 def scenario(run: Run, n: int, plain: int, settle: float) -> dict:
     n1, n2 = n // 3, n // 3
     n3 = n - n1 - n2
@@ -325,8 +331,7 @@ def main() -> None:
     state = (Path(tmp.name) / "cluster" if own else args.cluster).resolve()
     if own:
         env["COSCHED_HOME"] = str(Path(tmp.name) / "home")
-        subprocess.run([sys.executable, "-m", "service.cli", "slurm", "up", "--nodes", "4", "--port", str(PORT),
-                        "--state-dir", str(state)], env=env, cwd=ROOT, check=True, capture_output=True, timeout=180)
+        slurm_up(env, state, 4, PORT)
     st = load_state(state)
     if st is None:
         raise SystemExit(f"no cluster in {state}")

@@ -14,6 +14,7 @@ from typing import Any
 
 from env.errors import InputError, RunError
 from service.slurm import cluster as cl
+from service.slurm import clusterconf as cc
 
 _STATE_HELP = "the local cluster's state directory (default $COSCHED_HOME/slurm, i.e. ~/.local/share/cosched/slurm)"
 
@@ -34,9 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                          "idle. Run again, it restarts only daemons that died. Then: export SLURM_CONF=STATE/etc/slurm.conf")
     u.add_argument("--nodes", type=int, default=4, metavar="N", help="slurmd nodes n1..nN (default 4)")
     u.add_argument("--cpus-per-node", type=int, default=None, metavar="K", help="CPUs each node claims (default: this machine's)")
-    u.add_argument("--port", type=int, default=cl.DEFAULT_PORT, help=f"slurmctld's port; node K uses port+K (default {cl.DEFAULT_PORT})")
+    u.add_argument("--port", type=int, default=cc.DEFAULT_PORT, help=f"slurmctld's port; node K uses port+K (default {cc.DEFAULT_PORT})")
     u.add_argument("--cmax", type=int, default=4, help="jobs at most sharing a node in the co-scheduling partition (default 4)")
-    u.add_argument("--partition", default=cl.DEFAULT_PARTITION, help=f"the co-scheduling partition's name (default {cl.DEFAULT_PARTITION})")
+    u.add_argument("--partition", default=cc.DEFAULT_PARTITION, help=f"the co-scheduling partition's name (default {cc.DEFAULT_PARTITION})")
     u.add_argument("--resctrl-root", default=None, help="resctrl root the plugin uses (default: its own, /sys/fs/resctrl)")
     u.add_argument("--state-dir", type=Path, default=None, help=_STATE_HELP)
     u.add_argument("--json", action="store_true", help="print the cluster as one JSON document")
@@ -54,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                          "group's jobs to one free node and release them together. Its journal makes a restart safe: "
                          "no job is lost or started twice, and jobs it did not mark are never touched. Talks to the "
                          "cluster of $SLURM_CONF, else to the local cluster of --state-dir.")
-    r.add_argument("--partition", default=cl.DEFAULT_PARTITION, help=f"the co-scheduling partition (default {cl.DEFAULT_PARTITION})")
+    r.add_argument("--partition", default=cc.DEFAULT_PARTITION, help=f"the co-scheduling partition (default {cc.DEFAULT_PARTITION})")
     r.add_argument("--window", type=int, default=8, metavar="W", help="jobs planned together at most (default 8)")
     r.add_argument("--cmax", type=int, default=4, metavar="C", help="jobs at most in one group (default 4)")
     r.add_argument("--gather", type=float, default=2.0, metavar="S",
@@ -93,7 +94,7 @@ def _say(msg: str) -> None:
 
 
 def _up(args: argparse.Namespace) -> int:
-    spec = cl.ClusterSpec(state_dir=args.state_dir or cl.default_state_dir(), nodes=args.nodes,
+    spec = cc.ClusterSpec(state_dir=args.state_dir or cl.default_state_dir(), nodes=args.nodes,
                           cpus_per_node=args.cpus_per_node, port=args.port, cmax=args.cmax, partition=args.partition,
                           resctrl_root=Path(args.resctrl_root) if args.resctrl_root else None)
     st = cl.up(spec, progress=_say)
@@ -101,7 +102,7 @@ def _up(args: argparse.Namespace) -> int:
         print(cl.dumps(st))
     else:
         if st.plugin is None:
-            _say(f"cosched's SPANK plugin is not built ({cl.SPANK_PLUGIN}): 'make native', then down and up again")
+            _say(f"cosched's SPANK plugin is not built ({cc.SPANK_PLUGIN}): 'make native', then down and up again")
         print(f"cluster up: {len(st.nodes)} nodes ({', '.join(st.nodes)}), {st.cpus_per_node} CPUs each; "
               f"partitions {st.plain_partition} (default) and {st.partition} (OverSubscribe=FORCE:{st.cmax})")
         print(f"export SLURM_CONF={st.slurm_conf}")

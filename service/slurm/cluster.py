@@ -3,9 +3,9 @@
 ``up`` starts munged (its own key and socket), slurmctld and N ``slurmd -N nK`` (one port each, all at
 127.0.0.1, each claiming the machine's CPUs), all in the foreground of a new session so their pids are
 known at once; it records every pid (with its start time, so a reused pid is never signalled) in
-STATE/cluster.json, then waits for ``scontrol ping`` and every node idle. ``up`` again restarts only the
-daemons that died (a restarted slurmctld recovers its jobs from its state directory); ``down`` cancels the
-cluster's jobs, then stops exactly the processes it started.
+STATE/cluster.json, then waits for ``scontrol ping`` and every slurmd to answer (a drained node counts and is
+named). ``up`` again restarts only the daemons that died (a restarted slurmctld recovers its jobs from its state
+directory); ``down`` cancels the cluster's jobs, then stops exactly the processes it started.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import signal
 import socket
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -26,15 +25,10 @@ from pydantic import BaseModel, Field
 
 from env.errors import CoschedError, InputError, RunError
 from profiler.store import cosched_home
+from service.slurm.clusterconf import (JOB_SUBMIT_LUA, PLAIN_PARTITION, ClusterSpec, node_names, plugstack_text,
+                                       slurm_conf_text)
 
-REPO = Path(__file__).resolve().parents[2]
-SPANK_PLUGIN = REPO / "native" / "build" / "cosched_spank.so"
-PINRT_LIB = REPO / "native" / "build" / "libpinrt.so"
-JOB_SUBMIT_LUA = REPO / "examples" / "slurm" / "job_submit.lua"
 SLURM_PLUGIN_DIR = Path("/usr/lib/x86_64-linux-gnu/slurm-wlm")
-DEFAULT_PORT = 16817
-DEFAULT_PARTITION = "cosched"
-PLAIN_PARTITION = "batch"
 _PROGRAMS = ("munged", "slurmctld", "slurmd", "scontrol", "sbatch", "squeue", "scancel", "sinfo")
 _APT_HINT = "install them with 'make setup' (tools/setup-apt.sh) or 'apt-get install slurm-wlm munge libslurm-dev'"
 
@@ -74,19 +68,6 @@ class ClusterState(BaseModel):
     def env(self) -> dict[str, str]:
         """The environment Slurm's commands need to talk to this cluster."""
         return {**os.environ, "SLURM_CONF": self.slurm_conf}
-
-
-@dataclass(frozen=True)
-class ClusterSpec:
-    state_dir: Path
-    nodes: int = 4
-    cpus_per_node: int | None = None  # default: the machine's online CPUs
-    port: int = DEFAULT_PORT
-    cmax: int = 4
-    partition: str = DEFAULT_PARTITION
-    plugin: Path | None = SPANK_PLUGIN
-    pinrt_lib: Path = PINRT_LIB
-    resctrl_root: Path | None = None
 
 
 # ---------------------------------------------------------------------------------------------- processes
@@ -182,85 +163,6 @@ def _port_in_use(port: int) -> bool:
     return False
 
 
-def node_names(n: int) -> list[str]:
-    return [f"n{k}" for k in range(1, n + 1)]
-
-
-def slurm_conf_text(spec: ClusterSpec, cpus: int, dirs: dict[str, Path]) -> str:
-    """slurm.conf of the local cluster (examples/slurm/slurm.conf is the same shape for a real site)."""
-    host = socket.gethostname().split(".")[0]
-    names = node_names(spec.nodes)
-    lines = [
-        "# Written by 'cosched slurm up': a local cluster on one machine (state under this directory).",
-        "ClusterName=cosched",
-        f"SlurmctldHost={host}(127.0.0.1)",
-        f"SlurmctldPort={spec.port}",
-        "SlurmUser=root",
-        "SlurmdUser=root",
-        # cred_expire: a requeued job (e.g. an id a slurmd ran) waits this long to start again; default 120 s
-        f"AuthInfo=socket={dirs['munge'] / 'munge.socket'},cred_expire=30",
-        f"StateSaveLocation={dirs['ctld']}",
-        f"SlurmdSpoolDir={dirs['spool']}/%n",
-        f"SlurmctldPidFile={dirs['run']}/slurmctld.pid",
-        f"SlurmdPidFile={dirs['run']}/slurmd-%n.pid",
-        f"SlurmctldLogFile={dirs['log']}/slurmctld.log",
-        f"SlurmdLogFile={dirs['log']}/slurmd-%n.log",
-        "SlurmctldDebug=info",
-        "SlurmdDebug=info",
-        # The machine's processes are tracked by their parent chain; binding by sched_setaffinity.
-        "ProctrackType=proctrack/linuxproc",
-        "TaskPlugin=task/affinity",
-        "SelectType=select/cons_tres",
-        "SelectTypeParameters=CR_CPU",
-        # Every slurmd sees the same (real) hardware: the node lines, not the hardware, say what a node has.
-        "SlurmdParameters=config_overrides",
-        "SchedulerType=sched/backfill",
-        # Schedule batch jobs at once (the default lets slurmctld delay them up to 3 s to batch submissions):
-        # a released group then starts in the next pass, which is what the controller's groups wait for.
-        "SchedulerParameters=batch_sched_delay=0",
-        "MpiDefault=none",
-        "ReturnToService=2",
-        "AccountingStorageType=accounting_storage/none",
-        "JobAcctGatherType=jobacct_gather/none",
-        "JobCompType=jobcomp/none",
-        "MailProg=/bin/true",
-        "InactiveLimit=0",
-        "KillWait=2",
-        "MinJobAge=600",  # finished jobs stay visible to squeue/scontrol for 10 min (tests, status)
-        # Plain jobs are not requeued (after a slurmctld restart from older state one that had completed would run
-        # again); job_submit.lua requeues co-scheduled ones, which the SPANK plugin never starts twice (docs/slurm.md).
-        "JobRequeue=0",
-        "SlurmdTimeout=60",
-        "SlurmctldTimeout=60",
-        f"PlugStackConfig={dirs['etc'] / 'plugstack.conf'}",
-        "JobSubmitPlugins=lua",
-    ]
-    for k, name in enumerate(names):
-        lines.append(f"NodeName={name} NodeHostname={host} NodeAddr=127.0.0.1 Port={spec.port + 1 + k} "
-                     f"CPUs={cpus} State=UNKNOWN")
-    nodelist = ",".join(names)
-    lines.append(f"PartitionName={PLAIN_PARTITION} Nodes={nodelist} Default=YES MaxTime=INFINITE State=UP")
-    # The co-scheduling partition: up to Cmax jobs share a node's CPUs; the controller places them apart.
-    lines.append(f"PartitionName={spec.partition} Nodes={nodelist} Default=NO MaxTime=INFINITE State=UP "
-                 f"OverSubscribe=FORCE:{spec.cmax}")
-    return "\n".join(lines) + "\n"
-
-
-def plugstack_text(spec: ClusterSpec, placement_dir: Path) -> str:
-    """The SPANK plugin's line (see native/ for its options), or a comment when it is not built."""
-    if spec.plugin is None or not spec.plugin.exists():
-        return (f"# cosched's SPANK plugin is not built ({spec.plugin}): run 'make native', then "
-                "'cosched slurm down' and 'cosched slurm up'.\n")
-    args = [f"placement_dir={placement_dir}"]
-    if spec.resctrl_root is not None:
-        args.append(f"resctrl_root={spec.resctrl_root}")
-    if spec.pinrt_lib.exists():
-        args.append(f"pinrt_lib={spec.pinrt_lib}")
-    # required: Slurm honours a failing hook only of a required plugin (--cosched=strict); the plugin fails a
-    # task only when strict was asked for.
-    return f"required {spec.plugin} {' '.join(args)}\n"
-
-
 def _dirs(state: Path) -> dict[str, Path]:
     return {k: state / k for k in ("etc", "munge", "ctld", "spool", "run", "log", "placements", "controller")}
 
@@ -287,20 +189,33 @@ def _scontrol_ping(st: ClusterState) -> bool:
     return r.returncode == 0 and " is UP" in r.stdout
 
 
+def _sinfo(st: ClusterState, fmt: str) -> list[str]:
+    r = subprocess.run(["sinfo", "-h", "-N", "-o", fmt], env=st.env(), capture_output=True, text=True, timeout=20)
+    return r.stdout.splitlines()
+
+
 def node_states(st: ClusterState) -> dict[str, str]:
-    r = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], env=st.env(), capture_output=True, text=True, timeout=20)
-    out: dict[str, str] = {}
-    for line in r.stdout.splitlines():
-        parts = line.split()
-        if len(parts) == 2:
-            out[parts[0]] = parts[1].lower()
-    return out
+    """Node name -> sinfo's long state (lower case, with its flag suffix such as '*' not responding)."""
+    return {p[0]: p[1].lower() for p in (line.split("|") for line in _sinfo(st, "%N|%T")) if len(p) == 2}
 
 
-def _nodes_ready(st: ClusterState) -> bool:
+# A node is up when its slurmd answers: idle, running jobs (of a previous life, after a restart), or drained by
+# an operator or by Slurm itself (a drain outlives a restart of slurmctld; waiting for such a node to be idle
+# would wait for ever). Not responding ('*'), down or unknown is not up.
+_UP_STATES = ("idle", "mixed", "allocated", "completing", "drained", "draining", "drain", "reserved", "planned", "maint")
+
+
+def _unready(st: ClusterState) -> dict[str, str]:
+    """The nodes that are not up yet, with their states."""
     states = node_states(st)
-    # 'idle', or 'mixed'/'allocated' when jobs of a previous life are running again after a restart.
-    return all(states.get(n, "").rstrip("*~#!%$@^-") in ("idle", "mixed", "allocated") for n in st.nodes)
+    return {n: states.get(n, "missing") for n in st.nodes
+            if states.get(n, "").endswith("*") or states.get(n, "").rstrip("~#!%$@^-") not in _UP_STATES}
+
+
+def drained(st: ClusterState) -> dict[str, str]:
+    """Drained or draining nodes -> the reason Slurm gives."""
+    rows = (line.split("|", 2) for line in _sinfo(st, "%N|%T|%E"))
+    return {p[0]: p[2] or "no reason given" for p in rows if len(p) == 3 and p[1].lower().startswith("drain")}
 
 
 def _daemon_argv(st: ClusterState, name: str) -> list[str]:
@@ -316,7 +231,7 @@ def _daemon_argv(st: ClusterState, name: str) -> list[str]:
 
 
 def up(spec: ClusterSpec, progress: Callable[[str], None] = lambda s: None, timeout_s: float = 60.0) -> ClusterState:
-    """Start (or complete) the local cluster; returns its state once ``scontrol ping`` answers and nodes are idle."""
+    """Start (or complete) the local cluster; returns its state once ``scontrol ping`` and every slurmd answer."""
     check_installed()
     if spec.nodes < 1 or spec.nodes > 64:
         raise InputError(f"--nodes must be 1..64, not {spec.nodes}")
@@ -394,9 +309,15 @@ def _complete(st: ClusterState, progress: Callable[[str], None], timeout_s: floa
                 raise SlurmSetupError(f"slurmctld exited at once: see {d['log'] / 'slurmctld.log'}")
     st.daemons = daemons
     _save_state(st)
-    progress("waiting for the nodes to be idle")
-    _wait(f"all {len(st.nodes)} nodes idle", lambda: _nodes_ready(st), timeout_s,
-          f"see sinfo -N and {d['log']}/slurmd-*.log")
+    progress("waiting for every node's slurmd to answer")
+    try:
+        _wait(f"all {len(st.nodes)} nodes up", lambda: not _unready(st), timeout_s, "")
+    except SlurmSetupError:
+        late = ", ".join(f"{n} {s}" for n, s in _unready(st).items())
+        raise SlurmSetupError(f"not every node answered within {timeout_s:.0f} s ({late}): "
+                              f"see {d['log']}/slurmd-*.log, then 'cosched slurm up' again") from None
+    for node, why in drained(st).items():
+        progress(f"{node} is drained ({why}): 'scontrol update NodeName={node} State=RESUME' returns it to service")
     dead = [x.name for x in daemons if not alive(x)]
     if dead:
         raise SlurmSetupError(f"{', '.join(dead)} exited: see the logs in {d['log']}")

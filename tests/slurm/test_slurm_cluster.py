@@ -129,6 +129,32 @@ def test_controller_sigkill_and_slurmctld_restart_lose_and_duplicate_nothing(clu
     _check_groups_ran_together(cluster, status, tags, jobs)
 
 
+def test_up_with_a_drained_node_answers_and_names_it_also_after_a_slurmctld_sigkill(cluster: Cluster) -> None:
+    # A drain outlives a slurmctld restart (in CI Slurm drained a node for a duplicate job id just before the crash
+    # bench SIGKILLed slurmctld): 'up' must not wait for that node to become idle, which it never does by itself.
+    st = load_state(cluster.state_dir)
+    assert st is not None
+    up = ("slurm", "up", "--nodes", "4", "--port", str(st.port), "--state-dir", str(cluster.state_dir))
+    cluster.slurm("scontrol", "update", "NodeName=n4", "State=DRAIN", "Reason=drained by a test")
+    try:
+        again = cluster.cli(*up, timeout=60)  # every daemon running: nothing to start, nothing to wait for
+        assert "n4 is drained (drained by a test)" in again.stderr and "State=RESUME" in again.stderr, again.stderr
+        ctld = next(d for d in st.daemons if d.name == "slurmctld")
+        os.kill(ctld.pid, signal.SIGKILL)
+        while alive(ctld):
+            time.sleep(0.05)
+        restarted = cluster.cli(*up, timeout=120)
+        assert "starting slurmctld" in restarted.stderr, restarted.stderr
+        restarted_state = load_state(cluster.state_dir)
+        assert restarted_state is not None and all(alive(d) for d in restarted_state.daemons)
+    finally:
+        cluster.slurm("scontrol", "update", "NodeName=n4", "State=RESUME", check=False)
+    deadline = time.monotonic() + 60
+    while "n4|idle" not in cluster.slurm("sinfo", "-h", "-N", "-o", "%N|%T"):
+        assert time.monotonic() < deadline, "n4 did not return to service"
+        time.sleep(0.2)
+
+
 def test_plugin_error_leaves_the_job_running(cluster: Cluster, tmp_path: Path) -> None:
     jid = cluster.submit("nap", "bad-placement")
     cluster.wait([jid], lambda j: j["state_reason"] in HELD, what="held")
