@@ -181,3 +181,30 @@ def test_the_guard_replays_its_own_play_where_the_node_is_where_it_predicted() -
     noisy = run_stream(NODE, jobs, 3, pol, factors=factors)
     assert [(j.id, j.start_s, j.cpus) for j in noisy.jobs] == [(j.id, j.start_s, j.cpus) for j in bare.jobs]
     assert pol.searches > noisy.decisions
+
+
+def _idle_cpu_s_with_a_queue(run, cmax: int) -> float:  # noqa: ANN001 - StreamRun
+    """CPU-seconds left idle while a job waited and a place was free."""
+    times = sorted({j.start_s for j in run.jobs} | {j.end_s for j in run.jobs})
+    idle = 0.0
+    for a, b in zip(times, times[1:]):
+        running = [j for j in run.jobs if j.start_s <= a < j.end_s]
+        busy = sum(len(j.cpus) for j in running)
+        if any(j.submit_s <= a < j.start_s for j in run.jobs) and busy < len(NODE.cpus) and len(running) < cmax:
+            idle += (b - a) * (len(NODE.cpus) - busy)
+    return idle
+
+
+def test_a_margin_keeps_cpus_busy_unless_waiting_wins_by_more() -> None:
+    # the exact model (margin 0) leaves CPUs idle in this stream because waiting is predicted to gain; a margin as
+    # large as any gain (a model that may be 99 % wrong) never waits while a job could start
+    jobs = _stream(10, 2)
+    exact = run_stream(NODE, jobs, 3, Rollout(window=4, candidates=3, guard=False, margin=0.0))
+    doubting = run_stream(NODE, jobs, 3, Rollout(window=4, candidates=3, guard=False, margin=0.99))
+    assert _idle_cpu_s_with_a_queue(exact, 3) > 100.0
+    assert _idle_cpu_s_with_a_queue(doubting, 3) == 0.0
+    pol = Rollout()
+    pol.reset(NODE, jobs, 3)
+    assert pol.margin == 0.0  # a simulated node is its own model: nothing to allow for
+    with pytest.raises(ValueError, match="margin"):
+        Rollout(margin=1.0)

@@ -126,3 +126,17 @@ def test_on_this_node_no_plan_is_kept_below_a_baselines_prediction(home: Path) -
             replaced += 1
             assert plan.policy != "random" and "replaced by" in plan.fallback_reason
     assert replaced >= 1
+
+
+def test_decisions_on_the_real_nodes_model_allow_for_its_held_out_error(home: Path, fitted: dict) -> None:
+    from env.calibration.learned import model_uncertainty, scoring_node
+    from env.planners.continuous import Rollout
+
+    real = scoring_node(load_node("local"))
+    assert real is not None
+    p90 = fitted["provenance"]["heldout"]["p90_abs_error_pct"]
+    assert p90 > 0 and model_uncertainty(real) == pytest.approx(p90 / 100.0)
+    assert model_uncertainty(load_node("sim:reference")) == 0.0  # a simulated node is its own model
+    pol = Rollout()
+    pol.reset(real, [], 2)
+    assert pol.margin == pytest.approx(p90 / 100.0)
