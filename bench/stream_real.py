@@ -3,7 +3,9 @@
 co-scheduling side by side (issue 26, item 6).
 
 The stream: 12 jobs, two of each of six programs (the example jobs of ``examples/``, their inputs scaled so that each
-runs 5 s or more alone on this 2-CPU node when it is quiet), all submitted at 0, Cmax 2. Each mode is an online run
+runs 5 s or more alone on this 2-CPU node when it is quiet), all submitted at 0, Cmax 2. ``--programs heldout``: the
+same shape with six other programs (compressors, an awk loop, FFT, a memory stream, two-worker page thrashing), kept
+apart from every choice of rule or setting, with their own profiles and calibration (their own ``--home``). Each mode is an online run
 of ``cosched run STREAM.json --mode continuous --policy P`` (``env.real.online``: decided at every real job end,
 started through the executor's launch path, pinned with ``numactl --physcpubind``):
 
@@ -62,16 +64,43 @@ PROGRAMS: dict[str, list[str]] = {
 #: The stream's order (two jobs of each program, interleaved).
 ORDER = ["sb-cpu-mt-5s", "sb-cpu-st-5s", "py-io-pool-5s", "sng-matrix-5s", "sb-mem-seq-5s", "py-serial-5s",
          "sb-cpu-st-5s", "sb-cpu-mt-5s", "sng-matrix-5s", "py-io-pool-5s", "py-serial-5s", "sb-mem-seq-5s"]
+#: A second set, chosen before any measurement of it and never used to choose a rule or setting: programs the
+#: examples do not have (compressors, an interpreter loop, FFT, a memory stream, two-worker page thrashing).
+HELDOUT_PROGRAMS: dict[str, list[str]] = {
+    "xz6-5s": ["sh", "-c", f"for i in 1 2 3 4 5 6; do xz -6 -T1 -c {ROOT / DATA}; done > /dev/null"],
+    "bzip2-5s": ["sh", "-c", f"for i in $(seq 48); do bzip2 -9 -c {ROOT / DATA}; done > /dev/null"],
+    "awk-loop-5s": ["awk", "BEGIN { s = 0; for (i = 0; i < 120000000; i++) s += i % 7; print s }"],
+    "sng-fft-5s": ["stress-ng", "--cpu", "1", "--cpu-method", "fft", "--cpu-ops", "14000", "--quiet"],
+    "sng-stream-5s": ["stress-ng", "--stream", "1", "--stream-ops", "66", "--quiet"],
+    "sng-vm2-5s": ["stress-ng", "--vm", "2", "--vm-bytes", "64M", "--vm-ops", "420000", "--quiet"],
+}
+HELDOUT_ORDER = ["sng-vm2-5s", "awk-loop-5s", "xz6-5s", "sng-stream-5s", "bzip2-5s", "sng-fft-5s",
+                 "awk-loop-5s", "sng-stream-5s", "sng-vm2-5s", "xz6-5s", "sng-fft-5s", "bzip2-5s"]
+#: A third set, chosen after the held-out set had been measured (which had shaped rollout's rule for real nodes)
+#: and before any measurement of its own.
+HELDOUT2_PROGRAMS: dict[str, list[str]] = {
+    "gzip9-5s": ["sh", "-c", f"for i in $(seq 80); do gzip -9 -c {ROOT / DATA}; done > /dev/null"],
+    "sha256-5s": ["sh", "-c", f"for i in $(seq 900); do sha256sum {ROOT / DATA}; done > /dev/null"],
+    "py-dict-5s": ["python3", "-c", "d = {}\nfor i in range(56_000_000): d[i % 100003] = i\nprint(len(d))"],
+    "sng-int64-5s": ["stress-ng", "--cpu", "1", "--cpu-method", "int64", "--cpu-ops", "14000", "--quiet"],
+    "sng-memcpy-5s": ["stress-ng", "--memcpy", "1", "--memcpy-ops", "1700", "--quiet"],
+    "sng-cache2-5s": ["stress-ng", "--cache", "2", "--cache-ops", "4400000", "--quiet"],
+}
+HELDOUT2_ORDER = ["sha256-5s", "sng-memcpy-5s", "py-dict-5s", "sng-cache2-5s", "gzip9-5s", "sng-int64-5s",
+                  "sng-memcpy-5s", "gzip9-5s", "sng-cache2-5s", "sha256-5s", "sng-int64-5s", "py-dict-5s"]
+PROGRAM_SETS = {"example": (PROGRAMS, ORDER), "heldout": (HELDOUT_PROGRAMS, HELDOUT_ORDER),
+                "heldout2": (HELDOUT2_PROGRAMS, HELDOUT2_ORDER)}
 MODES = ["timeshare", "packing", "rollout"]
 CONTINUOUS = "rollout"
 
 
-def stream_doc(cmax: int) -> dict[str, Any]:
+def stream_doc(cmax: int, programs: str = "example") -> dict[str, Any]:
+    progs, order = PROGRAM_SETS[programs]
     seen: dict[str, int] = {}
     jobs = []
-    for p in ORDER:
+    for p in order:
         seen[p] = seen.get(p, 0) + 1
-        jobs.append({"id": f"{p.removesuffix('-5s')}-{seen[p]}", "profile": p, "command": PROGRAMS[p], "submit_s": 0})
+        jobs.append({"id": f"{p.removesuffix('-5s')}-{seen[p]}", "profile": p, "command": progs[p], "submit_s": 0})
     return {"jobs": jobs, "max_concurrency": cmax}
 
 
@@ -232,7 +261,8 @@ def node_model_info(home: Path) -> dict[str, Any] | None:
             "programs": sorted(calibrated)}
 
 
-def setup(home: Path, env: dict[str, str]) -> None:
+def setup(home: Path, env: dict[str, str], programs: str) -> None:
+    PROGRAMS = PROGRAM_SETS[programs][0]  # noqa: N806 - the set's programs
     profiled, calibrated, path = known_programs(home)
     for k, (name, argv) in enumerate(PROGRAMS.items()):
         if name in profiled:
@@ -255,10 +285,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--modes", default=",".join(MODES), help="comma-separated stream policies, rotated each repeat")
     ap.add_argument("--cmax", type=int, default=2)
+    ap.add_argument("--programs", choices=sorted(PROGRAM_SETS), default="example",
+                    help="the built-in stream's programs: the examples' (default) or the held-out set")
     ap.add_argument("--stream", default=None, metavar="FILE", help="another stream document (default: the built-in one)")
-    ap.add_argument("--home", default=str(ROOT / ".cosched-home" / "stream-real"),
-                    help="the COSCHED_HOME of the profiles and the node model (default: %(default)s)")
-    ap.add_argument("--runs", default=str(ROOT / "runs" / "stream-real"))
+    ap.add_argument("--home", default=None, help="the COSCHED_HOME of the profiles and the node model (default: "
+                                                 ".cosched-home/stream-real, -heldout for the held-out set)")
+    ap.add_argument("--runs", default=None, help="where the runs go (default: runs/stream-real, -heldout for the "
+                                                 "held-out set)")
     ap.add_argument("--out", default=None, help="OUT.json and OUT.png (default: docs/figures/stream-real-cmaxCMAX)")
     ap.add_argument("--setup", action="store_true", help="profile and calibrate what is missing, then stop")
     ap.add_argument("--dry-run", action="store_true", help="print the stream and the commands; run nothing")
@@ -266,19 +299,21 @@ def main(argv: list[str] | None = None) -> int:
                     help="before measuring, wait (polling each minute) for the 1-minute load to fall below L")
     ap.add_argument("--wait-max", type=float, default=1800, metavar="S", help="wait at most S seconds (then run anyway)")
     args = ap.parse_args(argv)
-    home, runs = Path(args.home).resolve(), Path(args.runs).resolve()
+    suffix = "" if args.programs == "example" else f"-{args.programs}"
+    home = Path(args.home or ROOT / ".cosched-home" / f"stream-real{suffix}").resolve()
+    runs = Path(args.runs or ROOT / "runs" / f"stream-real{suffix}").resolve()
     out = Path(args.out or ROOT / "docs" / "figures" / f"stream-real-cmax{args.cmax}")
     modes = [m for m in args.modes.split(",") if m]
     env = {**os.environ, "COSCHED_HOME": str(home)}
     home.mkdir(parents=True, exist_ok=True)
     subprocess.run([sys.executable, str(ROOT / "examples" / "make-data.py"), DATA], check=True, cwd=ROOT)
-    doc_stream = json.loads(Path(args.stream).read_text()) if args.stream else stream_doc(args.cmax)
+    doc_stream = json.loads(Path(args.stream).read_text()) if args.stream else stream_doc(args.cmax, args.programs)
     doc_stream["max_concurrency"] = args.cmax
     runs.mkdir(parents=True, exist_ok=True)
     stream = runs / "stream.json"
     stream.write_text(json.dumps(doc_stream, indent=1))
     if args.setup:
-        setup(home, env)
+        setup(home, env, args.programs)
         return 0
     if args.dry_run:
         profiled, calibrated, path = known_programs(home)

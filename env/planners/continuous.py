@@ -9,10 +9,12 @@ queue; never jobs not yet arrived), and keeps the best:
   CPUs: every free CPU, an even share over the places left, packing's slot size, half, one NUMA domain's free CPUs;
   compact or spread over the domains, first-touch or interleaved) ranked by the node model's instantaneous work rate
   (sum over the running jobs of solo time / current predicted time);
-* stopping here (nothing more starts at this event), when something runs. Where the node model stands for a real
-  node (``env.calibration.learned.model_uncertainty``: the p90 of its held-out error, 0 on a simulated node),
-  stopping with a CPU free must be predicted to finish the rest sooner by more than that fraction than the best
-  start: the idle CPU is certain, the gain a prediction (measured: docs/continuous.md, the real-node stream).
+* stopping here (nothing more starts at this event), when something runs.
+
+Where the node model stands for a real node (``env.calibration.learned.model_uncertainty``: the p90 of its held-out
+error as a fraction ``margin``; 0 on a simulated node, which is its own model), the choice allows for the model's
+error (``Rollout._robust``): it never stops with a CPU free while a job could start there, and among the starts
+within ``margin`` of the best it takes the longest job first (makespan objective).
 
 Each candidate's future is decided by ``Fill``: at every event each place gets an even share of the free CPUs (the
 last place all of them), compact, and the job of the first W with the highest instantaneous work rate there. The
@@ -247,8 +249,7 @@ class Rollout:
         from env.calibration.learned import model_uncertainty
 
         self.cmax = max_concurrency
-        # Leaving CPUs idle while a job waits is a sure loss on the node, its gain only a prediction: on a node model
-        # that stands for a real node, waiting must win by more than the model's error on 9 in 10 held-out co-runs.
+        # On a node model that stands for a real node, decisions allow for its error (_robust); none on a simulated one.
         self.margin = model_uncertainty(node) if self.margin_given is None else self.margin_given
         arrivals = len({j.submit_s for j in jobs}) > 1
         self.goal = self.objective if self.objective != "auto" else ("turnaround" if arrivals else "makespan")
@@ -308,10 +309,8 @@ class Rollout:
                 options.append(None)
             values = [self._value(sim, queue, o) for o in options]
             best = min(range(len(options)), key=lambda k: (values[k], k))
-            if options[best] is None and self.margin > 0 and sim.free_cpus():
-                start = min(range(len(options) - 1), key=lambda k: (values[k], k))  # the best start (None is last)
-                if values[best] - sim.now > (1.0 - self.margin) * (values[start] - sim.now):
-                    best = start  # waiting does not gain more than the model may be wrong: no CPU left idle
+            if self.margin > 0:
+                best = self._robust(sim, options, values, best)
             choice = options[best]
             if choice is None:
                 break
@@ -321,6 +320,26 @@ class Rollout:
             starts.append((j.id, alloc))
             places -= 1
         return Decision(starts=tuple(starts)) if starts else WAIT
+
+    def _robust(self, sim: StreamNode, options: list[Start | None], values: list[float], best: int) -> int:
+        """The choice on a model that stands for a real node and may be wrong by ``margin``. It never stops with a
+        CPU free while a job could start there: the idle CPU is certain, the predicted gain was not (measured on this
+        node: waits predicted to gain more than the model's p90 held-out error lost to packing, docs/continuous.md).
+        Among the starts within ``margin`` of the best, under the makespan objective, the longest job first (on its
+        allocation, alone), so that what the model mispredicts is not left to the end of the stream."""
+        starts = [k for k, o in enumerate(options) if o is not None]
+        first = min(starts, key=lambda k: (values[k], k))  # None, when offered, is the last option
+        if options[best] is None and not sim.free_cpus():
+            return best
+        if self.goal != "makespan":
+            return first
+        near = [k for k in starts if values[k] - sim.now <= (1.0 + self.margin) * (values[first] - sim.now)]
+
+        def length(k: int) -> float:
+            j, alloc = options[k]  # type: ignore[misc]
+            return sim.memo.solve(sim.g, [sim.sim_job(j.params, alloc)])[0]
+
+        return max(near, key=lambda k: (length(k), -values[k], -k))
 
     @staticmethod
     def _starts(sim: StreamNode, queue: list[StreamJob], places: int, base: Fill | PackingBase
