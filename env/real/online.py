@@ -405,6 +405,8 @@ class OnlineRunner:
         self.journal.write("decision", n=self.n, at_s=round(now, 4), running=sorted(self.live),
                            queue=[j.id for j in queue], starts=[{"job": k, **alloc_record(a)} for k, a in d.starts],
                            changes=[{"job": k, **alloc_record(a)} for k, a in d.changes], note=d.note or None)
+        if d.note and d.note not in self.notes:  # why the policy departed from its rule (e.g. its guard), said once
+            self.notes.append(d.note)
         self.progress("decision", {"n": self.n, "at_s": now, "starts": [(k, a.cpus) for k, a in d.starts],
                                    "queue": len(queue), "running": len(self.live)})
         for k, a in d.changes:

@@ -163,3 +163,23 @@ def test_bad_online_input_is_one_line(home: Path, tmp_path: Path) -> None:
     assert out.returncode == 2 and "run 'cosched calibrate', or choose packing or timeshare" in out.stderr
     out = run([str(window), "--mode", "continuous", "--dry-run"], home)
     assert out.returncode == 2 and "--dry-run is not for online runs" in out.stderr
+
+
+def test_a_decisions_note_reaches_the_runs_notes_once(tmp_path: Path) -> None:
+    # e.g. rollout's guard deciding as packing says so at every decision: the run's report says it once
+    from env.episode.stream import Decision
+    from env.plan.allocate import plain_allocation
+    from env.real.online import OnlineJob, OnlineRunner
+
+    jobs = [OnlineJob(id=f"j{i}", profile="EP", command=[sys.executable, "-c", "pass"]) for i in range(3)]
+    cpu = [LOCAL.cpus[0]]
+
+    def decide(held, queue, pending, now):  # noqa: ANN001, ANN202 - the runner's Decide
+        if held or not queue:
+            return Decision()
+        return Decision(starts=((queue[0].id, plain_allocation(LOCAL, cpu)),), note="decided as packing: a test")
+
+    (tmp_path / "run").mkdir()
+    result = OnlineRunner(jobs, LOCAL, tmp_path / "run", 1, decide).run()
+    assert result.notes.count("decided as packing: a test") == 1
+    assert all(r.exit_code == 0 for r in result.jobs)
