@@ -285,6 +285,7 @@ def calibrate(backend: MeasuringBackend, cfg: CalibrationConfig = CalibrationCon
         say(f"profiling: {profiling_s:.0f} s of node time now, {reused_s:.0f} s reused from stored measurements")
 
     space = Space(jobs + [PROBE])
+    space.bound_by_busy_cpus(profiles, len(spec.cpus))
     probe_alone = [t for r in runner.records for t, pl in zip(r.times_s, r.group) if r.kind == "probe" and len(r.group) == 1
                    and pl.cpus == list(curve_cpus(node)[0])]
     prior = initial_x(space, profiles, spec, base, probe_alone[0] if probe_alone else bench.probe_alone_s)
@@ -458,6 +459,7 @@ def refit(model: NodeModel, records: Sequence[RunRecord], cfg: CalibrationConfig
     base = model.params
     space = Space(jobs + [PROBE])
     profiles = {j.name: j.interference for j in model.jobs if j.interference is not None}
+    space.bound_by_busy_cpus(profiles, len(model.node.cpus))
     bench = model.provenance.bench
     prior = initial_x(space, profiles, model.node, base, bench.probe_alone_s if bench else None)
     x0 = space.encode(base, {**model.job_params(), PROBE: model.probe})

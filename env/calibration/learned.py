@@ -38,6 +38,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
+from env.calibration.space import busy_cpus, max_speedup, parallel_from_speedup
 from env.calibration.store import CalibrationStore, default_calibration_path, model_path
 from env.measure.probing import Placement
 from env.node.spec import NodeSpec
@@ -83,22 +84,15 @@ class LearnedJob:
         return f"learned from production runs (scale factor {self.scale_source}); {state}"
 
 
-def parallel_from_speedup(speedup: float, n_cpus: int) -> float:
-    """Amdahl's parallel fraction of a program that runs ``speedup`` times faster on ``n_cpus`` than on one."""
-    if n_cpus <= 1:
-        return 0.5
-    s = min(max(speedup, 1.0), float(n_cpus))
-    return min(1.0, max(0.0, (1.0 - 1.0 / s) / (1.0 - 1.0 / n_cpus)))
-
-
 def speedup_of(profile: Profile, n_cpus: int) -> tuple[float, str]:
     """The program's speed-up on the whole node and where it came from: the one-core run's scale factor, else the
     CPUs its solo run kept busy (task-clock / wall time), else 1 (nothing says it runs in parallel)."""
     if profile.scale_factor is not None and profile.scale_factor > 0:
-        return profile.scale_factor, "measured"
-    clock = profile.counters.get("task-clock")
-    if clock is not None and profile.duration_s > 0:
-        return min(max(clock / 1000.0 / profile.duration_s, 1.0), float(n_cpus)), "estimated"
+        cap = max_speedup(profile.counters, profile.duration_s, n_cpus)  # no more than its busy CPUs allow
+        return (profile.scale_factor if cap is None else min(profile.scale_factor, cap)), "measured"
+    busy = busy_cpus(profile.counters, profile.duration_s)
+    if busy is not None:
+        return min(max(busy, 1.0), float(n_cpus)), "estimated"
     return 1.0, "estimated"
 
 

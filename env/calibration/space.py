@@ -54,6 +54,34 @@ NODE_FIELDS: tuple[Field, ...] = (
 )
 
 
+def parallel_from_speedup(speedup: float, n_cpus: int) -> float:
+    """Amdahl's parallel fraction of a program that runs ``speedup`` times faster on ``n_cpus`` than on one."""
+    if n_cpus <= 1:
+        return 0.5
+    s = min(max(speedup, 1.0), float(n_cpus))
+    return min(1.0, max(0.0, (1.0 - 1.0 / s) / (1.0 - 1.0 / n_cpus)))
+
+
+#: A whole-node solo run that kept c CPUs busy (task-clock / wall time) ran at most c times faster than on one CPU;
+#: the bound allows this factor over c for the counter's own noise.
+BUSY_SLACK = 1.02
+
+
+def busy_cpus(counters: Mapping[str, float | None] | None, wall_s: float) -> float | None:
+    """The CPUs a run kept busy on average (perf's task-clock over its wall time); None when not counted."""
+    clock = (counters or {}).get("task-clock")
+    return clock / 1000.0 / wall_s if clock and wall_s > 0 else None
+
+
+def max_speedup(counters: Mapping[str, float | None] | None, wall_s: float, n_cpus: int) -> float | None:
+    """The most a program's whole-node solo run allows it to gain over one CPU (its busy CPUs, with
+    ``BUSY_SLACK``); None when the run was not counted or the bound does not bind (it kept every CPU busy)."""
+    busy = busy_cpus(counters, wall_s)
+    if busy is None or n_cpus <= 1 or busy * BUSY_SLACK >= n_cpus:
+        return None
+    return max(busy, 1.0) * BUSY_SLACK
+
+
 def to_x(f: Field, v: float) -> float:
     v = min(max(v, f.lo), f.hi)
     if f.transform == "log":
@@ -93,6 +121,21 @@ class Space:
         bounds = [x_bounds(f) for f in fields]
         self.lo = np.array([b[0] for b in bounds])
         self.hi = np.array([b[1] for b in bounds])
+
+    def bound_by_busy_cpus(self, profiles: Mapping[str, object], n_cpus: int) -> dict[str, float]:
+        """Bound each profiled job's parallel fraction by what its whole-node solo run's busy CPUs allow
+        (``max_speedup``): a single-threaded program whose one-core run was a little slower (noise on that core)
+        is not fitted a gain from more CPUs. ``profiles``: name -> InterferenceProfile. Returns the bounds set."""
+        k = next(i for i, f in enumerate(JOB_FIELDS) if f.name == "parallel")
+        out = {}
+        for job, prof in profiles.items():
+            cap = max_speedup(getattr(prof, "counters", None), getattr(prof, "solo_s", 0.0), n_cpus)
+            if job in self.index and cap is not None:
+                p_max = parallel_from_speedup(cap, n_cpus)
+                i = self.index[job] + k
+                self.lo[i] = max(self.lo[i], math.log(1.0 - p_max))  # logc: x = log(1 - parallel)
+                out[job] = p_max
+        return out
 
     def job_slice(self, job: str) -> slice:
         i = self.index[job]

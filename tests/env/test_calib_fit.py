@@ -87,3 +87,25 @@ def test_the_l3_miss_ratio_curve_is_recovered_from_the_way_curves(fitted):
         for mb in (1.5, 3.0, 7.5, 16.5):
             assert f.stream_gb + f.reuse_gb * f.miss(mb) == pytest.approx(t.stream_gb + t.reuse_gb * t.miss(mb), rel=0.05)
     assert fit["water_spatial"].ws2_mb == pytest.approx(true["water_spatial"].ws2_mb, rel=0.15)
+
+
+def test_a_program_that_kept_one_cpu_busy_is_fitted_no_gain_from_more():
+    # a single-threaded program whose one-core run was 6 % slower than its whole-node run (noise on that core): its
+    # whole-node run kept 1.00 CPU busy, so it cannot have run faster there; the fit is bounded to a 2 % gain
+    from types import SimpleNamespace
+
+    from env.calibration.space import BUSY_SLACK, max_speedup, parallel_from_speedup
+
+    space = Space(["serial", "wide", "uncounted"])
+    profiles = {"serial": SimpleNamespace(counters={"task-clock": 5220.0}, solo_s=5.22),
+                "wide": SimpleNamespace(counters={"task-clock": 7990.0}, solo_s=4.0),  # every CPU busy: no bound
+                "uncounted": SimpleNamespace(counters=None, solo_s=5.0)}
+    bounds = space.bound_by_busy_cpus(profiles, 2)
+    assert set(bounds) == {"serial"}
+    assert max_speedup({"task-clock": 5220.0}, 5.22, 2) == pytest.approx(BUSY_SLACK)
+    assert bounds["serial"] == pytest.approx(parallel_from_speedup(BUSY_SLACK, 2))
+    k = space.index["serial"] + [f.name for f in space.fields[space.n_node:space.n_node + 12]].index("parallel")
+    x = space.initial()  # the generic start: parallel 0.95
+    p = space.job_params(np.clip(x, space.lo, space.hi), "serial").parallel
+    assert p == pytest.approx(bounds["serial"]) and space.lo[k] < space.hi[k]
+    assert space.job_params(np.clip(x, space.lo, space.hi), "wide").parallel == pytest.approx(0.95)

@@ -140,3 +140,17 @@ def test_decisions_on_the_real_nodes_model_allow_for_its_held_out_error(home: Pa
     pol = Rollout()
     pol.reset(real, [], 2)
     assert pol.margin == pytest.approx(p90 / 100.0)
+
+
+def test_a_measured_scale_factor_is_bounded_by_the_cpus_the_solo_run_kept_busy() -> None:
+    from env.calibration.learned import speedup_of
+
+    def prof(scale: float | None, busy: float) -> Profile:
+        return Profile(name="p", node_id=local_node_id(), command=["/bin/p"], wall_s=5.0, scale_factor=scale,
+                       one_core_s=5.0 * scale if scale else None,
+                       counters={"task-clock": 5000.0 * busy, "duration_time": 5e9},
+                       created_at=datetime.now(timezone.utc))
+
+    assert speedup_of(prof(1.06, 1.0), 2) == (pytest.approx(1.02), "measured")  # one busy CPU: no 6 % gain
+    assert speedup_of(prof(1.9, 1.95), 2) == (pytest.approx(1.9), "measured")  # both busy: as measured
+    assert speedup_of(prof(None, 1.5), 2) == (pytest.approx(1.5), "estimated")
