@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from service.slurm import placement
-from service.slurm.cluster import alive, load_state
+from service.slurm.cluster import alive, drained, load_state
 
 PORT = 16880
 HELD = ("JobHeldUser", "JobHeldAdmin")
@@ -239,7 +239,7 @@ class Run:
             "plain_touched": sum(p["journaled"] or (p["partition"] not in (None, self.st.plain_partition)) for p in plain),
             "plain_ran_twice": sum(p["runs"] >= 2 for p in plain),
         }
-        counts["nodes_drained"] = len(self.drained())
+        counts["nodes_drained"] = len(drained(self.st))
         return {"label": "measured (real slurmctld, slurmd and controller on this machine)", "counts": counts,
                 "notes": self.notes, "jobs": per_job, "plain": plain}
 
@@ -260,19 +260,13 @@ class Run:
                 "slurm_required_nodes": j.get("required_nodes"), "slurm_priority": j.get("priority"),
                 "controller_lines": ctl, "slurmctld_lines": ctld, "node_states": nodes}
 
-    def drained(self) -> dict[str, str]:
-        """Nodes Slurm drained (e.g. 'Duplicate jobid': a slurmd given an id it ran before), with the reason."""
-        out = self.sh("sinfo", "-h", "-N", "-o", "%N|%T|%E", check=False)
-        return {n: why for n, st_, why in (ln.split("|", 2) for ln in out.splitlines() if ln.count("|") == 2)
-                if "drain" in st_}
-
     def clean(self) -> None:
         """Leaves the cluster as it found it: this run's jobs still queued cancelled, drained nodes resumed."""
         q = self.squeue()
         ids = [str(j["job_id"]) for t, j in q.items() if (t in self.jobs or t in self.plain) and j["job_state"] not in ENDED]
         if ids:
             self.sh("scancel", *ids, check=False)
-        for node in self.drained():
+        for node in drained(self.st):  # e.g. 'Duplicate jobid': a slurmd given an id it ran before
             self.sh("scontrol", "update", f"NodeName={node}", "State=RESUME", check=False)
 
 

@@ -3,9 +3,9 @@
 co-scheduling side by side (issue 26, item 6).
 
 The stream: 12 jobs, two of each of six programs (the example jobs of ``examples/``, their inputs scaled so that each
-runs 5 s or more alone on this 2-CPU node when it is quiet), all submitted at 0, Cmax 2. ``--programs heldout``: the
-same shape with six other programs (compressors, an awk loop, FFT, a memory stream, two-worker page thrashing), kept
-apart from every choice of rule or setting, with their own profiles and calibration (their own ``--home``). Each mode is an online run
+runs 5 s or more alone on this 2-CPU node when it is quiet), all submitted at 0, Cmax 2. ``--programs heldout`` and
+``heldout2``: the same shape with six other programs each (``HELDOUT_PROGRAMS``, ``HELDOUT2_PROGRAMS``; which
+choices each played a part in is said beside them), with their own profiles and calibration (their own ``--home``). Each mode is an online run
 of ``cosched run STREAM.json --mode continuous --policy P`` (``env.real.online``: decided at every real job end,
 started through the executor's launch path, pinned with ``numactl --physcpubind``):
 
@@ -262,21 +262,21 @@ def node_model_info(home: Path) -> dict[str, Any] | None:
 
 
 def setup(home: Path, env: dict[str, str], programs: str) -> None:
-    PROGRAMS = PROGRAM_SETS[programs][0]  # noqa: N806 - the set's programs
+    progs = PROGRAM_SETS[programs][0]
     profiled, calibrated, path = known_programs(home)
-    for k, (name, argv) in enumerate(PROGRAMS.items()):
+    for k, (name, argv) in enumerate(progs.items()):
         if name in profiled:
             say(f"{name}: profile stored")
             continue
-        say(f"profiling {name} ({k + 1}/{len(PROGRAMS)}): solo on the whole node, then on one core (load {load1()})")
+        say(f"profiling {name} ({k + 1}/{len(progs)}): solo on the whole node, then on one core (load {load1()})")
         subprocess.run([COSCHED, "profile", "--name", name, "--", *argv], check=True, stdout=subprocess.DEVNULL, cwd=ROOT,
                        env=env)
-    if set(PROGRAMS) <= calibrated:
+    if set(progs) <= calibrated:
         say(f"the node model {path} holds every program")
         return
     say(f"calibrating the node model on the six programs (load {load1()}): cosched calibrate --jobs ... --probes 6 "
         "--heldout 4 --repeats 3")
-    subprocess.run([COSCHED, "calibrate", "--jobs", ",".join(PROGRAMS), "--probes", "6", "--heldout", "4", "--repeats",
+    subprocess.run([COSCHED, "calibrate", "--jobs", ",".join(progs), "--probes", "6", "--heldout", "4", "--repeats",
                     "3"], check=True, cwd=ROOT, env=env)
 
 
@@ -286,11 +286,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--modes", default=",".join(MODES), help="comma-separated stream policies, rotated each repeat")
     ap.add_argument("--cmax", type=int, default=2)
     ap.add_argument("--programs", choices=sorted(PROGRAM_SETS), default="example",
-                    help="the built-in stream's programs: the examples' (default) or the held-out set")
+                    help="the built-in stream's programs: the examples' (default) or a held-out set")
     ap.add_argument("--stream", default=None, metavar="FILE", help="another stream document (default: the built-in one)")
     ap.add_argument("--home", default=None, help="the COSCHED_HOME of the profiles and the node model (default: "
-                                                 ".cosched-home/stream-real, -heldout for the held-out set)")
-    ap.add_argument("--runs", default=None, help="where the runs go (default: runs/stream-real, -heldout for the "
+                                                 ".cosched-home/stream-real, -PROGRAMS for a held-out set)")
+    ap.add_argument("--runs", default=None, help="where the runs go (default: runs/stream-real, -PROGRAMS for a "
                                                  "held-out set)")
     ap.add_argument("--out", default=None, help="OUT.json and OUT.png (default: docs/figures/stream-real-cmaxCMAX)")
     ap.add_argument("--setup", action="store_true", help="profile and calibrate what is missing, then stop")

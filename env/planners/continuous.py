@@ -310,7 +310,7 @@ class Rollout:
             values = [self._value(sim, queue, o) for o in options]
             best = min(range(len(options)), key=lambda k: (values[k], k))
             if self.margin > 0:
-                best = self._robust(sim, options, values, best)
+                best = self._robust(sim, options, values)
             choice = options[best]
             if choice is None:
                 break
@@ -321,16 +321,15 @@ class Rollout:
             places -= 1
         return Decision(starts=tuple(starts)) if starts else WAIT
 
-    def _robust(self, sim: StreamNode, options: list[Start | None], values: list[float], best: int) -> int:
+    def _robust(self, sim: StreamNode, options: list[Start | None], values: list[float]) -> int:
         """The choice on a model that stands for a real node and may be wrong by ``margin``. It never stops with a
         CPU free while a job could start there: the idle CPU is certain, the predicted gain was not (measured on this
         node: waits predicted to gain more than the model's p90 held-out error lost to packing, docs/continuous.md).
         Among the starts within ``margin`` of the best, under the makespan objective, the longest job first (on its
         allocation, alone), so that what the model mispredicts is not left to the end of the stream."""
+        # the search offers starts only while a CPU is free, so stopping (None, the last option) always idles one
         starts = [k for k, o in enumerate(options) if o is not None]
-        first = min(starts, key=lambda k: (values[k], k))  # None, when offered, is the last option
-        if options[best] is None and not sim.free_cpus():
-            return best
+        first = min(starts, key=lambda k: (values[k], k))
         if self.goal != "makespan":
             return first
         near = [k for k in starts if values[k] - sim.now <= (1.0 + self.margin) * (values[first] - sim.now)]
