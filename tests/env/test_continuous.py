@@ -220,3 +220,27 @@ def test_with_a_margin_equal_starts_go_longest_first() -> None:
     assert all(solo[a] >= solo[b] * 0.98 for a, b in zip(order, order[1:])), [(k, round(solo[k])) for k in order]
     exact = run_stream(NODE, jobs, 1, Rollout(window=8, candidates=8, guard=False, margin=0.0))
     assert [j.id for j in sorted(exact.jobs, key=lambda j: j.start_s)] != order  # the exact model breaks ties otherwise
+
+
+def test_with_arrivals_the_node_seconds_a_start_holds_count_as_one_more_jobs_wait() -> None:
+    # one job known, the next far off: minimising its own turnaround alone takes every CPU; counting the node-seconds
+    # it holds (the next arrival finds the node that much later) takes fewer for a program that scales poorly
+    import env.planners.continuous as continuous
+    from env.sim.stream import StreamNode
+
+    jobs = sim_stream(NODE, [WindowJob(id="a", profile="cholesky", submit_s=0.0),
+                             WindowJob(id="b", profile="cholesky", submit_s=1e5)])
+    pol = Rollout(window=8, objective="turnaround")
+    pol.reset(NODE, jobs, 2)
+    for cpus in (list(range(24)), list(range(12))):
+        alone = StreamNode(NODE, world_for(NODE).params)
+        alone.start("a", "cholesky", jobs[0].params, _plain(cpus))
+        end = alone.next_end()
+        assert pol._value(StreamNode(NODE, world_for(NODE).params), [jobs[0]], (jobs[0], _plain(cpus))) == \
+            pytest.approx(end + continuous.HOLD_WEIGHT * len(cpus) / 24 * end)
+    assert len(run_stream(NODE, jobs, 2, Rollout(8)).jobs[0].cpus) < 24
+    try:
+        weight, continuous.HOLD_WEIGHT = continuous.HOLD_WEIGHT, 0.0
+        assert len(run_stream(NODE, jobs, 2, Rollout(8)).jobs[0].cpus) == 24
+    finally:
+        continuous.HOLD_WEIGHT = weight

@@ -32,7 +32,7 @@ from env.episode.stream import (
 from env.episode.stream_gym import StreamFeatures, needs_choice, observe
 from env.node.spec import NodeSpec
 from env.plan.allocate import Allocation
-from env.planners.continuous import Rollout, play_out
+from env.planners.continuous import Rollout, advance, play_out
 from env.sim.stream import StreamNode
 from training.stream.modelfile import StreamModel, load_stream_model
 
@@ -174,9 +174,9 @@ class AgentSearch(Rollout):
             places -= 1
         if not psim.running:
             return pstarts, math.inf
-        done = psim.advance()  # (the time after the advance: the jobs that ended at it)
-        ended = [psim.now] * len(done)
-        return pstarts, play_out(psim, pqueue, self.cmax, self.packing, self.goal, ended)  # type: ignore[arg-type]
+        ended: list[float] = []
+        held = advance(psim, ended)  # (the time after the advance: the jobs that ended at it)
+        return pstarts, play_out(psim, pqueue, self.cmax, self.packing, self.goal, ended, held)  # type: ignore[arg-type]
 
     def _guard(self, view: StreamView, d: Decision, sim: StreamNode, queue: list[StreamJob], value: float) -> Decision:
         """``d`` unless packing's decision, played forward by packing, is predicted better (then that, and why)."""
