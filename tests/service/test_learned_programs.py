@@ -18,7 +18,7 @@ from profiler.interference import PlacementRecord, RunRecord
 from profiler.models import Profile
 from profiler.store import ProfileStore
 from service.cli import main
-from service.planning import plan_window
+from service.planning import plan_window, provider_for
 
 CPUS = load_node("local").cpus
 pytestmark = pytest.mark.skipif(len(CPUS) < 2, reason="co-runs need two CPUs")  # every machine of the project has 2+
@@ -126,6 +126,41 @@ def test_on_this_node_no_plan_is_kept_below_a_baselines_prediction(home: Path) -
             replaced += 1
             assert plan.policy != "random" and "replaced by" in plan.fallback_reason
     assert replaced >= 1
+
+
+def test_a_searched_plan_within_the_models_error_of_greedys_is_replaced_by_greedys(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan searched on the real node's model (here greedy's own pairs, relabelled, two like jobs swapped so that
+    its groups differ and its prediction does not) is not predicted better than greedy's by more than the model's
+    held-out error: greedy's plan is taken, saying why. Without that error (REAL_MARGIN alone) it was kept."""
+    import env.planners.guard as guard
+    from env.planners.baselines import PlanContext
+    from env.planners.scoring import model_node
+
+    first_run("light-a", 2.0, 1.0)
+    first_run("light-b", 2.0, 1.0)
+    co_runs([("light-a", "light-b", 2.0, 2.0)] * KNOWN_AFTER)
+    local = load_node("local")
+    w = window(("light-a", "light-b", "light-a", "light-b"), cmax=2)
+    greedy = plan_window(w, local, policy="greedy")
+    assert greedy.policy == "greedy" and greedy.fallback_reason is None
+    a, b = greedy.groups[0].jobs, greedy.groups[1].jobs
+    k = next(i for i, x in enumerate(b) if x.profile == a[0].profile)  # its like in the other group
+    swapped = [greedy.groups[0].model_copy(update={"jobs": [b[k].model_copy(update={"cpus": a[0].cpus}), *a[1:]]}),
+               greedy.groups[1].model_copy(update={"jobs": [*b[:k], a[0].model_copy(update={"cpus": b[k].cpus}),
+                                                            *b[k + 1:]]}), *greedy.groups[2:]]
+    searched = greedy.model_copy(update={"policy": "agent-search", "groups": swapped,
+                                         "predicted_throughput_vs_timeshare": None, "predictions_source": None})
+    ctx = PlanContext(node=local, provider=provider_for(local))
+    assert guard.model_uncertainty(model_node(local)) > 0
+    got = guard.guard_plan(searched, w, ctx)
+    assert got.policy == "greedy" and got.requested_policy == "agent-search"
+    assert "within the node model's error" in got.fallback_reason and "replaced by 'greedy'" in got.fallback_reason
+    same = greedy.model_copy(update={"policy": "agent-search"})  # the search found greedy's own plan: kept as it is
+    assert guard.guard_plan(same, w, ctx).fallback_reason is None
+    monkeypatch.setattr(guard, "model_uncertainty", lambda node: 0.0)
+    kept = guard.guard_plan(searched, w, ctx)
+    assert kept.policy == "agent-search" and kept.fallback_reason is None
 
 
 def test_decisions_on_the_real_nodes_model_allow_for_its_held_out_error(home: Path, fitted: dict) -> None:
