@@ -69,20 +69,17 @@ def simulate(plan: Plan, seed: int | None = None) -> RunReport:
 
 
 def decision_node(node: NodeSpec) -> tuple[NodeSpec, str]:
-    """The node model a continuous plan is decided on, and how its figures are labelled: a simulated node is its own;
-    this node's is the calibrated node model its groups plans are scored on (``env.planners.scoring.model_node``)."""
-    from env.planners.scoring import model_node
+    """The node model a continuous plan is decided on, and how its figures are labelled: the one online decisions use
+    (``env.real.online.stream_model``: a simulated node is its own; this node's is its calibrated node model)."""
+    from env.real.online import stream_model
 
-    scored = model_node(node)
-    if scored is None:
+    model = stream_model(node)
+    if model is None:
         raise InputError(f"node {node.name!r} has no node model to decide a continuous plan on: run 'cosched "
                          "calibrate' first (or plan for a simulated node, --node sim:reference)")
-    if node.simulated:
+    if model.kind == "simulated":
         return node, f"simulated: node model {node.name}"
-    if sorted(scored.cpus) != sorted(node.cpus):
-        raise InputError(f"this node's node model has CPUs {scored.cpus}, this node {node.cpus}: run 'cosched "
-                         "calibrate' again")
-    return scored, "simulated: this node's calibrated node model (its predictions, not measurements)"
+    return model.node, "simulated: this node's calibrated node model (its predictions, not measurements)"
 
 
 class _Recorder:
