@@ -25,6 +25,7 @@ nothing. The phases are resumable (``--phase setup`` then ``--phase measure``): 
 
     .venv/bin/python bench/real_new_programs.py --home DIR [--phase all|setup|measure] [--repeats 3]
         [--wait-load 1.5 --wait-until HH:MM] [--out docs/figures/real-new-programs.json] [--quick] [--no-refresh]
+        [--programs aside|aside2]
 """
 
 from __future__ import annotations
@@ -64,6 +65,18 @@ ASIDE = {
     "sng-memcpy": ["stress-ng", "--memcpy", "1", "--memcpy-ops", "200", "--quiet"],
 }
 WINDOW = ["bzip2", "np-gather", "zstd", "sng-memcpy", "openssl-3des", "np-fft", "bzip2", "np-gather"]
+#: A second set kept aside (``--programs aside2``), new to the project on 2026-11-26 after ``ASIDE`` had chosen the
+#: real-node guard's margin: it chose nothing. Sizes set once from one timing each (1.5-2.3 s CPU), as above.
+ASIDE2 = {
+    "xz": ["sh", "-c", "head -c 4000000 {text} | xz -6 -T1 -c > /dev/null"],
+    "lz4": ["sh", "-c", "cat {text} {text} | lz4 -12 -c > /dev/null"],
+    "sqlite": ["sqlite3", ":memory:", "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x<8000000) "
+                                      "SELECT sum(x%7) FROM c;"],
+    "sng-qsort": ["stress-ng", "--qsort", "1", "--qsort-ops", "30", "--quiet"],
+    "np-sort": ["{py}", "-c", "import numpy as np; a=np.random.default_rng(0).random(1<<23); [np.sort(a) for _ in range(3)]"],
+    "bc": ["sh", "-c", "echo 'scale=2200; 4*a(1)' | bc -l > /dev/null"],
+}
+WINDOW2 = ["xz", "np-sort", "sqlite", "sng-qsort", "lz4", "bc", "xz", "np-sort"]
 
 _SPIN = "import time\nt=time.perf_counter()\nwhile time.perf_counter()-t<{s}: pass\n"
 QUICK_CALIBRATION = {"q-spin": ["{py}", "-c", _SPIN.format(s=0.3)],
@@ -89,7 +102,8 @@ class Bench:
         self.env = {**os.environ, "COSCHED_HOME": str(self.home)}
         self.state_path = self.home / "bench-state.json"
         self.state: dict[str, Any] = json.loads(self.state_path.read_text()) if self.state_path.exists() else {}
-        cal, aside, win = (QUICK_CALIBRATION, QUICK_ASIDE, QUICK_WINDOW) if a.quick else (CALIBRATION, ASIDE, WINDOW)
+        cal, aside, win = ((QUICK_CALIBRATION, QUICK_ASIDE, QUICK_WINDOW) if a.quick else
+                           (CALIBRATION, ASIDE2, WINDOW2) if a.programs == "aside2" else (CALIBRATION, ASIDE, WINDOW))
         data = self.data_files() if not a.quick else {}
         fill = {"py": PY, **data}
 
@@ -216,17 +230,21 @@ class Bench:
     def measure(self) -> None:
         a = self.a
         window = self.home / "window.json"
-        policies = ["default", "fifo", "greedy"]
+        # "search": agent-search's own plan, not replaced by the guard (what the default ran before the real-node
+        # guard's margin): the guard's ablation, side by side
+        policies = ["default", "fifo", "greedy"] + (["search"] if a.search_arm else [])
         runs = self.state.setdefault("runs", [])
         for rep in range(a.repeats):
-            order = policies[rep % 3:] + policies[: rep % 3]
+            k = rep % len(policies)
+            order = policies[k:] + policies[:k]
             for pol in order:
                 if any(r["repeat"] == rep and r["policy"] == pol for r in runs):
                     continue
                 self.wait_for_quiet()
                 before = load1()
                 say(f"step 5: repeat {rep + 1}/{a.repeats}, {pol}")
-                r = self.run_window(window if pol == "default" else self.own_plan(window, pol, rep), "--measure-timeshare")
+                own = "agent-search" if pol == "search" else pol
+                r = self.run_window(window if pol == "default" else self.own_plan(window, own, rep), "--measure-timeshare")
                 runs.append({"repeat": rep, "policy": pol, "made_by": r["plan"]["policy"],
                              "requested": r["plan"].get("requested_policy"), "throughput": r["throughput_vs_timeshare"],
                              "total_s": r["total_s"], "timeshare_s": r["timeshare_s"],
@@ -304,7 +322,7 @@ class Bench:
 
 def summary(state: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for pol in ("default", "fifo", "greedy"):
+    for pol in ("default", "fifo", "greedy", "search"):
         rs = [r for r in state.get("runs", []) if r["policy"] == pol and r["throughput"] is not None]
         if rs:
             ts = [r["throughput"] for r in rs]
@@ -325,6 +343,10 @@ def main() -> int:
     ap.add_argument("--wait-load", type=float, default=None, help="before each measuring step, wait for a 1-min load below")
     ap.add_argument("--wait-until", default=None, metavar="HH:MM", help="wait for the load until then at most")
     ap.add_argument("--no-refresh", action="store_true", help="do not run the refresh command even if a plan asks")
+    ap.add_argument("--programs", choices=("aside", "aside2"), default="aside",
+                    help="the window's programs: ASIDE (chose the real-node guard's margin) or ASIDE2 (chose nothing)")
+    ap.add_argument("--search-arm", action="store_true",
+                    help="also run agent-search's own plan (not replaced by the guard) in each repeat")
     ap.add_argument("--quick", action="store_true", help="tiny programs and budgets: to test this script")
     ap.add_argument("--out", default=None, metavar="FILE.json")
     a = ap.parse_args()

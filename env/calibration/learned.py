@@ -20,6 +20,9 @@ runs a job without a profile alone on the whole node under perf and stores that 
 * every later co-run of it (the calibration data ``cosched run`` keeps, source ``run``) refits that intensity (a
   one-dimensional least-squares fit of the log times of every program of those co-runs); until ``KNOWN_AFTER``
   co-runs the planner uses the fit's value or the pessimistic one's geometric mean with it, whichever is higher;
+* after ``SHAPE_AFTER`` co-runs, its shape is fitted to them too: its parallel fraction (the solo run's estimate,
+  an upper bound, or a share of it) and then its character (the calibrated program's, the guess above or another,
+  that with the intensity fitted to it predicts those co-runs best);
 * its uncertainty is shown (``LearnedJob``; ``cosched jobs`` lists it): co-runs so far, the median error of the
   model on them, and whether it is known well yet.
 
@@ -49,6 +52,14 @@ from profiler.models import Profile
 
 #: Co-runs of a program after which its estimate is taken as it is (before: the cautious value).
 KNOWN_AFTER = 3
+#: Co-runs of a program after which its shape is fitted to them as well: its parallel fraction (``PARALLEL_FACTORS``
+#: of the solo run's estimate) and its character (working sets, access pattern, per-core bandwidth: the calibrated
+#: program's that predicts them best, else the guess from its solo run, ``Learner.template_for``). Chosen on the
+#: simulated twin test (seeds 0-5, bench/twin_production.py; docs/real-node.md).
+SHAPE_AFTER = 5
+#: The parallel fractions a fit tries, as factors of the solo run's estimate: the CPUs a run keeps busy bound its
+#: speed-up from above (a thread that spins or waits busily counts), so co-runs may only lower it.
+PARALLEL_FACTORS = (0.99, 0.97, 0.94, 0.9, 0.8, 0.6, 0.3)
 #: The intensities (GB per compute-second) a fit tries, as factors of the calibrated programs' range.
 GRID = 28
 #: What a solo run counted that picks the calibrated program whose character a new one takes (hardware counters:
@@ -69,6 +80,7 @@ class LearnedJob:
     coruns: int
     error_pct: float | None  # the model's median abs error on its co-runs' times (None before any)
     alone: int = 0  # production runs of it alone since its first (in the calibration data)
+    like: str | None = None  # the calibrated program whose character it takes, once its co-runs chose it
 
     @property
     def known(self) -> bool:
@@ -80,7 +92,8 @@ class LearnedJob:
                 f", less so after {self.alone} run{'s' if self.alone != 1 else ''} alone" if self.alone else "")
         else:
             state = (f"{self.coruns} co-run{'s' if self.coruns != 1 else ''}, the model's median error on them "
-                     f"{self.error_pct:.1f} %" + ("" if self.known else f"; paired cautiously until {KNOWN_AFTER}"))
+                     f"{self.error_pct:.1f} %" + ("" if self.known else f"; paired cautiously until {KNOWN_AFTER}")
+                     + (f"; its character {self.like}'s, which fits them best" if self.like else ""))
         return f"learned from production runs (scale factor {self.scale_source}); {state}"
 
 
@@ -191,20 +204,51 @@ class Learner:
             solo, par, s, src, tpl = shapes[prof.name]
             mine = [r for r in runs if r.kind == "corun" and len(r.group) > 1 and any(p.job == prof.name for p in r.group)
                     and all(p.job in jobs for p in r.group) and all(t is not None for t in r.times_s)]
-            fitted, err = self._fit(prof.name, solo, par, mine, jobs, tpl) if mine else (None, None)
+            fitted, err, _ = self._fit(prof.name, solo, par, mine, jobs, tpl) if mine else (None, None, None)
+            if len(mine) >= SHAPE_AFTER:  # enough co-runs to tell shapes apart: the parallel fraction and the
+                par, fitted, err = self._fit_parallel(prof.name, solo, par, mine, jobs, tpl)  # character they fit best
+                tpl, fitted, err = self._fit_character(prof.name, solo, par, mine, jobs, tpl)
             high = prior[prof.name]
             k = high if fitted is None else (
                 fitted if len(mine) >= KNOWN_AFTER else max(fitted, math.sqrt(max(fitted, 1e-12) * high)))
             jobs[prof.name] = self.params(prof.name, solo, par, k, tpl)
-            learned.append(LearnedJob(prof.name, solo, s, src, k, fitted, len(mine), err, alone[prof.name]))
+            learned.append(LearnedJob(prof.name, solo, s, src, k, fitted, len(mine), err, alone[prof.name],
+                                      tpl.name if len(mine) >= SHAPE_AFTER else None))
         extra = [ModelJob(params=jobs[lj.name], role="other", suite="learned", character=lj.describe(),
                           profile=next(p for p in new if p.name == lj.name)) for lj in learned]
         return self.model.model_copy(update={"jobs": [*self.model.jobs, *extra]}), learned
 
+    def _fit_parallel(self, name: str, solo: float, par: float, records: Sequence[RunRecord],
+                      jobs: dict[str, JobParams], template: JobParams) -> tuple[float, float, float]:
+        """The parallel fraction (the estimate or a share of it, ``PARALLEL_FACTORS``) that with the intensity fitted
+        to it predicts ``records`` best (ties keep the estimate): (it, its intensity, the median abs error %)."""
+        best = (par, *self._fit(name, solo, par, records, jobs, template))
+        for f in PARALLEL_FACTORS:
+            k, err, loss = self._fit(name, solo, par * f, records, jobs, template)
+            if loss < best[3] - 1e-12:
+                best = (par * f, k, err, loss)
+        return best[0], best[1], best[2]
+
+    def _fit_character(self, name: str, solo: float, par: float, records: Sequence[RunRecord],
+                       jobs: dict[str, JobParams], guess: JobParams) -> tuple[JobParams, float, float]:
+        """The calibrated program whose character (with the intensity fitted to it) predicts ``records`` best, the
+        guess first (ties keep it): (that character, its intensity, the median abs error % of the program's own
+        times)."""
+        best = (guess, *self._fit(name, solo, par, records, jobs, guess))
+        seen = {guess.name}
+        for j in self.model.jobs:
+            if j.params.name in seen or j.suite == "learned":
+                continue
+            seen.add(j.params.name)
+            k, err, loss = self._fit(name, solo, par, records, jobs, j.params)
+            if loss < best[3] - 1e-12:
+                best = (j.params, k, err, loss)
+        return best[0], best[1], best[2]
+
     def _fit(self, name: str, solo: float, par: float, records: Sequence[RunRecord],
-             jobs: dict[str, JobParams], template: JobParams | None = None) -> tuple[float, float]:
-        """The intensity that best predicts ``records`` (least squares of log times) and the median abs error (%)
-        of the program's own times under it."""
+             jobs: dict[str, JobParams], template: JobParams | None = None) -> tuple[float, float, float]:
+        """The intensity that best predicts ``records`` (least squares of log times), the median abs error (%)
+        of the program's own times under it, and that least squares' loss."""
         from env.calibration.calibrate import to_placement
 
         groups = [[to_placement(p) for p in r.group] for r in records]  # their cores, memory, L3 ways and MBA caps
@@ -223,7 +267,7 @@ class Learner:
             if best is None or loss < best[0] - 1e-12:
                 best = (loss, k, statistics.median(own) if own else float("nan"))
         assert best is not None
-        return best[1], best[2]
+        return best[1], best[2], best[0]
 
 
 # -- the node's planning model, cached by what it reads -------------------------------------------------------

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(len(load_node("local").cpus) < 2, reason="co-run
 def test_the_new_programs_bench_runs_the_documented_steps(tmp_path: Path) -> None:
     out = tmp_path / "out.json"
     subprocess.run([sys.executable, str(ROOT / "bench" / "real_new_programs.py"), "--home", str(tmp_path / "home"),
-                    "--quick", "--repeats", "1", "--coruns", "1", "--heldout-pairs", "1", "--no-refresh",
+                    "--quick", "--repeats", "1", "--coruns", "1", "--heldout-pairs", "1", "--no-refresh", "--search-arm",
                     "--out", str(out)], check=True, capture_output=True, text=True, timeout=900)
     doc = json.loads(out.read_text())
     assert doc["measured"] and doc["quick"]
@@ -31,12 +31,13 @@ def test_the_new_programs_bench_runs_the_documented_steps(tmp_path: Path) -> Non
     assert set(alone) == aside and all(alone[n] == doc["window"].count(n) for n in aside)  # each job of a new one
     assert doc["first_runs_window"]["planned"] == []  # nothing of the window was known
     runs = {r["policy"]: r for r in doc["runs"]}
-    assert set(runs) == {"default", "fifo", "greedy"}
+    assert set(runs) == {"default", "fifo", "greedy", "search"}
     for pol, r in runs.items():
         assert r["throughput"] > 0 and r["timeshare_source"].startswith("measured in this run") and not r["failed"]
         assert sorted(j for g in r["groups"] for j in g) == sorted(f"{n}-{k}" for n in aside
                                                                      for k in range(1, doc["window"].count(n) + 1))
     assert runs["fifo"]["made_by"] == "fifo" and runs["greedy"]["made_by"] == "greedy"  # their own plans
+    assert runs["search"]["made_by"] == "agent-search" and runs["search"]["requested"] is None  # never the guard's
     assert all(c >= 1 for c in doc["coruns"].values())
     held = doc["heldout_coruns"]
     assert held["n"] == len(aside) and all(p["measured_s"] > 0 and p["predicted_s"] > 0 for p in held["pairs"])

@@ -189,3 +189,66 @@ def test_a_measured_scale_factor_is_bounded_by_the_cpus_the_solo_run_kept_busy()
     assert speedup_of(prof(1.06, 1.0), 2) == (pytest.approx(1.02), "measured")  # one busy CPU: no 6 % gain
     assert speedup_of(prof(1.9, 1.95), 2) == (pytest.approx(1.9), "measured")  # both busy: as measured
     assert speedup_of(prof(None, 1.5), 2) == (pytest.approx(1.5), "estimated")
+
+
+def test_after_enough_co_runs_a_program_takes_the_character_they_fit_best(home: Path) -> None:
+    """A new program that behaves like one calibrated program (its co-runs made by the model with that program's
+    character; not the median program's, which is the guess on a node without hardware counters): before
+    SHAPE_AFTER co-runs it keeps the guess; after, it takes that character, and the model predicts its co-runs."""
+    from env.calibration.learned import SHAPE_AFTER, Learner
+    from env.sim.probes import GroupModel
+    from env.measure.probing import Placement
+
+    first_run("mystery", 2.0, 1.0)
+    base = planning_model(local_node_id())[1]
+    learner = Learner(base.model_copy(update={"jobs": [j for j in base.jobs if j.suite != "learned"]}))
+    guess = learner.template.name
+    partners = [j.name for j in learner.model.jobs]
+    truths = []
+    for j in learner.model.jobs:  # the character most unlike the guess's on these partners
+        if j.name == guess:
+            continue
+        p = learner.params("mystery", 2.0, 0.0, learner.k_median, j.params)
+        gm = GroupModel(learner.model.node, learner.model.params, {**learner.model.job_params(), "mystery": p},
+                        learner.model.probe)
+        times = [gm.times([Placement("mystery", (CPUS[0],)), Placement(q, (CPUS[1],))])[0] for q in partners]
+        truths.append((j.name, times))
+    g = learner.params("mystery", 2.0, 0.0, learner.k_median)
+    gm = GroupModel(learner.model.node, learner.model.params, {**learner.model.job_params(), "mystery": g},
+                    learner.model.probe)
+    guessed = [gm.times([Placement("mystery", (CPUS[0],)), Placement(q, (CPUS[1],))])[0] for q in partners]
+    like, times = max(truths, key=lambda t: sum(abs(a[0] / b[0] - 1) for a, b in zip(t[1], guessed)))
+    runs = [(("mystery", q, t[0], t[1])) for q, t in zip(partners, times)]
+    co_runs((runs * SHAPE_AFTER)[:SHAPE_AFTER - 1])
+    assert learned("mystery").like is None
+    co_runs((runs * SHAPE_AFTER)[SHAPE_AFTER - 1:SHAPE_AFTER])
+    got = learned("mystery")
+    assert got.coruns == SHAPE_AFTER and got.like == like and got.error_pct < 1.0
+    assert f"its character {like}'s" in got.describe()
+
+
+def test_after_enough_co_runs_a_program_takes_the_parallel_fraction_they_fit_best(home: Path) -> None:
+    """A first run that kept every CPU busy estimates a perfectly parallel program; its co-runs on one CPU each ran as a
+    program whose parallel fraction is 0.6 of that (made by the model). From SHAPE_AFTER co-runs on, the model takes
+    0.6 and predicts them; before, the estimate stands."""
+    from env.calibration.learned import SHAPE_AFTER, Learner
+    from env.measure.probing import Placement
+    from env.sim.probes import GroupModel
+
+    first_run("spinner", 2.0, float(len(CPUS)))
+    model = planning_model(local_node_id())[1]
+    est = next(j.params for j in model.jobs if j.name == "spinner")
+    assert est.parallel == pytest.approx(1.0)
+    learner = Learner(model.model_copy(update={"jobs": [j for j in model.jobs if j.suite != "learned"]}))
+    truth = learner.params("spinner", 2.0, 0.6, learner.grid[len(learner.grid) // 2])  # a value the fit tries
+    gm = GroupModel(learner.model.node, learner.model.params, {**learner.model.job_params(), "spinner": truth},
+                    learner.model.probe)
+    partners = [j.name for j in learner.model.jobs]
+    runs = [("spinner", q, *gm.times([Placement("spinner", (CPUS[0],)), Placement(q, (CPUS[1],))])[0])
+            for q in partners]
+    co_runs((runs * SHAPE_AFTER)[:SHAPE_AFTER - 1])
+    before = next(j.params for j in planning_model(local_node_id())[1].jobs if j.name == "spinner")
+    assert before.parallel == pytest.approx(1.0)
+    co_runs((runs * SHAPE_AFTER)[SHAPE_AFTER - 1:SHAPE_AFTER])
+    after = next(j.params for j in planning_model(local_node_id())[1].jobs if j.name == "spinner")
+    assert after.parallel == pytest.approx(0.6) and learned("spinner").error_pct < 1.0
