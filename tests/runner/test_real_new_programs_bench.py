@@ -42,4 +42,4 @@ def test_the_new_programs_bench_runs_the_documented_steps(tmp_path: Path) -> Non
     held = doc["heldout_coruns"]
     assert held["n"] == len(aside) and all(p["measured_s"] > 0 and p["predicted_s"] > 0 for p in held["pairs"])
     assert all(p["partner"] in calib for p in held["pairs"])  # new + new pairs were measured by the runs
-    assert set(doc["summary"]) == {"default", "fifo", "greedy"}
+    assert set(doc["summary"]) == {"default", "fifo", "greedy", "search"}
