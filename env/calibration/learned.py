@@ -204,10 +204,10 @@ class Learner:
             solo, par, s, src, tpl = shapes[prof.name]
             mine = [r for r in runs if r.kind == "corun" and len(r.group) > 1 and any(p.job == prof.name for p in r.group)
                     and all(p.job in jobs for p in r.group) and all(t is not None for t in r.times_s)]
-            fitted, err, _ = self._fit(prof.name, solo, par, mine, jobs, tpl) if mine else (None, None, None)
-            if len(mine) >= SHAPE_AFTER:  # enough co-runs to tell shapes apart: the parallel fraction and the
-                par, fitted, err = self._fit_parallel(prof.name, solo, par, mine, jobs, tpl)  # character they fit best
-                tpl, fitted, err = self._fit_character(prof.name, solo, par, mine, jobs, tpl)
+            fit = self._fit(prof.name, solo, par, mine, jobs, tpl) if mine else None
+            if fit is not None and len(mine) >= SHAPE_AFTER:  # enough co-runs to tell shapes apart
+                par, tpl, fit = self._fit_shape(prof.name, solo, par, tpl, mine, jobs, fit)
+            fitted, err = (None, None) if fit is None else fit[:2]
             high = prior[prof.name]
             k = high if fitted is None else (
                 fitted if len(mine) >= KNOWN_AFTER else max(fitted, math.sqrt(max(fitted, 1e-12) * high)))
@@ -218,32 +218,26 @@ class Learner:
                           profile=next(p for p in new if p.name == lj.name)) for lj in learned]
         return self.model.model_copy(update={"jobs": [*self.model.jobs, *extra]}), learned
 
-    def _fit_parallel(self, name: str, solo: float, par: float, records: Sequence[RunRecord],
-                      jobs: dict[str, JobParams], template: JobParams) -> tuple[float, float, float]:
-        """The parallel fraction (the estimate or a share of it, ``PARALLEL_FACTORS``) that with the intensity fitted
-        to it predicts ``records`` best (ties keep the estimate): (it, its intensity, the median abs error %)."""
-        best = (par, *self._fit(name, solo, par, records, jobs, template))
+    def _fit_shape(self, name: str, solo: float, par: float, template: JobParams, records: Sequence[RunRecord],
+                   jobs: dict[str, JobParams], fit: tuple[float, float, float]
+                   ) -> tuple[float, JobParams, tuple[float, float, float]]:
+        """The shape that with the intensity fitted to it predicts ``records`` best, ties keeping the guess: first the
+        parallel fraction (the estimate or a share of it, ``PARALLEL_FACTORS``), then the character (the calibrated
+        program's). ``fit``: ``_fit``'s answer for the guess. Returns (parallel fraction, character, its ``_fit``)."""
+        best = (par, template, fit)
         for f in PARALLEL_FACTORS:
-            k, err, loss = self._fit(name, solo, par * f, records, jobs, template)
-            if loss < best[3] - 1e-12:
-                best = (par * f, k, err, loss)
-        return best[0], best[1], best[2]
-
-    def _fit_character(self, name: str, solo: float, par: float, records: Sequence[RunRecord],
-                       jobs: dict[str, JobParams], guess: JobParams) -> tuple[JobParams, float, float]:
-        """The calibrated program whose character (with the intensity fitted to it) predicts ``records`` best, the
-        guess first (ties keep it): (that character, its intensity, the median abs error % of the program's own
-        times)."""
-        best = (guess, *self._fit(name, solo, par, records, jobs, guess))
-        seen = {guess.name}
+            got = self._fit(name, solo, par * f, records, jobs, template)
+            if got[2] < best[2][2] - 1e-12:
+                best = (par * f, template, got)
+        par, seen = best[0], {template.name}
         for j in self.model.jobs:
             if j.params.name in seen or j.suite == "learned":
                 continue
             seen.add(j.params.name)
-            k, err, loss = self._fit(name, solo, par, records, jobs, j.params)
-            if loss < best[3] - 1e-12:
-                best = (j.params, k, err, loss)
-        return best[0], best[1], best[2]
+            got = self._fit(name, solo, par, records, jobs, j.params)
+            if got[2] < best[2][2] - 1e-12:
+                best = (par, j.params, got)
+        return best
 
     def _fit(self, name: str, solo: float, par: float, records: Sequence[RunRecord],
              jobs: dict[str, JobParams], template: JobParams | None = None) -> tuple[float, float, float]:

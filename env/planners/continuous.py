@@ -405,4 +405,5 @@ class BestFound(Rollout):
         super().__init__(window, candidates, objective)
 
 
-__all__ = ["Fill", "PackingBase", "Proposals", "Rollout", "BestFound", "play_out", "advance", "objective_value", "HOLD_WEIGHT", "slots", "DEFAULT_CANDIDATES"]
+__all__ = ["Fill", "PackingBase", "Proposals", "Rollout", "BestFound", "play_out", "advance", "objective_value",
+           "HOLD_WEIGHT", "slots", "DEFAULT_CANDIDATES"]
