@@ -12,7 +12,7 @@ from pathlib import Path
 from slurm_support import Cluster, ControllerProc
 
 from env.node.cpulist import parse_cpulist
-from service.slurm.cluster import alive, load_state
+from service.slurm.cluster import alive, load_state, node_states
 
 HELD = ("JobHeldUser", "JobHeldAdmin")
 ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
@@ -160,8 +160,8 @@ def test_up_with_a_drained_node_answers_and_names_it_also_after_a_slurmctld_sigk
 
 
 def n4_state(cluster: Cluster) -> str:
-    rows = [r.split("|") for r in cluster.slurm("sinfo", "-h", "-N", "-o", "%N|%T").split()]
-    return next((r[1] for r in rows if r[0] == "n4"), "missing")
+    st = load_state(cluster.state_dir)
+    return "no cluster state" if st is None else node_states(st).get("n4", "missing")
 
 
 def test_plugin_error_leaves_the_job_running(cluster: Cluster, tmp_path: Path) -> None:
