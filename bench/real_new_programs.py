@@ -25,7 +25,9 @@ nothing. The phases are resumable (``--phase setup`` then ``--phase measure``): 
 
     .venv/bin/python bench/real_new_programs.py --home DIR [--phase all|setup|measure] [--repeats 3]
         [--wait-load 1.5 --wait-until HH:MM] [--out docs/figures/real-new-programs.json] [--quick] [--no-refresh]
-        [--programs aside|aside2]
+        [--programs aside|aside2] [--search-arm]
+    .venv/bin/python bench/real_new_programs.py --home DIR --phase repredict   # the held-out co-runs of a finished
+        # run predicted again by the current code from the same data (measured times, no new run)
 """
 
 from __future__ import annotations
@@ -283,28 +285,20 @@ class Bench:
 
     def heldout(self) -> dict[str, Any]:
         """Co-runs no run measured, one CPU each: the new program's measured time vs the node model's prediction."""
-        from env.calibration.learned import planning_model
         from env.calibration.store import CalibrationStore
-        from env.measure.probing import Placement
         from env.node.discover import local_node_id
         from env.real.probes import local_backend
-        from env.sim.probes import GroupModel
 
         key = local_node_id()
-        got = planning_model(key)
-        assert got is not None, "no node model"
-        _, model, learned = got
-        gm = GroupModel(model.node, model.params, model.job_params(), model.probe)
+        predict, learned = pair_predictor()
         seen = {frozenset(p.job for p in r.record.group) for r in CalibrationStore().runs(key, "run")}
         partners = sorted({*self.calibration, *self.aside})
         backend = local_backend()
-        cpus = list(model.node.cpus)
         rows = []
         for new in sorted(self.aside):
             chosen = [p for p in partners if p != new and frozenset((new, p)) not in seen][: self.a.heldout_pairs]
             for partner in chosen:
-                group = [Placement(new, (cpus[0],)), Placement(partner, (cpus[1],))]
-                pred = gm.times(group)[0]
+                pred, group = predict(new, partner)
                 before = load1()
                 say(f"step 7: held-out co-run {new} + {partner}")
                 m = backend.measure(group)
@@ -312,12 +306,47 @@ class Bench:
                              "partner_measured_s": m.times_s[1], "partner_predicted_s": pred[1],
                              "error_pct": abs(pred[0] / m.times_s[0] - 1.0) * 100.0, "load_before": before,
                              "load_after": load1()})
-        errs = sorted(r["error_pct"] for r in rows)
-        return {"pairs": rows, "median_abs_error_pct": statistics.median(errs) if errs else None,
-                "p90_abs_error_pct": errs[min(len(errs) - 1, int(0.9 * len(errs)))] if errs else None, "n": len(errs),
+        return {"pairs": rows, **error_summary([r["error_pct"] for r in rows]),
                 "learned": {lj.name: {"coruns": lj.coruns, "error_pct_on_its_coruns": lj.error_pct,
                                       "scale_factor": lj.scale_factor, "scale_source": lj.scale_source}
                             for lj in learned if lj.name in self.aside}}
+
+    def repredict(self) -> dict[str, Any]:
+        """The held-out co-runs of a finished run (step 7) predicted again by the node model as the current code
+        builds it from the same calibration data: their measured times against the new predictions."""
+        held = self.state.get("heldout_coruns")
+        if not held or not held.get("pairs"):
+            raise SystemExit(f"{self.home}: no held-out co-runs to predict again (run --phase all or measure first)")
+        predict, _ = pair_predictor()
+        errs = [abs(predict(r["program"], r["partner"])[0][0] / r["measured_s"] - 1.0) * 100.0 for r in held["pairs"]]
+        return {"then": {k: held[k] for k in ("median_abs_error_pct", "p90_abs_error_pct", "n")},
+                "now": error_summary(errs)}
+
+
+def pair_predictor():  # noqa: ANN201 - (program, partner) -> (predicted times, group); the learned programs
+    """The node model's prediction of a pair on one CPU each, as ``cosched run`` would plan with it."""
+    from env.calibration.learned import planning_model
+    from env.measure.probing import Placement
+    from env.node.discover import local_node_id
+    from env.sim.probes import GroupModel
+
+    got = planning_model(local_node_id())
+    assert got is not None, "no node model"
+    _, model, learned = got
+    gm = GroupModel(model.node, model.params, model.job_params(), model.probe)
+    cpus = list(model.node.cpus)
+
+    def predict(new: str, partner: str) -> tuple[list[float], list[Placement]]:
+        group = [Placement(new, (cpus[0],)), Placement(partner, (cpus[1],))]
+        return gm.times(group)[0], group
+
+    return predict, learned
+
+
+def error_summary(errs: list[float]) -> dict[str, Any]:
+    errs = sorted(errs)
+    return {"median_abs_error_pct": statistics.median(errs) if errs else None,
+            "p90_abs_error_pct": errs[min(len(errs) - 1, int(0.9 * len(errs)))] if errs else None, "n": len(errs)}
 
 
 def summary(state: dict[str, Any]) -> dict[str, Any]:
@@ -335,7 +364,8 @@ def summary(state: dict[str, Any]) -> dict[str, Any]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--home", required=True, help="a fresh COSCHED_HOME (the state of the phases is kept in it)")
-    ap.add_argument("--phase", choices=("all", "setup", "measure"), default="all")
+    ap.add_argument("--phase", choices=("all", "setup", "measure", "repredict"), default="all",
+                    help="repredict: a finished run's held-out co-runs predicted again by the current code")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--coruns", type=int, default=5, help="co-runs of each new program before the held-out check")
     ap.add_argument("--max-extra-runs", type=int, default=4, help="default-policy runs at most to reach --coruns")
@@ -351,6 +381,15 @@ def main() -> int:
     ap.add_argument("--out", default=None, metavar="FILE.json")
     a = ap.parse_args()
     b = Bench(a)
+    if a.phase == "repredict":
+        r = b.repredict()
+        if a.out:
+            Path(a.out).write_text(json.dumps(r, indent=1) + "\n")
+        t, n = r["then"], r["now"]
+        print(f"held-out co-runs (n {n['n']}): median abs error {t['median_abs_error_pct']:.1f} % as run, "
+              f"{n['median_abs_error_pct']:.1f} % predicted again (p90 {t['p90_abs_error_pct']:.1f} -> "
+              f"{n['p90_abs_error_pct']:.1f} %); measured times, the current code's predictions")
+        return 0
     if a.phase in ("all", "setup"):
         b.setup()
     if a.phase in ("all", "measure"):

@@ -43,3 +43,11 @@ def test_the_new_programs_bench_runs_the_documented_steps(tmp_path: Path) -> Non
     assert held["n"] == len(aside) and all(p["measured_s"] > 0 and p["predicted_s"] > 0 for p in held["pairs"])
     assert all(p["partner"] in calib for p in held["pairs"])  # new + new pairs were measured by the runs
     assert set(doc["summary"]) == {"default", "fifo", "greedy", "search"}
+    # the finished run's held-out co-runs predicted again from the same data: no new run, the same pairs
+    again = tmp_path / "again.json"
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "real_new_programs.py"), "--home", str(tmp_path / "home"),
+                        "--quick", "--phase", "repredict", "--out", str(again)],
+                       check=True, capture_output=True, text=True, timeout=300)
+    r = json.loads(again.read_text())
+    assert r["now"]["n"] == r["then"]["n"] == held["n"] and "predicted again" in p.stdout
+    assert r["then"]["median_abs_error_pct"] == pytest.approx(held["median_abs_error_pct"])
