@@ -5,6 +5,7 @@ time sharing is measured in each run, and the held-out co-runs are ones no run m
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -31,18 +32,26 @@ def test_the_new_programs_bench_runs_the_documented_steps(tmp_path: Path) -> Non
     assert set(alone) == aside and all(alone[n] == doc["window"].count(n) for n in aside)  # each job of a new one
     assert doc["first_runs_window"]["planned"] == []  # nothing of the window was known
     runs = {r["policy"]: r for r in doc["runs"]}
-    assert set(runs) == {"default", "fifo", "greedy", "search"}
+    assert set(runs) == {"default", "fifo", "greedy", "packing", "search"}
+    every_job = sorted(f"{n}-{k}" for n in aside for k in range(1, doc["window"].count(n) + 1))
     for pol, r in runs.items():
-        assert r["throughput"] > 0 and r["timeshare_source"].startswith("measured in this run") and not r["failed"]
-        assert sorted(j for g in r["groups"] for j in g) == sorted(f"{n}-{k}" for n in aside
-                                                                     for k in range(1, doc["window"].count(n) + 1))
+        assert r["throughput"] > 0 and not r["failed"]
+        if pol == "packing":  # an online run: time sharing from the same repeat's runs of every job alone
+            assert r["timeshare_source"].startswith("measured in this repeat")
+            assert r["timeshare_s"] == pytest.approx(statistics.median(x["timeshare_s"] for x in doc["runs"] if x["policy"] != "packing"))
+            assert sorted(j for j, _, _ in r["starts"]) == every_job and 1 <= r["max_running"] <= 2
+            assert r["made_by"] == "packing"
+            continue
+        assert r["timeshare_source"].startswith("measured in this run")
+        assert sorted(j for g in r["groups"] for j in g) == every_job
     assert runs["fifo"]["made_by"] == "fifo" and runs["greedy"]["made_by"] == "greedy"  # their own plans
     assert runs["search"]["made_by"] == "agent-search" and runs["search"]["requested"] is None  # never the guard's
     assert all(c >= 1 for c in doc["coruns"].values())
     held = doc["heldout_coruns"]
     assert held["n"] == len(aside) and all(p["measured_s"] > 0 and p["predicted_s"] > 0 for p in held["pairs"])
     assert all(p["partner"] in calib for p in held["pairs"])  # new + new pairs were measured by the runs
-    assert set(doc["summary"]) == {"default", "fifo", "greedy", "search"}
+    assert set(doc["summary"]) == {"default", "fifo", "greedy", "packing", "search", "default_vs_packing"}
+    assert doc["summary"]["default_vs_packing"]["median"] == pytest.approx(runs["default"]["throughput"] / runs["packing"]["throughput"])
     # the finished run's held-out co-runs predicted again from the same data: no new run, the same pairs
     again = tmp_path / "again.json"
     p = subprocess.run([sys.executable, str(ROOT / "bench" / "real_new_programs.py"), "--home", str(tmp_path / "home"),
