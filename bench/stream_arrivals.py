@@ -25,10 +25,21 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.stream_baselines import saturated_stream  # noqa: E402
-from env.episode.stream import run_stream  # noqa: E402
+from env.episode.stream import StreamJob, run_stream  # noqa: E402
 from env.planners.continuous import Rollout  # noqa: E402
 from env.planners.streams import GreedyContinuous, Packing  # noqa: E402
 from env.sim.nodes import load_node  # noqa: E402
+
+
+def arriving_stream(node, n: int, seed: int, cmax: int, load: float) -> list[StreamJob]:  # noqa: ANN001 - NodeSpec
+    """Stream ``seed``'s ``n`` jobs arriving as a Poisson process at ``load`` x packing's capacity at ``cmax``."""
+    jobs = saturated_stream(node, n, seed)
+    capacity = len(jobs) / run_stream(node, jobs, cmax, Packing()).makespan_s
+    rng, t, arriving = random.Random(seed * 1000 + cmax), 0.0, []
+    for j in jobs:
+        arriving.append(replace(j, submit_s=t))
+        t += rng.expovariate(load * capacity)
+    return arriving
 
 
 def main() -> int:
@@ -46,12 +57,7 @@ def main() -> int:
     for cmax in (int(c) for c in args.cmaxes.split(",")):
         for load in (float(x) for x in args.loads.split(",")):
             for seed in (int(s) for s in args.seeds.split(",")):
-                jobs = saturated_stream(node, args.jobs, seed)
-                capacity = len(jobs) / run_stream(node, jobs, cmax, Packing()).makespan_s
-                rng, t, arriving = random.Random(seed * 1000 + cmax), 0.0, []
-                for j in jobs:
-                    arriving.append(replace(j, submit_s=t))
-                    t += rng.expovariate(load * capacity)
+                arriving = arriving_stream(node, args.jobs, seed, cmax, load)
                 cells, base = [], None
                 for pol in (Packing(), GreedyContinuous(args.window), Rollout(args.window)):
                     m = run_stream(node, arriving, cmax, pol).metrics()
