@@ -265,7 +265,11 @@ class Bench:
                              "requested": r["plan"].get("requested_policy"), "throughput": r["throughput_vs_timeshare"],
                              "total_s": r["total_s"], "timeshare_s": r["timeshare_s"],
                              "timeshare_source": r["timeshare_source"], "load_before": before, "load_after": load1(),
-                             "groups": [[j["id"] for j in g["jobs"]] for g in r["plan"]["groups"]],
+                             "mode": r["plan"].get("mode"), "mode_reason": r["plan"].get("mode_reason"),
+                             # a groups plan's groups; a continuous plan's launches (id, CPUs, the jobs it waits for)
+                             "groups": [[j["id"] for j in g["jobs"]] for g in r["plan"]["groups"]] if "groups" in r["plan"] else None,
+                             "launches": [[x["id"], x["cpus"], x["after"]] for x in r["plan"]["launches"]]
+                             if "launches" in r["plan"] else None,
                              "predicted": r["plan"].get("predicted_throughput_vs_timeshare"),
                              "stale_model": r["plan"].get("stale_model"), "failed": r["failed"]})
                 self.save()

@@ -42,7 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mode", choices=("groups", "continuous"), default=None,
                    help="for a WINDOW.json: continuous decides online at every real event (a job ends, a job's "
                    "submit_s arrives) with a stream policy (--policy, default rollout), journaled and resumable; "
-                   "groups (default) plans groups first")
+                   "groups plans groups first; default: the mode 'cosched schedule' gives (the one the node model "
+                   "predicts better; groups while it learns a new program from co-runs), the plan's continuous "
+                   "launches run at real ends")
     p.add_argument("--resume", metavar="RUN_DIR", help="finish an interrupted run without re-running finished groups")
     p.add_argument("--runs", default="runs", metavar="DIR", help="where run directories are made (default: ./runs)")
     p.add_argument("--json", action="store_true", help="print the run report as one JSON document")
@@ -68,9 +70,11 @@ def _plan_for(args: argparse.Namespace, node_name: str) -> Plan:
         return doc  # type: ignore[return-value]
     if args.backend == "real":
         doc.require_commands()
-    from service.planning import plan_window
+    from service.planning import plan_document
 
-    return plan_window(doc, load_node(node_name), policy=args.policy, model=args.model, pin_runtime=args.pin_runtime)
+    # the mode as 'cosched schedule' plans it: asked for, else whichever the node model predicts better
+    return plan_document(doc, load_node(node_name), mode=args.mode, policy=args.policy, model=args.model,
+                         pin_runtime=args.pin_runtime)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from env.calibration.learned import KNOWN_AFTER
+from env.calibration.learned import KNOWN_AFTER, SHAPE_AFTER
 from env.calibration.store import CalibrationStore, model_path
 from env.node.discover import local_node_id
 from env.sim.nodes import load_node
@@ -120,6 +120,12 @@ def test_a_new_programs_first_run_is_its_profile_then_it_is_paired_and_learned(
     assert plan["excluded"] == [] and all(f"{n}: 0 co-runs, cautious" in plan["predictions_source"] for n in NEW)
     assert all(len(g["jobs"]) == 2 for g in plan["groups"])  # paired
     assert all(runs_of(n) == 1 for n in NEW)  # planning runs nothing
+    # the default mode (as 'cosched run w2.json' plans it): groups while the node model learns them from co-runs,
+    # which a continuous run's partly overlapping jobs would not give
+    assert main(["schedule", str(w2), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["mode"] == "groups" and "still learning" in plan["mode_reason"]
+    assert all(f"{n} (0 of {max(KNOWN_AFTER, SHAPE_AFTER)})" in plan["mode_reason"] for n in NEW)
 
     coruns = 0
     for _ in range(2):

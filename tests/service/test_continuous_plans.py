@@ -130,6 +130,24 @@ def test_the_default_mode_is_the_one_the_node_model_predicts_better() -> None:
     assert one.mode == "groups" and "Cmax 1" in one.mode_reason  # type: ignore[operator]
 
 
+@pytest.mark.parametrize(("names", "cmax"), [(JOBS[:4], 2), (JOBS, 4)])
+def test_run_of_a_window_takes_the_mode_schedule_gives(names: list[str], cmax: int, tmp_path: Path) -> None:
+    """``cosched run WINDOW.json`` without --mode runs the plan ``cosched schedule WINDOW.json`` shows: the same mode
+    (here continuous for the first window, groups for the second) and the same plan."""
+    path = tmp_path / "w.json"
+    path.write_text(window(names, cmax).model_dump_json())
+    shown = cosched("schedule", str(path), "--node", SIM, "--json", home=tmp_path)
+    ran = cosched("run", str(path), "--backend", "sim", "--node", SIM, "--json", home=tmp_path)
+    assert shown.returncode == 0 and ran.returncode == 0, shown.stderr + ran.stderr
+    plan, report = json.loads(shown.stdout), json.loads(ran.stdout)
+    assert plan["mode"] == ("continuous" if cmax == 2 else "groups"), plan["mode_reason"]
+    if plan["mode"] == "continuous":
+        assert report["mode"] == "continuous" and report["plan"]["launches"] == plan["launches"]
+    else:
+        assert [[j["id"] for j in g["jobs"]] for g in report["plan"]["groups"]] == \
+            [[j["id"] for j in g["jobs"]] for g in plan["groups"]]
+
+
 def test_a_policy_of_one_mode_chooses_it() -> None:
     from service.planning import plan_document
 
