@@ -8,7 +8,7 @@ import pytest
 
 from env.episode.stream import StreamJob, StreamView, run_stream, sim_stream
 from env.plan.models import WindowJob
-from env.planners.continuous import Fill, Proposals, Rollout
+from env.planners.continuous import BestFound, Fill, Proposals, Rollout
 from env.planners.streams import Packing, stream_registry
 from env.sim.nodes import load_node
 from env.sim.world import world_for
@@ -79,6 +79,17 @@ def test_rollout_is_never_worse_than_its_base_on_the_model(seed: int) -> None:
     base = run_stream(NODE, jobs, 3, Fill(window=6)).makespan_s
     search = run_stream(NODE, jobs, 3, Rollout(window=6, candidates=4)).makespan_s
     assert search <= base * (1 + 1e-9)
+
+
+@pytest.mark.parametrize(("seed", "cmax"), [(3, 3), (5, 2)])
+def test_best_found_is_never_worse_than_rollout_on_the_model(seed: int, cmax: int) -> None:
+    # best-found plays each candidate forward by rollout itself, rollout's own choice among them: continued by rollout
+    # that is rollout's own play, so on a deterministic model it can only keep it or find better
+    jobs = _stream(10, seed)
+    rollout = run_stream(NODE, jobs, cmax, Rollout(window=6, candidates=4, guard=False))
+    deep = run_stream(NODE, jobs, cmax, BestFound(window=6, candidates=4))
+    assert deep.makespan_s <= rollout.makespan_s * (1 + 1e-9)
+    assert sorted(j.id for j in deep.jobs) == sorted(j.id for j in jobs) and _overlaps(deep) <= cmax
 
 
 def test_proposals_cut_allocations_only_from_free_cpus() -> None:
