@@ -261,6 +261,11 @@ class Bench:
                     continue
                 own = "agent-search" if pol == "search" else pol
                 r = self.run_window(window if pol == "default" else self.own_plan(window, own, rep), "--measure-timeshare")
+                if "plan" not in r:  # the default's mode was continuous: decided online at every real event
+                    reason = next((n for n in r["notes"] if n.startswith("mode ")), None)
+                    r["plan"] = {"policy": r["policy"], "mode": "continuous", "mode_reason": reason and reason[5:],
+                                 "launches": [{"id": j["id"], "cpus": j["cpus"], "after": []} for j in
+                                              sorted(r["jobs"], key=lambda j: j["start_s"])]}
                 runs.append({"repeat": rep, "policy": pol, "made_by": r["plan"]["policy"],
                              "requested": r["plan"].get("requested_policy"), "throughput": r["throughput_vs_timeshare"],
                              "total_s": r["total_s"], "timeshare_s": r["timeshare_s"],

@@ -94,6 +94,13 @@ def run(args: argparse.Namespace) -> int:
     if not args.document:
         raise InputError("give WINDOW.json or PLAN.json (or --resume RUN_DIR)")
     plan = _plan_for(args, args.node or ("local" if args.backend == "real" else "sim:reference"))
+    if isinstance(plan, ContinuousPlan) and args.backend == "real" and not args.dry_run and not _is_plan(args.document):
+        # a window whose mode is continuous runs as --mode continuous does: decided online at every real event by the
+        # plan's policy (the real ends are what they are; a plan's launches would wait for the predicted order)
+        from service.commands.run_online import run_online_command
+
+        args.mode, args.policy, args.mode_reason = "continuous", plan.policy, plan.mode_reason
+        return run_online_command(args)
     if isinstance(plan, ContinuousPlan):  # launches at events: env.real.launches
         return run_continuous(plan, args, load_node("local") if args.backend == "real" else None)
     if args.backend == "sim":

@@ -26,7 +26,7 @@ def run_online_command(args: Any) -> int:
     from service.output import emit
 
     resume = Path(args.resume) if getattr(args, "resume", None) else None
-    for flag in ("dry_run", "fail_fast", "measure_timeshare"):
+    for flag in ("dry_run", "fail_fast"):
         if getattr(args, flag, False):
             raise InputError(f"--{flag.replace('_', '-')} is not for online runs (--mode continuous): the decisions "
                              "come at real events; 'cosched schedule --mode continuous' shows a plan beforehand")
@@ -70,6 +70,9 @@ def run_online_command(args: Any) -> int:
     solo, source = _solo(decider, window)
     doc = result.report(node=node.name, policy=decider.name, max_concurrency=window.max_concurrency, solo=solo,
                         solo_source=source, decided_on=decided_on)
+    if getattr(args, "mode_reason", None):
+        doc["notes"].insert(0, f"mode {args.mode_reason}")
+    doc.update(_timeshare(window, node, run_dir, doc, args))
     (run_dir / "report.json").write_text(__import__("json").dumps(doc, indent=1))
     try:
         from service.chart import launches_chart
@@ -82,6 +85,26 @@ def run_online_command(args: Any) -> int:
         doc["notes"].append(f"no picture: {exc}")
     emit(doc, args.json, lambda: render_online(doc))
     return 1 if doc["failed"] else 0
+
+
+def _timeshare(window: Any, node: Any, run_dir: Path, doc: dict[str, Any], args: Any) -> dict[str, Any]:
+    """Time sharing beside the run, as the groups runner reports it: with ``--measure-timeshare`` every job alone on
+    the whole node after the stream, in this run (``timeshare/`` of the run directory); else none measured (the
+    metrics' throughput then rests on the stored profiles' solo times)."""
+    total = doc["metrics"]["makespan_s"]
+    out: dict[str, Any] = {"total_s": total, "timeshare_s": None, "timeshare_source": None,
+                           "throughput_vs_timeshare": doc["metrics"]["throughput_vs_timeshare"]}
+    if not getattr(args, "measure_timeshare", False) or doc["failed"]:
+        return out
+    from types import SimpleNamespace
+
+    from env.real.run import measure_timeshare
+
+    ts, source = measure_timeshare(SimpleNamespace(groups=[SimpleNamespace(jobs=window.jobs)]), node, run_dir,  # type: ignore[arg-type]
+                                   args.timeout)
+    out.update(timeshare_s=round(ts, 4) if ts else None, timeshare_source=source,
+               throughput_vs_timeshare=round(ts / total, 4) if ts and total else None)
+    return out
 
 
 def _preflight(window: Any) -> None:
@@ -146,6 +169,11 @@ def render_online(doc: dict[str, Any]) -> None:
         console.print(f"{k.replace('_', ' ')}: {'unknown' if v is None else f'{v:.3f}'} ({kind})")
     console.print(f"decisions: {doc['decisions']}, decided on {doc['decided_on']}; solo times: "
                   f"{doc.get('solo_source') or 'the node model'}")
+    if doc.get("timeshare_s"):
+        console.print(f"time sharing {doc['timeshare_s']:.2f} s ({doc['timeshare_source']}): throughput vs time sharing "
+                      f"{doc['throughput_vs_timeshare']:.3f} (measured)")
+    elif doc.get("timeshare_source"):
+        console.print(f"time sharing {doc['timeshare_source']}")
     for n in doc["notes"]:
         console.print(n)
     if doc["failed"]:

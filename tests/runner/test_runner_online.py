@@ -183,3 +183,24 @@ def test_a_decisions_note_reaches_the_runs_notes_once(tmp_path: Path) -> None:
     result = OnlineRunner(jobs, LOCAL, tmp_path / "run", 1, decide).run()
     assert result.notes.count("decided as packing: a test") == 1
     assert all(r.exit_code == 0 for r in result.jobs)
+
+
+def test_a_window_whose_mode_is_continuous_runs_online_with_time_sharing_measured(home: Path, tmp_path: Path) -> None:
+    # no --mode: a stream-only policy makes the mode continuous, and a window in that mode is decided online at every
+    # real event (as --mode continuous), not run from the plan's predicted launches; --measure-timeshare then runs
+    # every job alone after the stream, in the same run
+    secs = [0.4, 0.3, 0.5, 0.3]
+    window, marks = stream(tmp_path, secs)
+    out = run([str(window), "--policy", "packing", "--measure-timeshare", "--runs", str(tmp_path / "runs"), "--json"], home)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["mode"] == "continuous" and report["policy"] == "packing" and report["decisions"] >= 1
+    assert report["notes"][0].startswith("mode continuous: policy 'packing'")
+    assert report["timeshare_source"].startswith("measured in this run") and report["timeshare_s"] > sum(secs) * 0.9
+    assert report["throughput_vs_timeshare"] == pytest.approx(report["timeshare_s"] / report["total_s"], abs=1e-3)
+    assert report["total_s"] == report["metrics"]["makespan_s"]
+    got = marks_of(marks)
+    assert all([w for w, _ in got[f"j{i}"]] == ["start", "end", "start", "end"] for i in range(len(secs)))  # +alone
+    stream_spans = [(m[0][1], m[1][1]) for m in got.values()]
+    assert most_at_once(stream_spans) == CMAX  # packing ran two at once
+    assert (Path(report["run_dir"]) / "timeshare" / "plan.json").exists()
