@@ -27,7 +27,7 @@ nothing. The phases are resumable (``--phase setup`` then ``--phase measure``): 
 
     .venv/bin/python bench/real_new_programs.py --home DIR [--phase all|setup|measure] [--repeats 3]
         [--wait-load 1.5 --wait-until HH:MM] [--out docs/figures/real-new-programs.json] [--quick] [--no-refresh]
-        [--programs aside|aside2] [--search-arm]
+        [--programs aside|aside2|aside3] [--search-arm]
     .venv/bin/python bench/real_new_programs.py --home DIR --phase repredict   # the held-out co-runs of a finished
         # run predicted again by the current code from the same data (measured times, no new run)
 """
@@ -81,6 +81,19 @@ ASIDE2 = {
     "bc": ["sh", "-c", "echo 'scale=2200; 4*a(1)' | bc -l > /dev/null"],
 }
 WINDOW2 = ["xz", "np-sort", "sqlite", "sng-qsort", "lz4", "bc", "xz", "np-sort"]
+#: A third set kept aside (``--programs aside3``), new to the project on 2026-11-26 after ``ASIDE2``'s profilings with
+#: the packing arm had chosen the real-node rules of that date (a continuous window decided online; rollout decides as
+#: packing unless it is predicted better by more than the model's error): it chose nothing. Sizes set once from one
+#: timing each (1.5-2.1 s CPU).
+ASIDE3 = {
+    "perl": ["perl", "-e", "$s=0; for $i (1..45000000) { $s += ($i * 7) % 13 } print $s"],
+    "b2sum": ["sh", "-c", "for i in $(seq 56); do b2sum {text}; done > /dev/null"],
+    "node": ["node", "-e", "let s=0; for(let i=0;i<500000000;i++) s+=i%7; console.log(s)"],
+    "jq": ["jq", "-n", "[range(0;2000000)] | map(. * 3 % 11) | add"],
+    "sng-str": ["stress-ng", "--str", "1", "--str-ops", "900000", "--quiet"],
+    "np-svd": ["{py}", "-c", "import numpy as np; a=np.random.default_rng(0).random((700,700)); [np.linalg.svd(a) for _ in range(8)]"],
+}
+WINDOW3 = ["perl", "np-svd", "jq", "b2sum", "node", "sng-str", "perl", "np-svd"]
 
 _SPIN = "import time\nt=time.perf_counter()\nwhile time.perf_counter()-t<{s}: pass\n"
 QUICK_CALIBRATION = {"q-spin": ["{py}", "-c", _SPIN.format(s=0.3)],
@@ -107,7 +120,8 @@ class Bench:
         self.state_path = self.home / "bench-state.json"
         self.state: dict[str, Any] = json.loads(self.state_path.read_text()) if self.state_path.exists() else {}
         cal, aside, win = ((QUICK_CALIBRATION, QUICK_ASIDE, QUICK_WINDOW) if a.quick else
-                           (CALIBRATION, ASIDE2, WINDOW2) if a.programs == "aside2" else (CALIBRATION, ASIDE, WINDOW))
+                           (CALIBRATION, ASIDE2, WINDOW2) if a.programs == "aside2" else
+                           (CALIBRATION, ASIDE3, WINDOW3) if a.programs == "aside3" else (CALIBRATION, ASIDE, WINDOW))
         data = self.data_files() if not a.quick else {}
         fill = {"py": PY, **data}
 
@@ -408,8 +422,9 @@ def main() -> int:
     ap.add_argument("--wait-load", type=float, default=None, help="before each measuring step, wait for a 1-min load below")
     ap.add_argument("--wait-until", default=None, metavar="HH:MM", help="wait for the load until then at most")
     ap.add_argument("--no-refresh", action="store_true", help="do not run the refresh command even if a plan asks")
-    ap.add_argument("--programs", choices=("aside", "aside2"), default="aside",
-                    help="the window's programs: ASIDE (chose the real-node guard's margin) or ASIDE2 (chose nothing)")
+    ap.add_argument("--programs", choices=("aside", "aside2", "aside3"), default="aside",
+                    help="the window's programs: ASIDE (chose the real-node guard's margin), ASIDE2 (its profilings "
+                    "with the packing arm chose the real-node rules of 2026-11-26) or ASIDE3 (chose nothing)")
     ap.add_argument("--search-arm", action="store_true",
                     help="also run agent-search's own plan (not replaced by the guard) in each repeat")
     ap.add_argument("--quick", action="store_true", help="tiny programs and budgets: to test this script")
