@@ -7,6 +7,7 @@ at LOAD x that rate (seeded exponential gaps), in the drawn order. Every policy 
 model (``env.episode.stream.run_stream``); the policies do not see jobs before they arrive.
 
     .venv/bin/python bench/stream_arrivals.py [--seeds 101,...] [--cmaxes 2,4] [--loads 0.7,0.9] [--jobs 48]
+        [--best-found] [--procs N]
 
 Seeds 1-3 chose rollout's design; the figures count on other seeds. The last lines: per Cmax and load, each policy's
 mean turnaround and mean bounded slowdown / packing's, median [min, max] over the seeds.
@@ -26,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.stream_baselines import saturated_stream  # noqa: E402
 from env.episode.stream import StreamJob, run_stream  # noqa: E402
-from env.planners.continuous import Rollout  # noqa: E402
+from env.planners.continuous import BestFound, Rollout  # noqa: E402
 from env.planners.streams import GreedyContinuous, Packing  # noqa: E402
 from env.sim.nodes import load_node  # noqa: E402
 
@@ -42,6 +43,20 @@ def arriving_stream(node, n: int, seed: int, cmax: int, load: float) -> list[Str
     return arriving
 
 
+def one_stream(task: tuple) -> tuple[int, float, int, list[tuple[str, float, float]], str]:
+    """One stream's (cmax, load, seed, [(policy, turnaround, slowdown)], its line)."""
+    node_name, n, seed, cmax, load, window, best = task
+    node = load_node(node_name)
+    arriving = arriving_stream(node, n, seed, cmax, load)
+    cells, out = [], []
+    for pol in (Packing(), GreedyContinuous(window), Rollout(window)) + ((BestFound(window),) if best else ()):
+        m = run_stream(node, arriving, cmax, pol).metrics()
+        ta, bs = m["mean_turnaround_s"], m["mean_bounded_slowdown"]
+        out.append((pol.name, ta, bs))
+        cells.append(f"{pol.name} turnaround {ta:.0f} s ({ta / out[0][1]:.3f}) slowdown {bs:.2f} ({bs / out[0][2]:.3f})")
+    return cmax, load, seed, out, f"Cmax {cmax}, load {load:.0%}, seed {seed}: " + "  ".join(cells)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--node", default="sim:reference")
@@ -50,22 +65,24 @@ def main() -> int:
     ap.add_argument("--loads", default="0.7,0.9")
     ap.add_argument("--jobs", type=int, default=48)
     ap.add_argument("--window", type=int, default=8)
+    ap.add_argument("--best-found", action="store_true", help="add best-found (offline: rollout one level deeper)")
+    ap.add_argument("--procs", type=int, default=1, help="streams run side by side in this many processes")
     args = ap.parse_args()
-    node = load_node(args.node)
     print(f"{args.node} (simulated), {args.jobs} jobs arriving as a Poisson process at a share of packing's capacity")
+    tasks = [(args.node, args.jobs, int(seed), int(cmax), float(load), args.window, args.best_found)
+             for cmax in args.cmaxes.split(",") for load in args.loads.split(",") for seed in args.seeds.split(",")]
+    if args.procs > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(args.procs) as ex:
+            results = list(ex.map(one_stream, tasks))
+    else:
+        results = [one_stream(t) for t in tasks]
     ratios: dict[tuple[int, float, str], list[tuple[float, float]]] = {}
-    for cmax in (int(c) for c in args.cmaxes.split(",")):
-        for load in (float(x) for x in args.loads.split(",")):
-            for seed in (int(s) for s in args.seeds.split(",")):
-                arriving = arriving_stream(node, args.jobs, seed, cmax, load)
-                cells, base = [], None
-                for pol in (Packing(), GreedyContinuous(args.window), Rollout(args.window)):
-                    m = run_stream(node, arriving, cmax, pol).metrics()
-                    ta, bs = m["mean_turnaround_s"], m["mean_bounded_slowdown"]
-                    base = base or (ta, bs)
-                    ratios.setdefault((cmax, load, pol.name), []).append((ta / base[0], bs / base[1]))
-                    cells.append(f"{pol.name} turnaround {ta:.0f} s ({ta / base[0]:.3f}) slowdown {bs:.2f} ({bs / base[1]:.3f})")
-                print(f"Cmax {cmax}, load {load:.0%}, seed {seed}: " + "  ".join(cells), flush=True)
+    for cmax, load, _, out, line in results:
+        print(line, flush=True)
+        for name, ta, bs in out:
+            ratios.setdefault((cmax, load, name), []).append((ta / out[0][1], bs / out[0][2]))
     print("mean turnaround / packing's and mean bounded slowdown / packing's, median [min, max] (simulated):")
     for (cmax, load, name), r in ratios.items():
         if name != "packing":
