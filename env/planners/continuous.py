@@ -236,6 +236,12 @@ def advance(sim: StreamNode, ends: list[float]) -> float:
 #: over Cmax 2-4 and 70/90 % load; docs/continuous.md).
 HOLD_WEIGHT = 1.0
 
+#: With arrivals, a start is valued by rollout's own play of the jobs known (one level deeper than ``Fill``'s) while
+#: they are at most this many: the cost of a decision then stays within tens of milliseconds, since with arrivals
+#: few jobs are known at a time. It lowered the mean turnaround / packing's on the design streams (docs/continuous.md);
+#: saturated streams (every job known) keep ``Fill``'s play-outs, where one level deeper costs seconds a decision.
+DEEP_MAX = 16
+
 
 def objective_value(ends: list[float], held: float, objective: str) -> float:
     """What the searches minimise: the last end (makespan: saturated streams) or the sum of the ends plus
@@ -256,13 +262,13 @@ class Rollout:
     name = "rollout"
 
     def __init__(self, window: int = DEFAULT_STREAM_WINDOW, candidates: int = DEFAULT_CANDIDATES,
-                 objective: str = "auto", guard: bool = True, margin: float | None = None) -> None:
+                 objective: str = "auto", guard: bool = True, margin: float | None = None, deep: bool = True) -> None:
         if objective not in ("auto", "makespan", "turnaround"):
             raise ValueError(f"objective {objective!r}: choose auto, makespan or turnaround")
         if margin is not None and not 0.0 <= margin < 1.0:
             raise ValueError(f"margin {margin}: a fraction in [0, 1)")
         self.window, self.candidates, self.objective, self.guard = window, candidates, objective, guard
-        self.margin_given = margin
+        self.margin_given, self.deep = margin, deep
 
     def reset(self, node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int) -> None:
         from env.calibration.learned import model_uncertainty
@@ -278,11 +284,17 @@ class Rollout:
         self.proposals.reset(node, jobs, max_concurrency)
         self.packing = PackingBase()
         self.packing.reset(node, jobs, max_concurrency)
+        self.inner: Rollout | None = None  # the play-outs' policy one level deeper (turnaround: DEEP_MAX)
+        if self.deep:
+            self.inner = Rollout(self.window, self.candidates, self.goal, guard=False, margin=0.0, deep=False)
+            self.inner.reset(node, jobs, max_concurrency)
         self.checked = not self.guard  # the first decision checks against packing
         self.played: list[tuple[float, frozenset[str], frozenset[str], Decision]] = []  # the check's decisions
         self.fallback = ""  # why it decides as packing, once the check said so
 
     def _value(self, sim: StreamNode, queue: list[StreamJob], start: Start | None) -> float:
+        if self.inner is not None and self.goal == "turnaround" and len(queue) + len(sim.running) <= DEEP_MAX:
+            return self._deep_value(sim, queue, start)
         sim, queue, ended, held = sim.fork(), list(queue), [], 0.0
         if start is None:  # nothing more starts now: the next event comes first
             if not sim.running:
@@ -293,6 +305,29 @@ class Rollout:
             sim.start(j.id, j.name, j.params, alloc)
             queue.remove(j)
         return play_out(sim, queue, self.cmax, self.base, self.goal, ended, held)
+
+    def _deep_value(self, sim: StreamNode, queue: list[StreamJob], start: Start | None) -> float:
+        """``start`` now (None: the next event first), then ``inner`` (rollout) deciding at every event: the
+        objective over the jobs known. One level deeper than ``Fill``'s play-out, and the dearer."""
+        assert self.inner is not None  # deep=True
+        sim, queue, ends, held = sim.fork(), list(queue), [], 0.0
+        if start is None:
+            if not sim.running:
+                return math.inf
+            held = advance(sim, ends)
+        else:
+            j, alloc = start
+            sim.start(j.id, j.name, j.params, alloc)
+            queue.remove(j)
+        while queue or sim.running:
+            for jid, alloc in (self.inner.search(StreamView(sim, queue, self.cmax, 0)).starts if queue else ()):
+                j = next(x for x in queue if x.id == jid)
+                sim.start(jid, j.name, j.params, alloc)
+                queue.remove(j)
+            if not sim.running:
+                break  # nothing started with nothing running: the play cannot go on (the run's own check says so)
+            held += advance(sim, ends)
+        return objective_value(ends, held, self.goal) if not queue else math.inf
 
     def decide(self, view: StreamView) -> Decision:
         if not self.checked and view.queue:
@@ -414,12 +449,7 @@ class BestFound(Rollout):
 
     def __init__(self, window: int = DEFAULT_STREAM_WINDOW, candidates: int = DEFAULT_CANDIDATES,
                  objective: str = "auto") -> None:
-        super().__init__(window, candidates, objective, guard=False, margin=0.0)
-
-    def reset(self, node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int) -> None:
-        super().reset(node, jobs, max_concurrency)
-        self.inner = Rollout(self.window, self.candidates, self.goal, guard=False, margin=0.0)
-        self.inner.reset(node, jobs, max_concurrency)
+        super().__init__(window, candidates, objective, guard=False, margin=0.0, deep=True)
 
     def decide(self, view: StreamView) -> Decision:
         return self.search(view) if view.queue else WAIT
@@ -428,7 +458,7 @@ class BestFound(Rollout):
         sim, queue = view.sim.fork(), list(view.queue)
         places, starts = view.places(), []
         while places > 0 and queue:
-            own = self.inner.search(StreamView(sim, queue, self.cmax, 0)).starts
+            own = self.inner.search(StreamView(sim, queue, self.cmax, 0)).starts  # type: ignore[union-attr]
             options: list[Start | None] = [(next(j for j in queue if j.id == own[0][0]), own[0][1]) if own else None]
             base = self.base.next_start(sim, queue, places)
             options += [base] if base is not None else []
@@ -452,27 +482,6 @@ class BestFound(Rollout):
             places -= 1
         return Decision(starts=tuple(starts)) if starts else WAIT
 
-    def _deep_value(self, sim: StreamNode, queue: list[StreamJob], start: Start | None) -> float:
-        """``start`` now (None: the next event first), then rollout's decisions at every event: the objective."""
-        sim, queue, ends, held = sim.fork(), list(queue), [], 0.0
-        if start is None:
-            if not sim.running:
-                return math.inf
-            held = advance(sim, ends)
-        else:
-            j, alloc = start
-            sim.start(j.id, j.name, j.params, alloc)
-            queue.remove(j)
-        while queue or sim.running:
-            for jid, alloc in (self.inner.search(StreamView(sim, queue, self.cmax, 0)).starts if queue else ()):
-                j = next(x for x in queue if x.id == jid)
-                sim.start(jid, j.name, j.params, alloc)
-                queue.remove(j)
-            if not sim.running:
-                break  # nothing started with nothing running: the play cannot go on (the run's own check says so)
-            held += advance(sim, ends)
-        return objective_value(ends, held, self.goal) if not queue else math.inf
-
 
 __all__ = ["Fill", "PackingBase", "Proposals", "Rollout", "BestFound", "play_out", "advance", "objective_value",
-           "HOLD_WEIGHT", "slots", "DEFAULT_CANDIDATES"]
+           "HOLD_WEIGHT", "DEEP_MAX", "slots", "DEFAULT_CANDIDATES"]

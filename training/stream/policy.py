@@ -101,7 +101,7 @@ class AgentSearch(Rollout):
     name = "agent-search"
 
     def __init__(self, model: StreamModel, window: int = 16, top: int = 3, guard: bool = True) -> None:
-        super().__init__(window, candidates=top)
+        super().__init__(window, candidates=top, deep=False)  # its own play-outs (agent-search: the 50 ms budget)
         self.agent = AgentStream(model, window)
         self.top, self.guarded = top, guard
         self.fallbacks: list[tuple[float, str]] = []
