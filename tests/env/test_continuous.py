@@ -269,3 +269,29 @@ def test_with_arrivals_the_node_seconds_a_start_holds_count_as_one_more_jobs_wai
         assert len(run_stream(NODE, jobs, 2, Rollout(8)).jobs[0].cpus) == 24
     finally:
         continuous.HOLD_WEIGHT = weight
+
+
+def test_with_arrivals_few_known_jobs_are_valued_one_level_deeper(monkeypatch: pytest.MonkeyPatch) -> None:
+    # with arrivals a start is valued by rollout's own play of the known jobs while at most DEEP_MAX are known;
+    # a saturated stream (every job known) keeps Fill's play-outs, and so does agent-search (deep=False)
+    import env.planners.continuous as continuous
+
+    known: list[int] = []
+    deep = Rollout._deep_value
+
+    def spy(self, sim, queue, start):  # noqa: ANN001, ANN202
+        known.append(len(queue) + len(sim.running))
+        return deep(self, sim, queue, start)
+
+    monkeypatch.setattr(Rollout, "_deep_value", spy)
+    arriving = _stream(10, 3, arrivals=150.0)
+    run_stream(NODE, arriving, 2, Rollout(window=4, candidates=3))
+    assert known and max(known) <= continuous.DEEP_MAX
+    known.clear()
+    run_stream(NODE, _stream(10, 3), 2, Rollout(window=4, candidates=3))
+    assert not known  # saturated
+    run_stream(NODE, arriving, 2, Rollout(window=4, candidates=3, deep=False))
+    assert not known
+    monkeypatch.setattr(continuous, "DEEP_MAX", 1)
+    run_stream(NODE, arriving, 2, Rollout(window=4, candidates=3))
+    assert known and max(known) <= 1
