@@ -16,10 +16,9 @@ mean turnaround and mean bounded slowdown / packing's, median [min, max] over th
 from __future__ import annotations
 
 import argparse
-import random
 import statistics
 import sys
-from dataclasses import replace
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,31 +29,36 @@ from env.episode.stream import StreamJob, run_stream  # noqa: E402
 from env.planners.continuous import BestFound, Rollout  # noqa: E402
 from env.planners.streams import GreedyContinuous, Packing  # noqa: E402
 from env.sim.nodes import load_node  # noqa: E402
+from training.stream.streams import with_arrivals  # noqa: E402
 
 
 def arriving_stream(node, n: int, seed: int, cmax: int, load: float) -> list[StreamJob]:  # noqa: ANN001 - NodeSpec
     """Stream ``seed``'s ``n`` jobs arriving as a Poisson process at ``load`` x packing's capacity at ``cmax``."""
-    jobs = saturated_stream(node, n, seed)
-    capacity = len(jobs) / run_stream(node, jobs, cmax, Packing()).makespan_s
-    rng, t, arriving = random.Random(seed * 1000 + cmax), 0.0, []
-    for j in jobs:
-        arriving.append(replace(j, submit_s=t))
-        t += rng.expovariate(load * capacity)
-    return arriving
+    return with_arrivals(node, saturated_stream(node, n, seed), cmax, load, seed)
 
 
-def one_stream(task: tuple) -> tuple[int, float, int, list[tuple[str, float, float]], str]:
-    """One stream's (cmax, load, seed, [(policy, turnaround, slowdown)], its line)."""
+def one_stream(task: tuple) -> tuple[int, float, int, list[tuple[str, float, float]], str, list[float]]:
+    """One stream's (cmax, load, seed, [(policy, turnaround, slowdown)], its line, rollout's seconds per decision)."""
     node_name, n, seed, cmax, load, window, best = task
     node = load_node(node_name)
     arriving = arriving_stream(node, n, seed, cmax, load)
-    cells, out = [], []
-    for pol in (Packing(), GreedyContinuous(window), Rollout(window)) + ((BestFound(window),) if best else ()):
+    cells, out, took = [], [], []
+    rollout = Rollout(window)
+    decide = rollout.decide
+
+    def timed(view):  # noqa: ANN001, ANN202 - rollout's decide, timed (wall clock, this process)
+        t0 = time.perf_counter()
+        d = decide(view)
+        took.append(time.perf_counter() - t0)
+        return d
+
+    rollout.decide = timed  # type: ignore[method-assign]
+    for pol in (Packing(), GreedyContinuous(window), rollout) + ((BestFound(window),) if best else ()):
         m = run_stream(node, arriving, cmax, pol).metrics()
         ta, bs = m["mean_turnaround_s"], m["mean_bounded_slowdown"]
         out.append((pol.name, ta, bs))
         cells.append(f"{pol.name} turnaround {ta:.0f} s ({ta / out[0][1]:.3f}) slowdown {bs:.2f} ({bs / out[0][2]:.3f})")
-    return cmax, load, seed, out, f"Cmax {cmax}, load {load:.0%}, seed {seed}: " + "  ".join(cells)
+    return cmax, load, seed, out, f"Cmax {cmax}, load {load:.0%}, seed {seed}: " + "  ".join(cells), took
 
 
 def main() -> int:
@@ -79,8 +83,10 @@ def main() -> int:
     else:
         results = [one_stream(t) for t in tasks]
     ratios: dict[tuple[int, float, str], list[tuple[float, float]]] = {}
-    for cmax, load, _, out, line in results:
+    took: dict[tuple[int, float], list[float]] = {}
+    for cmax, load, _, out, line, t in results:
         print(line, flush=True)
+        took.setdefault((cmax, load), []).extend(t)
         for name, ta, bs in out:
             ratios.setdefault((cmax, load, name), []).append((ta / out[0][1], bs / out[0][2]))
     print("mean turnaround / packing's and mean bounded slowdown / packing's, median [min, max] (simulated):")
@@ -89,6 +95,11 @@ def main() -> int:
             ta, bs = [x for x, _ in r], [y for _, y in r]
             print(f"  Cmax {cmax} load {load:.0%} {name:18s} turnaround {statistics.median(ta):.3f} [{min(ta):.3f}, "
                   f"{max(ta):.3f}]  slowdown {statistics.median(bs):.3f} [{min(bs):.3f}, {max(bs):.3f}]")
+    print("rollout's time per decision, ms, median / p90 / max (measured, one process each"
+          + (f", {args.procs} side by side" if args.procs > 1 else "") + "):")
+    for (cmax, load), t in took.items():
+        t = sorted(x * 1000 for x in t)
+        print(f"  Cmax {cmax} load {load:.0%}: {statistics.median(t):.1f} / {t[int(0.9 * (len(t) - 1))]:.1f} / {t[-1]:.0f}")
     return 0
 
 

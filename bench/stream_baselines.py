@@ -16,7 +16,6 @@ The last lines: per Cmax, each policy's throughput / packing's as median [min, m
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 import time
 from pathlib import Path
@@ -29,16 +28,14 @@ import statistics  # noqa: E402
 
 from env.planners.continuous import BestFound, Rollout  # noqa: E402
 from env.planners.streams import GreedyContinuous, Groups, Packing, TimeShare  # noqa: E402
-from env.sim.catalogue import catalogue  # noqa: E402
 from env.sim.nodes import load_node  # noqa: E402
-from env.sim.world import world_for  # noqa: E402
+from training.stream.streams import saturated  # noqa: E402
 
 
 def saturated_stream(node, n: int, seed: int) -> list[StreamJob]:  # noqa: ANN001 - NodeSpec
-    world, cat = world_for(node), catalogue(node)
-    rng = random.Random(seed)
-    names = [rng.choice(list(world.all_jobs)) for _ in range(n)]
-    return [StreamJob(f"{k}-{x}", x, world.entries[x].params, cat[x].solo_s) for k, x in enumerate(names)]
+    """Stream ``seed``: ``n`` jobs drawn from the node's catalogue, all submitted at 0 (the training streams' own
+    draw, ``training.stream.streams.saturated``)."""
+    return saturated(node, n, seed)
 
 
 def main() -> int:

@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.stream_arrivals import arriving_stream  # noqa: E402
-from env.episode.stream import WAIT, Decision, StreamJob, StreamView, run_stream  # noqa: E402
-from env.planners.continuous import Fill, PackingBase, Proposals, Rollout  # noqa: E402
+from env.episode.stream import Decision, StreamJob, StreamView, run_stream  # noqa: E402
+from env.planners.continuous import Rollout  # noqa: E402
 from env.planners.streams import Packing  # noqa: E402
 from env.sim.nodes import load_node  # noqa: E402
 from env.sim.stream import StreamNode  # noqa: E402
@@ -39,54 +39,38 @@ from env.sim.stream import StreamNode  # noqa: E402
 _EPS = 1e-9
 
 
-class Clairvoyant:
-    """Rollout that knows every arrival (time and program): an offline reference, never a policy to serve."""
+class Clairvoyant(Rollout):
+    """Rollout that knows every arrival (time and program): an offline reference, never a policy to serve. Rollout's
+    search (``Rollout.search``: its candidates, and waiting also when only arrivals are to come), each candidate valued
+    by the better of ``Fill``'s and packing's play of every job still to come."""
 
     name = "clairvoyant"
 
     def __init__(self, window: int = 8, candidates: int = 8, two_bases: bool = True) -> None:
-        self.window, self.candidates, self.two_bases = window, candidates, two_bases
+        super().__init__(window, candidates, guard=False, margin=0.0, deep=False)
+        self.two_bases = two_bases
 
     def reset(self, node, jobs: Sequence[StreamJob], max_concurrency: int) -> None:  # noqa: ANN001 - NodeSpec
-        self.cmax = max_concurrency
+        super().reset(node, jobs, max_concurrency)
         self.jobs = sorted(jobs, key=lambda j: j.submit_s)
-        self.base = Fill(self.window)
-        self.base.reset(node, jobs, max_concurrency)
-        self.packing = PackingBase()
-        self.packing.reset(node, jobs, max_concurrency)
         self.bases = [self.base] + ([self.packing] if self.two_bases else [])
-        self.proposals = Proposals(self.window)
-        self.proposals.reset(node, jobs, max_concurrency)
 
     def decide(self, view: StreamView) -> Decision:
-        sim, queue, places, starts = view.sim.fork(), list(view.queue), view.places(), []
-        future = [j for j in self.jobs if j.submit_s > view.now + _EPS]
-        while True:
-            base = self.base.next_start(sim, queue, places)
-            if base is None:
-                break
-            options: list = [base]
-            for s in self.proposals.ranked(sim, queue, places):
-                if len(options) > self.candidates:
-                    break
-                if s[0].name != base[0].name or s[1] != base[1]:
-                    options.append(s)
-            if sim.running or future:
-                options.append(None)  # nothing more now: the next end or arrival comes first
-            values = [min(self._value(sim, queue, future, o, b) for b in self.bases) for o in options]
-            choice = options[min(range(len(options)), key=lambda k: (values[k], k))]
-            if choice is None:
-                break
-            j, alloc = choice
-            sim.start(j.id, j.name, j.params, alloc)
-            queue.remove(j)
-            starts.append((j.id, alloc))
-            places -= 1
-        return Decision(starts=tuple(starts)) if starts else WAIT
+        self.future = [j for j in self.jobs if j.submit_s > view.now + _EPS]
+        return self.search(view)
 
-    def _value(self, sim: StreamNode, queue: list[StreamJob], future: list[StreamJob], start, base) -> float:  # noqa: ANN001
+    def _options(self, sim: StreamNode, queue: list[StreamJob], places: int, base) -> list:  # noqa: ANN001 - Start
+        options = super()._options(sim, queue, places, base)
+        if not sim.running and self.future:
+            options.append(None)  # nothing more now: the next arrival comes first
+        return options
+
+    def _value(self, sim: StreamNode, queue: list[StreamJob], start) -> float:  # noqa: ANN001 - Start | None
+        return min(self._play(sim, queue, self.future, start, b) for b in self.bases)
+
+    def _play(self, sim: StreamNode, queue: list[StreamJob], future: list[StreamJob], start, base) -> float:  # noqa: ANN001
         """The sum of the ends of every job not yet ended, ``start`` taken now (None: the next event first), the
-        rest decided by ``Fill`` with each job to come joining the queue at its arrival."""
+        rest decided by ``base`` with each job to come joining the queue at its arrival."""
         sim, queue, future = sim.fork(), list(queue), list(future)
         done_before = set(sim.ended)
         if start is None:

@@ -352,14 +352,7 @@ class Rollout:
             base = self.base.next_start(sim, queue, places)
             if base is None:
                 break
-            options: list[Start | None] = [base]
-            for s in self.proposals.ranked(sim, queue, places):
-                if len(options) > self.candidates:
-                    break
-                if s[0].name != base[0].name or s[1] != base[1]:
-                    options.append(s)
-            if sim.running:
-                options.append(None)
+            options = self._options(sim, queue, places, base)
             values = [self._value(sim, queue, o) for o in options]
             best = min(range(len(options)), key=lambda k: (values[k], k))
             if self.margin > 0:
@@ -373,6 +366,19 @@ class Rollout:
             starts.append((j.id, alloc))
             places -= 1
         return Decision(starts=tuple(starts)) if starts else WAIT
+
+    def _options(self, sim: StreamNode, queue: list[StreamJob], places: int, base: Start) -> list[Start | None]:
+        """The candidates of one start: the base's, the best ``candidates`` of ``Proposals``, and nothing more now
+        (when something runs)."""
+        options: list[Start | None] = [base]
+        for s in self.proposals.ranked(sim, queue, places):
+            if len(options) > self.candidates:
+                break
+            if s[0].name != base[0].name or s[1] != base[1]:
+                options.append(s)
+        if sim.running:
+            options.append(None)
+        return options
 
     def _robust(self, sim: StreamNode, options: list[Start | None], values: list[float]) -> int:
         """The choice on a model that stands for a real node and may be wrong by ``margin``. It never stops with a
@@ -454,33 +460,23 @@ class BestFound(Rollout):
     def decide(self, view: StreamView) -> Decision:
         return self.search(view) if view.queue else WAIT
 
-    def search(self, view: StreamView) -> Decision:
-        sim, queue = view.sim.fork(), list(view.queue)
-        places, starts = view.places(), []
-        while places > 0 and queue:
-            own = self.inner.search(StreamView(sim, queue, self.cmax, 0)).starts  # type: ignore[union-attr]
-            options: list[Start | None] = [(next(j for j in queue if j.id == own[0][0]), own[0][1]) if own else None]
-            base = self.base.next_start(sim, queue, places)
-            options += [base] if base is not None else []
-            options += self.proposals.ranked(sim, queue, places)[: self.candidates]
-            options += [None] if sim.running else []
-            keys: list = []
-            unique: list[Start | None] = []
-            for o in options:  # each start valued once
-                key = None if o is None else (o[0].name, o[1])
-                if key not in keys:
-                    keys.append(key)
-                    unique.append(o)
-            values = [self._deep_value(sim, queue, o) for o in unique]
-            choice = unique[min(range(len(unique)), key=lambda k: (values[k], k))]
-            if choice is None:
-                break
-            j, alloc = choice
-            sim.start(j.id, j.name, j.params, alloc)
-            queue.remove(j)
-            starts.append((j.id, alloc))
-            places -= 1
-        return Decision(starts=tuple(starts)) if starts else WAIT
+    def _options(self, sim: StreamNode, queue: list[StreamJob], places: int, base: Start) -> list[Start | None]:
+        """Rollout's own choice first (so best-found is never below it), then ``Fill``'s start, the best
+        ``candidates`` of ``Proposals`` and nothing more now; each start once."""
+        own = self.inner.search(StreamView(sim, queue, self.cmax, 0)).starts  # type: ignore[union-attr]
+        options = [(next(j for j in queue if j.id == own[0][0]), own[0][1]) if own else None, base,
+                   *self.proposals.ranked(sim, queue, places)[: self.candidates], *([None] if sim.running else [])]
+        keys: list = []
+        unique: list[Start | None] = []
+        for o in options:
+            key = None if o is None else (o[0].name, o[1])
+            if key not in keys:
+                keys.append(key)
+                unique.append(o)
+        return unique
+
+    def _value(self, sim: StreamNode, queue: list[StreamJob], start: Start | None) -> float:
+        return self._deep_value(sim, queue, start)
 
 
 __all__ = ["Fill", "PackingBase", "Proposals", "Rollout", "BestFound", "play_out", "advance", "objective_value",
