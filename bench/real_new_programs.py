@@ -27,7 +27,7 @@ nothing. The phases are resumable (``--phase setup`` then ``--phase measure``): 
 
     .venv/bin/python bench/real_new_programs.py --home DIR [--phase all|setup|measure] [--repeats 3]
         [--wait-load 1.5 --wait-until HH:MM] [--out docs/figures/real-new-programs.json] [--quick] [--no-refresh]
-        [--programs aside|aside2|aside3] [--search-arm]
+        [--programs aside|aside2|aside3|aside4] [--search-arm]
     .venv/bin/python bench/real_new_programs.py --home DIR --phase repredict   # the held-out co-runs of a finished
         # run predicted again by the current code from the same data (measured times, no new run)
 """
@@ -94,6 +94,19 @@ ASIDE3 = {
     "np-svd": ["{py}", "-c", "import numpy as np; a=np.random.default_rng(0).random((700,700)); [np.linalg.svd(a) for _ in range(8)]"],
 }
 WINDOW3 = ["perl", "np-svd", "jq", "b2sum", "node", "sng-str", "perl", "np-svd"]
+#: A fourth set kept aside (``--programs aside4``), new to the project on 2026-11-27 after ``ASIDE2``'s profilings G-I
+#: had chosen the rule of that date (on a real node the default mode is continuous unless groups are predicted
+#: shorter by more than the model's error; continuous runs teach the model) and ``ASIDE3``'s had shown the packing
+#: arm ahead of fifo's and greedy's plans: it chose nothing. Sizes set once from one timing each (1.4-2.0 s CPU).
+ASIDE4 = {
+    "7z": ["sh", "-c", "head -c 3000000 {text} | 7z a -txz -mx=5 -mmt=1 -an -si -so > /dev/null"],
+    "sha512": ["sh", "-c", "for i in $(seq 18); do sha512sum {text}; done > /dev/null"],
+    "factor": ["sh", "-c", "seq 100000000000000000 100000000000090000 | factor > /dev/null"],
+    "sng-matrix": ["stress-ng", "--matrix", "1", "--matrix-ops", "4500", "--quiet"],
+    "grep-re": ["sh", "-c", "head -c 12000000 {text} | grep -c -E '([a-z])\\1[a-z]*\\1' > /dev/null"],
+    "py-dict": ["{py}", "-c", "d = dict()\nfor i in range(9000000): d[i * 7919 % 1000003] = i\nprint(sum(d.values()))"],
+}
+WINDOW4 = ["7z", "py-dict", "grep-re", "sha512", "factor", "sng-matrix", "7z", "py-dict"]
 
 _SPIN = "import time\nt=time.perf_counter()\nwhile time.perf_counter()-t<{s}: pass\n"
 QUICK_CALIBRATION = {"q-spin": ["{py}", "-c", _SPIN.format(s=0.3)],
@@ -121,7 +134,8 @@ class Bench:
         self.state: dict[str, Any] = json.loads(self.state_path.read_text()) if self.state_path.exists() else {}
         cal, aside, win = ((QUICK_CALIBRATION, QUICK_ASIDE, QUICK_WINDOW) if a.quick else
                            (CALIBRATION, ASIDE2, WINDOW2) if a.programs == "aside2" else
-                           (CALIBRATION, ASIDE3, WINDOW3) if a.programs == "aside3" else (CALIBRATION, ASIDE, WINDOW))
+                           (CALIBRATION, ASIDE3, WINDOW3) if a.programs == "aside3" else
+                           (CALIBRATION, ASIDE4, WINDOW4) if a.programs == "aside4" else (CALIBRATION, ASIDE, WINDOW))
         data = self.data_files() if not a.quick else {}
         fill = {"py": PY, **data}
 
@@ -422,9 +436,10 @@ def main() -> int:
     ap.add_argument("--wait-load", type=float, default=None, help="before each measuring step, wait for a 1-min load below")
     ap.add_argument("--wait-until", default=None, metavar="HH:MM", help="wait for the load until then at most")
     ap.add_argument("--no-refresh", action="store_true", help="do not run the refresh command even if a plan asks")
-    ap.add_argument("--programs", choices=("aside", "aside2", "aside3"), default="aside",
+    ap.add_argument("--programs", choices=("aside", "aside2", "aside3", "aside4"), default="aside",
                     help="the window's programs: ASIDE (chose the real-node guard's margin), ASIDE2 (its profilings "
-                    "with the packing arm chose the real-node rules of 2026-11-26) or ASIDE3 (chose nothing)")
+                    "with the packing arm chose the real-node rules of 2026-11-26 and of 2026-11-27), ASIDE3 (checked "
+                    "the rules of 2026-11-26) or ASIDE4 (chose nothing)")
     ap.add_argument("--search-arm", action="store_true",
                     help="also run agent-search's own plan (not replaced by the guard) in each repeat")
     ap.add_argument("--quick", action="store_true", help="tiny programs and budgets: to test this script")

@@ -17,7 +17,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 INTERFERENCE_SCHEMA_VERSION = 1
 
@@ -42,7 +42,8 @@ class PlacementRecord(BaseModel):
 
 
 class RunRecord(BaseModel):
-    """One measurement: a group of placements started together and what each took."""
+    """One measurement: a group of placements started together and what each took; or, with ``start_s``, a
+    continuous run's jobs that overlapped in time, each started when it was (its start and its time measured)."""
 
     model_config = ConfigDict(extra="forbid")
     kind: RunKind
@@ -51,12 +52,29 @@ class RunRecord(BaseModel):
     metric: list[float | None] = Field(default_factory=list, description="STREAM: GB/s; LATENCY: ns per load")
     node_seconds: float = Field(ge=0, description="node time the measurement occupied")
     predicted_s: list[float | None] | None = Field(None, description="the model's prediction of times_s, where made")
+    start_s: list[float] | None = Field(None, description="per placement: its start, seconds after the first one's "
+                                        "(a continuous run's overlapping jobs); None: all started together")
     simulated: bool = False
     at: datetime = Field(default_factory=_utcnow)
 
     @property
     def makespan_s(self) -> float:
+        if self.start_s is not None:
+            return max(s + t for s, t in zip(self.start_s, self.times_s) if t is not None)
         return max(t for t in self.times_s if t is not None)
+
+    @model_serializer(mode="wrap")
+    def _without_starts_unless_given(self, handler):  # noqa: ANN001,ANN202 - records of groups keep their format
+        out = handler(self)
+        if isinstance(out, dict) and out.get("start_s") is None:
+            out.pop("start_s", None)
+        return out
+
+    @model_validator(mode="after")
+    def _starts_per_placement(self) -> "RunRecord":
+        if self.start_s is not None and (len(self.start_s) != len(self.group) or min(self.start_s) < 0):
+            raise ValueError("start_s needs one start (>= 0 s) per placement")
+        return self
 
 
 class CurvePoint(BaseModel):

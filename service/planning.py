@@ -174,15 +174,15 @@ def as_groups(plan: Plan, reason: str, continuous_s: float | None = None):
 
 def choose_mode(window: Window, node: NodeSpec, groups: Plan, *, pin_runtime: bool = False, seed: int | None = None):
     """The default mode: the groups plan ``groups`` or the continuous plan of ``window``, whichever the node model
-    predicts to end sooner (ties: groups, today's plans); the plan says which and why. Where the groups plan has no
-    prediction (a node without a node model), both modes are the same (Cmax 1, one job) or the real node's model is
-    still learning a program of the window from its co-runs (``_still_learning``), groups."""
+    predicts to end sooner; the plan says which and why. On a simulated node ties go to groups (today's plans). On a
+    real node, whose model is a fit with an error, continuous is the default and groups are taken only when predicted
+    shorter by more than that error (``model_uncertainty``, the p90 of its held-out errors): continuous decisions
+    there fall back to packing, the node sharing a site already has, which no barrier plan predicted within the
+    model's error of it is trusted to beat (measured: docs/real-node.md). Where the groups plan has no prediction (a
+    node without a node model), or both modes run the same (Cmax 1, one job), groups."""
     placed = sum(len(g.jobs) for g in groups.groups)
     if window.max_concurrency == 1 or placed < 2:
         return as_groups(groups, "groups: with Cmax 1 or one job to co-schedule both modes run the same")
-    learning = _still_learning(window, node)
-    if learning:
-        return as_groups(groups, f"groups: {learning}")
     preds = [g.predicted_makespan_s for g in groups.groups]
     if any(p is None for p in preds):
         return as_groups(groups, f"groups: {groups.no_prediction or 'the groups plan has no predicted makespan'}; "
@@ -194,34 +194,30 @@ def choose_mode(window: Window, node: NodeSpec, groups: Plan, *, pin_runtime: bo
         return as_groups(groups, f"groups: no continuous plan to compare with ({exc})")
     c_s = cont.predicted_makespan_s
     label = cont.predictions_source or "simulated"
-    if c_s is not None and c_s < g_s:
+    error = _real_error(node)
+    if c_s is not None and (c_s < g_s if error is None else c_s <= g_s * (1 + error)):
+        within = "" if error is None or c_s < g_s else (
+            f", within the node model's error ({error:.1%}: the p90 of its held-out errors), so continuous, whose "
+            "decisions fall back to packing")
         why = (f"continuous: the node model predicts {c_s:.1f} s for the co-scheduled jobs continuously ({cont.policy}) "
-               f"against {g_s:.1f} s in groups ({groups.policy}); {label}")
+               f"against {g_s:.1f} s in groups ({groups.policy}){within}; {label}")
         return cont.model_copy(update={"mode_reason": why, "groups_predicted_makespan_s": round(g_s, 4)})
+    beyond = "" if error is None else f", shorter by more than the node model's error ({error:.1%})"
     why = (f"groups: the node model predicts {g_s:.1f} s for the co-scheduled jobs in groups ({groups.policy}) against "
-           f"{c_s if c_s is None else round(c_s, 1)} s continuously ({cont.policy}); {label}")
+           f"{c_s if c_s is None else round(c_s, 1)} s continuously ({cont.policy}){beyond}; {label}")
     return as_groups(groups, why, c_s)
 
 
-def _still_learning(window: Window, node: NodeSpec) -> str:
-    """On a real node, the programs of ``window`` that the node model is still learning from their co-runs, as the
-    reason for groups: a groups run stores each group's co-run (``env.calibration.runs``), a continuous run's jobs
-    overlap only in part and teach the model nothing. "" when none is (or on a simulated node)."""
+def _real_error(node: NodeSpec) -> float | None:
+    """A real node's model error as a fraction (the p90 of its calibration's held-out errors; 0 when none was
+    measured), None on a simulated node (its own model)."""
     if node.simulated:
-        return ""
-    from env.calibration.learned import KNOWN_AFTER, SHAPE_AFTER, planning_model
-    from env.node.discover import node_id
+        return None
+    from env.calibration.learned import model_uncertainty
+    from env.planners.scoring import model_node
 
-    got = planning_model(node_id(node))
-    if got is None:
-        return ""
-    need = max(KNOWN_AFTER, SHAPE_AFTER)  # known, and its shape fitted to its co-runs
-    names = {j.profile_name for j in window.jobs}
-    young = sorted(f"{lj.name} ({lj.coruns} of {need})" for lj in got[2] if lj.name in names and lj.coruns < need)
-    if not young:
-        return ""
-    return (f"the node model is still learning {', '.join(young)} from co-runs, which groups runs give and continuous "
-            "runs do not (their jobs overlap only in part)")
+    mnode = model_node(node)
+    return model_uncertainty(mnode) if mnode is not None else 0.0
 
 
 def plan_document(window: Window, node: NodeSpec, *, mode: str | None = None, policy: str | None = None,

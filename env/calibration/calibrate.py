@@ -453,7 +453,8 @@ def refit(model: NodeModel, records: Sequence[RunRecord], cfg: CalibrationConfig
 
     jobs = [j.name for j in model.jobs]
     known = set(jobs) | set(BUILTINS)
-    usable = [r for r in records if all(p.job in known for p in r.group)]
+    # the fit's rows are groups started together: a continuous run's record (start_s) is for the learned programs
+    usable = [r for r in records if all(p.job in known for p in r.group) and r.start_s is None]
     if not usable:
         raise InputError(f"no stored measurement of {model.node.name}'s jobs to refit from: run 'cosched calibrate' first")
     base = model.params
@@ -483,11 +484,5 @@ def predict_times(model: NodeModel, records: Sequence[RunRecord]) -> list[list[f
     out: list[list[float | None] | None] = []
     for r in records:
         group = [to_placement(p) for p in r.group]
-        out.append(gm.times(group)[0] if all(p.job in gm.jobs or p.job in BUILTINS for p in group) else None)
+        out.append(gm.times_as_run(group, r.start_s, r.times_s) if all(p.job in gm.jobs or p.job in BUILTINS for p in group) else None)
     return out
-
-
-def predict_records(model: NodeModel, records: Sequence[RunRecord]) -> list[float | None]:
-    """The model's predicted makespan of each record's group (None where it holds a job the model lacks)."""
-    return [None if t is None else makespan(t, [to_placement(p) for p in r.group])
-            for t, r in zip(predict_times(model, records), records)]

@@ -204,16 +204,17 @@ class Learner:
             solo, par, s, src, tpl = shapes[prof.name]
             mine = [r for r in runs if r.kind == "corun" and len(r.group) > 1 and any(p.job == prof.name for p in r.group)
                     and all(p.job in jobs for p in r.group) and all(t is not None for t in r.times_s)]
+            n_co = sum(coruns_in(r, prof.name) for r in mine)
             fit = self._fit(prof.name, solo, par, mine, jobs, tpl) if mine else None
-            if fit is not None and len(mine) >= SHAPE_AFTER:  # enough co-runs to tell shapes apart
+            if fit is not None and n_co >= SHAPE_AFTER:  # enough co-runs to tell shapes apart
                 par, tpl, fit = self._fit_shape(prof.name, solo, par, tpl, mine, jobs, fit)
             fitted, err = (None, None) if fit is None else fit[:2]
             high = prior[prof.name]
             k = high if fitted is None else (
-                fitted if len(mine) >= KNOWN_AFTER else max(fitted, math.sqrt(max(fitted, 1e-12) * high)))
+                fitted if n_co >= KNOWN_AFTER else max(fitted, math.sqrt(max(fitted, 1e-12) * high)))
             jobs[prof.name] = self.params(prof.name, solo, par, k, tpl)
-            learned.append(LearnedJob(prof.name, solo, s, src, k, fitted, len(mine), err, alone[prof.name],
-                                      tpl.name if len(mine) >= SHAPE_AFTER else None))
+            learned.append(LearnedJob(prof.name, solo, s, src, k, fitted, n_co, err, alone[prof.name],
+                                      tpl.name if n_co >= SHAPE_AFTER else None))
         extra = [ModelJob(params=jobs[lj.name], role="other", suite="learned", character=lj.describe(),
                           profile=next(p for p in new if p.name == lj.name)) for lj in learned]
         return self.model.model_copy(update={"jobs": [*self.model.jobs, *extra]}), learned
@@ -252,7 +253,7 @@ class Learner:
             gm = self.GroupModel(self.model.node, self.model.params, trial, self.model.probe)
             loss, own = 0.0, []
             for r, group in zip(records, groups):
-                pred = gm.times(group)[0]
+                pred = gm.times_as_run(group, r.start_s, r.times_s)
                 for p, t, m in zip(r.group, pred, r.times_s):
                     if t and m:
                         loss += math.log(t / m) ** 2
@@ -262,6 +263,19 @@ class Learner:
                 best = (loss, k, statistics.median(own) if own else float("nan"))
         assert best is not None
         return best[1], best[2], best[0]
+
+
+def coruns_in(record: RunRecord, name: str) -> int:
+    """The co-runs of program ``name`` that ``record`` holds: 1 for a group with it and a partner; for a continuous
+    run's record (``start_s``), each of its jobs that overlapped another in time (one such run teaches as much of
+    each of them as a group does)."""
+    if len(record.group) < 2:
+        return 0
+    if record.start_s is None:
+        return int(any(p.job == name for p in record.group))
+    spans = [(s, s + (t or 0.0)) for s, t in zip(record.start_s, record.times_s)]
+    return sum(1 for k, p in enumerate(record.group) if p.job == name and any(
+        i != k and spans[i][0] < spans[k][1] and spans[k][0] < spans[i][1] for i in range(len(spans))))
 
 
 # -- the node's planning model, cached by what it reads -------------------------------------------------------

@@ -11,6 +11,7 @@ profiled, is measured but not kept (its time says nothing about co-running).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
 from env.calibration.calibrate import makespan, predict_times
 from env.calibration.store import CalibrationStore, model_path
@@ -111,3 +112,52 @@ def predict_and_record(report: RunReport, node_key: str, store: CalibrationStore
         (store or CalibrationStore()).add(node_key, stored, "run", str(path.resolve()))
     groups = [g.model_copy(update={"predicted_makespan_s": ms.get(g.index)}) for g in report.groups]
     return report.model_copy(update={"groups": groups, "predictions_source": f"node model {path}"})
+
+
+def online_records(jobs: Sequence[tuple[str, list[int], str | None, float, float]], simulated: bool) -> list[RunRecord]:
+    """A continuous run's jobs (program, CPUs, memory policy, start, end: seconds) as calibration records: each set of
+    jobs that overlapped in time, chained (a job that overlapped one of the set is in it), is one record with each
+    job's start (``RunRecord.start_s``, from the set's first) and measured time; a job that overlapped none is a
+    record of its own, alone on its CPUs, as a group plan's lone job is."""
+    order = sorted(jobs, key=lambda j: (j[3], j[4]))
+    sets: list[list[tuple[str, list[int], str | None, float, float]]] = []
+    reach = -1.0
+    for j in order:
+        if sets and j[3] < reach:  # starts before the set's last end: it overlaps the set
+            sets[-1].append(j)
+        else:
+            sets.append([j])
+            reach = -1.0
+        reach = max(reach, j[4])
+    out = []
+    for s in sets:
+        t0 = s[0][3]
+        placements = [PlacementRecord(job=p, cpus=list(c), memory="interleave" if m == "interleave" else "local")
+                      for p, c, m, _, _ in s]
+        out.append(RunRecord(kind="corun", group=placements, times_s=[round(e - b, 4) for _, _, _, b, e in s],
+                             start_s=[round(b - t0, 4) for _, _, _, b, _ in s] if len(s) > 1 else None,
+                             node_seconds=round(max(e for *_, e in s) - t0, 4), simulated=simulated))
+    return out
+
+
+def record_online_run(jobs: Sequence[tuple[str, list[int], str | None, float, float]], node_key: str, simulated: bool,
+                      store: CalibrationStore | None = None) -> tuple[int, str]:
+    """Keep a continuous run's jobs in the calibration data (source ``run``; ``online_records``) with the node model's
+    predictions, so that the programs learned from production runs learn from continuous runs as from groups.
+    Returns (records kept, why none where 0): none without a node model, or for records holding a program the model
+    does not know."""
+    from env.calibration.learned import planning_model
+
+    got = planning_model(node_key)
+    if got is None:
+        return 0, f"no node model for {node_key} (cosched calibrate writes {model_path(node_key)})"
+    path, model, _ = got
+    records = online_records(jobs, simulated)
+    stored = []
+    for rec, pred in zip(records, predict_times(model, records)):
+        if pred is not None:
+            rec.predicted_s = pred
+            stored.append(rec)
+    if stored:
+        (store or CalibrationStore()).add(node_key, stored, "run", str(path.resolve()))
+    return len(stored), "" if stored else "the node model knows none of its sets of jobs"

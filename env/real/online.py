@@ -78,6 +78,7 @@ class JobResult:
     profile: str
     submit_s: float
     cpus: list[int] = field(default_factory=list)
+    memory: str | None = None  # its allocation's memory policy
     start_s: float | None = None
     end_s: float | None = None
     exit_code: int | None = None
@@ -308,7 +309,7 @@ class OnlineRunner:
             started = past["job_start"].get(jid)
             pid = started["pid"] if started else _find(MARK.encode() + b"=" + mark)
             r = self.results[jid]
-            r.cpus, r.stdout = list(alloc.cpus), str(self.run_dir / f"{jid}.out")
+            r.cpus, r.memory, r.stdout = list(alloc.cpus), alloc.memory, str(self.run_dir / f"{jid}.out")
             r.start_s = started["at_s"] if started else launch["at_s"]
             r.observed_cpus = past["job_cpus"].get(jid, {}).get("cpus")
             if pid is not None and _alive(pid, MARK.encode() + b"=" + mark):
@@ -447,7 +448,7 @@ class OnlineRunner:
         self.journal.write("job_start", job=oj.id, pid=job.proc.pid, at_s=start, argv=argv)
         self.live[oj.id] = _Live(oj, alloc, start, job=job, group=group)
         r = self.results[oj.id]
-        r.start_s, r.cpus, r.stdout = start, list(alloc.cpus), str(job.out)
+        r.start_s, r.cpus, r.memory, r.stdout = start, list(alloc.cpus), alloc.memory, str(job.out)
         self.progress("job_start", {"job": oj.id, "at_s": start, "cpus": list(alloc.cpus), "pid": job.proc.pid})
 
     def _change(self, jid: str, alloc: Allocation) -> None:

@@ -17,12 +17,13 @@ The built-in programs in the model:
 
 from __future__ import annotations
 
+import math
 from typing import Mapping, Sequence
 
 from env.errors import InputError
 from env.node.spec import NodeSpec
 from env.measure.probing import BUBBLE, BUILTINS, LATENCY, PROBE, STREAM, Placement
-from env.sim.model import Geometry, JobParams, SimJob, run_group
+from env.sim.model import Geometry, JobParams, SimJob, run_group, solve
 from env.sim.params import SimParams
 
 DEFAULT_PROBE = JobParams("cosched:probe", work_s=40.0, parallel=0.95, comm=0.0, comm_gb=0.0, irregular=0.3,
@@ -121,6 +122,14 @@ class GroupModel:
             out.append(SimJob(g, self._params(p), list(p.cpus), memory, masks, mba))
         return out
 
+    def times_as_run(self, group: Sequence[Placement], start_s: Sequence[float] | None,
+                     measured: Sequence[float | None]) -> list[float | None]:
+        """Each placement's time as a measured run had it: started together (``start_s`` None: ``times``), or a
+        continuous run's jobs, each between the others' measured starts and ends (``timeline_times``)."""
+        if start_s is None:
+            return self.times(group)[0]
+        return list(timeline_times(self, group, start_s, [t or 0.0 for t in measured]))
+
     def times(self, group: Sequence[Placement], factors: Sequence[float] | None = None) -> tuple[list[float | None], list[float | None]]:
         """(time per placement, metric per placement): None for the generator's time and non-benchmarks' metric."""
         sims = self.sim_jobs(group)
@@ -143,3 +152,44 @@ class GroupModel:
                 metric[k] = ns * f
                 times[k] = LATENCY_LOADS * ns * f * 1e-9
         return times, metric
+
+
+def timeline_times(gm: "GroupModel", group: Sequence[Placement], starts: Sequence[float],
+                   measured: Sequence[float]) -> list[float]:
+    """Each job's predicted time in a continuous run whose jobs started at ``starts`` (seconds) and took ``measured``:
+    a job progresses at the rate the model gives the set of jobs running beside it, which changes at the measured
+    starts and ends of the others (their real times, not predictions, so that one job's error does not move another's
+    prediction). Past its own measured end a job keeps its partners of then, less the jobs that started afterwards on
+    its CPUs (they took them because it had ended). All started together, the measured ends stand in where the
+    group run (``GroupModel.times``) uses predicted ones: the same where the prediction is right."""
+    n = len(group)
+    ends = [s + m for s, m in zip(starts, measured)]
+    events = sorted(set(starts) | set(ends))
+    cpus = [set(p.cpus) for p in group]
+    solved: dict[tuple[int, ...], dict[int, float]] = {}
+    eps = 1e-9
+
+    def time_of(k: int, members: tuple[int, ...]) -> float:
+        got = solved.get(members)
+        if got is None:  # one solve a set of co-runners, shared by every job of the set (ways given in order)
+            sims = gm.sim_jobs([group[i] for i in members])
+            idx = [q for q, sj in enumerate(sims) if sj is not None]
+            got = solved[members] = dict(zip((members[q] for q in idx), solve(gm.g, [sims[q] for q in idx])))
+        return got[k]
+
+    out = []
+    for k in range(n):
+        t, left = starts[k], 1.0
+        while True:
+            past = t >= ends[k] - eps
+            members = tuple(i for i in range(n) if i == k or (
+                starts[i] <= t + eps and ends[i] > t + eps
+                and not (past and starts[i] >= ends[k] - eps and cpus[i] & cpus[k])))
+            whole = time_of(k, members)
+            nxt = next((e for e in events if e > t + eps), math.inf)
+            if t + left * whole <= nxt:
+                out.append(t + left * whole - starts[k])
+                break
+            left -= (nxt - t) / whole
+            t = nxt
+    return out

@@ -72,6 +72,7 @@ def run_online_command(args: Any) -> int:
                         solo_source=source, decided_on=decided_on)
     if getattr(args, "mode_reason", None):
         doc["notes"].insert(0, f"mode {args.mode_reason}")
+    doc["notes"].append(_learn(result, node))
     doc.update(_timeshare(window, node, run_dir, doc, args))
     (run_dir / "report.json").write_text(__import__("json").dumps(doc, indent=1))
     try:
@@ -85,6 +86,27 @@ def run_online_command(args: Any) -> int:
         doc["notes"].append(f"no picture: {exc}")
     emit(doc, args.json, lambda: render_online(doc))
     return 1 if doc["failed"] else 0
+
+
+def _learn(result: Any, node: Any) -> str:
+    """The run's jobs kept in the calibration data, as a groups run's groups are (``env.calibration.runs``), so that
+    the node model learns the window's programs from continuous runs too; one line saying what was kept, or why not."""
+    from env.calibration.runs import record_online_run
+    from env.plan.launch import enforcement
+    from env.node.discover import local_node_id
+
+    enf = enforcement(node)
+    if enf.method == "resctrl" and (enf.l3 or enf.mem_bw):
+        return ("calibration data: not kept (ways and bandwidth caps can change while a continuous run's jobs run; "
+                "its records hold CPUs and memory policy only)")
+    ok = [j for j in result.jobs if j.start_s is not None and j.end_s is not None and j.exit_code == 0 and j.end_seen
+          and j.note is None]
+    if len(ok) < len(result.jobs):
+        return "calibration data: not kept (a job failed or was not seen to end, so the others' times are not clean)"
+    kept, why = record_online_run([(j.profile, j.cpus, j.memory, j.start_s, j.end_s) for j in ok], local_node_id(),
+                                  simulated=False)
+    return (f"calibration data: {kept} set{'s' if kept != 1 else ''} of jobs kept (the node model learns the programs "
+            "from them)" if kept else f"calibration data: not kept ({why})")
 
 
 def _timeshare(window: Any, node: Any, run_dir: Path, doc: dict[str, Any], args: Any) -> dict[str, Any]:

@@ -120,18 +120,25 @@ def test_a_new_programs_first_run_is_its_profile_then_it_is_paired_and_learned(
     assert plan["excluded"] == [] and all(f"{n}: 0 co-runs, cautious" in plan["predictions_source"] for n in NEW)
     assert all(len(g["jobs"]) == 2 for g in plan["groups"])  # paired
     assert all(runs_of(n) == 1 for n in NEW)  # planning runs nothing
-    # the default mode (as 'cosched run w2.json' plans it): groups while the node model learns them from co-runs,
-    # which a continuous run's partly overlapping jobs would not give
+    # the default mode (as 'cosched run w2.json' plans it): continuous, whose runs teach the node model as groups do
     assert main(["schedule", str(w2), "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
-    assert plan["mode"] == "groups" and "still learning" in plan["mode_reason"]
-    assert all(f"{n} (0 of {max(KNOWN_AFTER, SHAPE_AFTER)})" in plan["mode_reason"] for n in NEW)
+    assert plan["mode"] == "continuous" and plan["mode_reason"].startswith("continuous:")
 
-    coruns = 0
-    for _ in range(2):
+    coruns = kept = 0
+    before = len(CalibrationStore().runs(local_node_id(), "run"))
+    for _ in range(2):  # online runs, decided at every real job end
         report = run_window(tmp_path, "w2", jobs2, capsys)
-        assert report["plan"]["excluded"] == [] and not any(g["solo_profile"] for g in report["groups"])
-        coruns += sum(1 for g in report["groups"] if {j["id"].rsplit("-", 1)[0] for j in g["jobs"]} == set(NEW))
+        assert report["mode"] == "continuous" and report["failed"] == [] and report["max_running"] == 2
+        spans = [(j["start_s"], j["end_s"]) for j in report["jobs"]]
+        coruns += sum(1 for k, (s, e) in enumerate(spans) if any(i != k and a < e and s < b
+                                                                for i, (a, b) in enumerate(spans))) // len(NEW)
+        note = next(n for n in report["notes"] if n.startswith("calibration data: "))
+        kept += int(note.split()[2])  # "calibration data: N set(s) of jobs kept ..."
+    # each set of jobs that overlapped in time is one record, with each job's start and time as measured
+    rows = [r.record for r in CalibrationStore().runs(local_node_id(), "run")][before:]
+    assert len(rows) == kept >= 2 and sum(len(r.group) for r in rows) == 2 * len(jobs2)
+    assert all(r.start_s is not None and len(r.group) >= 2 for r in rows if any(p.job in NEW for p in r.group))
     assert coruns >= KNOWN_AFTER
     assert all(runs_of(n) == 1 + 4 for n in NEW)  # its production runs only
 

@@ -252,3 +252,34 @@ def test_after_enough_co_runs_a_program_takes_the_parallel_fraction_they_fit_bes
     co_runs((runs * SHAPE_AFTER)[SHAPE_AFTER - 1:SHAPE_AFTER])
     after = next(j.params for j in planning_model(local_node_id())[1].jobs if j.name == "spinner")
     assert after.parallel == pytest.approx(0.6) and learned("spinner").error_pct < 1.0
+
+
+def test_a_program_is_learned_from_continuous_runs_as_from_groups(home: Path) -> None:
+    """Continuous runs' jobs start when CPUs free, so they overlap only in part; the model learns a new program from
+    them all the same: its co-runs (made by the model with a known sensitivity, each partner starting a third of the
+    way into its run) are kept as ``cosched run --mode continuous`` keeps them, count as co-runs, and the fit finds
+    that sensitivity again."""
+    from env.calibration.learned import Learner
+    from env.calibration.runs import online_records
+    from env.measure.probing import Placement
+    from env.sim.probes import GroupModel, timeline_times
+
+    first_run("stagger", 2.0, 1.0)
+    model = planning_model(local_node_id())[1]
+    learner = Learner(model.model_copy(update={"jobs": [j for j in model.jobs if j.suite != "learned"]}))
+    k = learner.grid[len(learner.grid) - 3]  # a heavy value the fit tries, far from the cautious prior
+    truth = learner.params("stagger", 2.0, 0.0, k)
+    gm = GroupModel(learner.model.node, learner.model.params, {**learner.model.job_params(), "stagger": truth},
+                    learner.model.probe)
+    records = []
+    for q in [j.name for j in learner.model.jobs]:
+        group, starts = [Placement("stagger", (CPUS[0],)), Placement(q, (CPUS[1],))], [0.0, 0.7]
+        times = [2.0, 2.0]
+        for _ in range(50):  # the times that the model itself would measure (a fixed point of the timeline)
+            times = timeline_times(gm, group, starts, times)
+        records += online_records([("stagger", [CPUS[0]], None, 10.0, 10.0 + times[0]),
+                                   (q, [CPUS[1]], None, 10.7, 10.7 + times[1])], simulated=True)
+    assert all(r.start_s == [0.0, 0.7] for r in records)
+    CalibrationStore().add(local_node_id(), records, "run")
+    got = learned("stagger")
+    assert got.coruns == len(records) and got.fitted_intensity == pytest.approx(k) and got.error_pct < 1.0

@@ -122,8 +122,16 @@ def test_the_command_line_plans_this_node_with_agent_search(calibrated, tmp_path
     _, model = calibrated
     w = tmp_path / "w.json"
     w.write_text(window().model_dump_json())
-    assert main(["schedule", str(w), "--node", "local", "--model", str(model), "--json"]) == 0
+    assert main(["schedule", str(w), "--node", "local", "--model", str(model), "--mode", "groups", "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     assert (plan.get("requested_policy") or plan["policy"]) == "agent-search"
     assert "held-out median abs error" in plan["predictions_source"]
+    # the default mode on a real node: continuous unless groups are predicted shorter by more than the model's error
+    assert main(["schedule", str(w), "--node", "local", "--model", str(model), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    g_s, c_s = plan.get("groups_predicted_makespan_s"), plan.get("predicted_makespan_s")
+    if plan["mode"] == "continuous":
+        assert plan["policy"] == "rollout" and c_s is not None and g_s is not None
+    else:
+        assert "by more than the node model's error" in plan["mode_reason"]
 
