@@ -103,7 +103,8 @@ ASIDE4 = {
     "sha512": ["sh", "-c", "for i in $(seq 18); do sha512sum {text}; done > /dev/null"],
     "factor": ["sh", "-c", "seq 100000000000000000 100000000000090000 | factor > /dev/null"],
     "sng-matrix": ["stress-ng", "--matrix", "1", "--matrix-ops", "4500", "--quiet"],
-    "grep-re": ["sh", "-c", "head -c 12000000 {text} | grep -c -E '([a-z])\\1[a-z]*\\1' > /dev/null"],
+    # through cat: GNU grep writing to /dev/null stops at its first match
+    "grep-re": ["sh", "-c", "head -c 12000000 {text} | grep -c -E '([a-z])\\1[a-z]*\\1' | cat > /dev/null"],
     "py-dict": ["{py}", "-c", "d = dict()\nfor i in range(9000000): d[i * 7919 % 1000003] = i\nprint(sum(d.values()))"],
 }
 WINDOW4 = ["7z", "py-dict", "grep-re", "sha512", "factor", "sng-matrix", "7z", "py-dict"]
@@ -372,10 +373,24 @@ class Bench:
 
     def repredict(self) -> dict[str, Any]:
         """The held-out co-runs of a finished run (step 7) predicted again by the node model as the current code
-        builds it from the same calibration data: their measured times against the new predictions."""
+        builds it from the same calibration data: their measured times against the new predictions.
+        ``--groups-only``: from that data less the continuous runs' records (``start_s``), in a copy of HOME, as the
+        model learned before continuous runs taught it (the ablation of that learning)."""
         held = self.state.get("heldout_coruns")
         if not held or not held.get("pairs"):
             raise SystemExit(f"{self.home}: no held-out co-runs to predict again (run --phase all or measure first)")
+        if self.a.groups_only:
+            import shutil
+            import sqlite3
+            import tempfile
+
+            copy = Path(tempfile.mkdtemp(prefix="rnp-groups-only-"))
+            for f in ("calibration.sqlite", "profiles.sqlite", "node-models"):
+                (shutil.copytree if (self.home / f).is_dir() else shutil.copy)(self.home / f, copy / f)
+            with sqlite3.connect(copy / "calibration.sqlite") as conn:
+                gone = conn.execute("DELETE FROM runs WHERE document LIKE '%\"start_s\"%'").rowcount
+            say(f"--groups-only: {gone} records of continuous runs left out (a copy of HOME: {copy})")
+            os.environ["COSCHED_HOME"] = str(copy)
         predict, _ = pair_predictor()
         errs = [abs(predict(r["program"], r["partner"])[0][0] / r["measured_s"] - 1.0) * 100.0 for r in held["pairs"]]
         return {"then": {k: held[k] for k in ("median_abs_error_pct", "p90_abs_error_pct", "n")},
@@ -443,6 +458,8 @@ def main() -> int:
     ap.add_argument("--search-arm", action="store_true",
                     help="also run agent-search's own plan (not replaced by the guard) in each repeat")
     ap.add_argument("--quick", action="store_true", help="tiny programs and budgets: to test this script")
+    ap.add_argument("--groups-only", action="store_true",
+                    help="with --phase repredict: leave the continuous runs' records out of what the model learns from")
     ap.add_argument("--out", default=None, metavar="FILE.json")
     a = ap.parse_args()
     b = Bench(a)

@@ -17,7 +17,9 @@ runs a job without a profile alone on the whole node under perf and stores that 
   ever and so never learn them); each production run of it alone (a plan that found no partner for it) moves that
   prior toward the median program's, reached after ``KNOWN_AFTER`` such runs: a program kept alone teaches the model
   nothing, so it is paired after a few (``Learner.cautious``);
-* every later co-run of it (the calibration data ``cosched run`` keeps, source ``run``) refits that intensity (a
+* every later co-run of it (the calibration data ``cosched run`` keeps, source ``run``: a groups run's groups, and
+  a continuous run's sets of jobs that overlapped in time, each job predicted between the others' measured starts
+  and ends; ``coruns_in`` counts them) refits that intensity (a
   one-dimensional least-squares fit of the log times of every program of those co-runs); until ``KNOWN_AFTER``
   co-runs the planner uses the fit's value or the pessimistic one's geometric mean with it, whichever is higher;
 * after ``SHAPE_AFTER`` co-runs, its shape is fitted to them too: its parallel fraction (the solo run's estimate,
@@ -372,5 +374,5 @@ def model_uncertainty(node: NodeSpec) -> float:
     return 0.0
 
 
-__all__ = ["KNOWN_AFTER", "LearnedJob", "Learner", "parallel_from_speedup", "model_uncertainty", "planning_model", "scoring_node",
+__all__ = ["KNOWN_AFTER", "LearnedJob", "coruns_in", "Learner", "parallel_from_speedup", "model_uncertainty", "planning_model", "scoring_node",
            "speedup_of"]

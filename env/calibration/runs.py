@@ -6,6 +6,11 @@ predicted makespan goes into the run report beside the measured one, and the gro
 job's measured time, the prediction) into the calibration data (source ``run``), which ``cosched calibrate
 --update`` refits from and ``--report`` shows the drift of. A group whose job failed, and a job run alone while
 profiled, is measured but not kept (its time says nothing about co-running).
+
+A continuous run (``cosched run --mode continuous``, decided online) is kept too (``record_online_run``): each set of
+its jobs that overlapped in time is one record with each job's start (``RunRecord.start_s``), from which the
+programs learned from production runs are fitted (``env.calibration.learned``); the refit of the calibrated model
+takes groups only.
 """
 
 from __future__ import annotations

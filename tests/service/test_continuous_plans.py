@@ -130,6 +130,30 @@ def test_the_default_mode_is_the_one_the_node_model_predicts_better() -> None:
     assert one.mode == "groups" and "Cmax 1" in one.mode_reason  # type: ignore[operator]
 
 
+@pytest.mark.parametrize("error,ratio,mode", [(None, 1.05, "groups"), (None, 0.95, "continuous"),
+                                               (0.10, 1.05, "continuous"), (0.10, 1.15, "groups"),
+                                               (0.0, 1.0, "continuous")])
+def test_on_a_real_node_groups_must_be_predicted_shorter_by_more_than_the_models_error(
+        error: float | None, ratio: float, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A simulated node (error None) takes the mode predicted shorter (ties: groups); a real node (its model's error)
+    takes continuous, which falls back to packing there, unless groups are predicted shorter by more than the error."""
+    import service.planning as planning
+
+    node = load_node(SIM)
+    w = window(JOBS[:4], 2)
+    groups = planning.plan_window(w, node)
+    g_s = sum(g.predicted_makespan_s for g in groups.groups)  # type: ignore[misc]
+    cont = planning.plan_continuous(w, node)
+    monkeypatch.setattr(planning, "plan_continuous",
+                        lambda *a, **k: cont.model_copy(update={"predicted_makespan_s": g_s * ratio}))
+    monkeypatch.setattr(planning, "_real_error", lambda n: error)
+    chosen = planning.choose_mode(w, node, groups)
+    assert chosen.mode == mode, chosen.mode_reason
+    if error:
+        assert ("within the node model's error" if mode == "continuous" else "by more than the node model's error") \
+            in chosen.mode_reason
+
+
 @pytest.mark.parametrize(("names", "cmax"), [(JOBS[:4], 2), (JOBS, 4)])
 def test_run_of_a_window_takes_the_mode_schedule_gives(names: list[str], cmax: int, tmp_path: Path) -> None:
     """``cosched run WINDOW.json`` without --mode runs the plan ``cosched schedule WINDOW.json`` shows: the same mode
