@@ -486,3 +486,9 @@ def predict_times(model: NodeModel, records: Sequence[RunRecord]) -> list[list[f
         group = [to_placement(p) for p in r.group]
         out.append(gm.times_as_run(group, r.start_s, r.times_s) if all(p.job in gm.jobs or p.job in BUILTINS for p in group) else None)
     return out
+
+
+def predict_records(model: NodeModel, records: Sequence[RunRecord]) -> list[float | None]:
+    """The model's predicted makespan of each record's group (None where it holds a job the model lacks)."""
+    return [None if t is None else makespan(t, [to_placement(p) for p in r.group])
+            for t, r in zip(predict_times(model, records), records)]

@@ -18,29 +18,34 @@ from env.real.launches import apply_change
 
 
 class _FakeSchemata:
-    """A resctrl group directory whose ``schemata`` records each write (one open, write, close per line)."""
+    """A resctrl group directory whose ``schemata`` records each write, in order. The FIFO is held open for reading
+    and writing throughout (Linux allows O_RDWR on a FIFO), so a writer's open never waits and no write is lost between
+    two writers: a FIFO that its last reader closes drops what is in it, which lost the second line under load."""
+
+    _END = b"\0"
 
     def __init__(self, group: Path) -> None:
         group.mkdir()
         self.path = group / "schemata"
         os.mkfifo(self.path)
+        self._fd = os.open(self.path, os.O_RDWR)
         self.writes: list[str] = []
-        self._stop = False
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
 
     def _read(self) -> None:
-        while not self._stop:
-            with open(self.path) as f:  # blocks until a writer opens it; EOF when that writer closes it
-                text = f.read()
-            if text:
-                self.writes.append(text)
+        while True:
+            chunk = os.read(self._fd, 65536)
+            end = chunk.endswith(self._END)
+            if chunk.rstrip(self._END):
+                self.writes.append(chunk.rstrip(self._END).decode())
+            if end:
+                return
 
     def close(self) -> None:
-        self._stop = True
-        with open(self.path, "w"):  # wakes the reader for its last round
-            pass
+        os.write(self._fd, self._END)  # after every write of the change: the reader's last round
         self._thread.join(timeout=5)
+        os.close(self._fd)
 
 
 def _plan(node, enf) -> ContinuousPlan:  # noqa: ANN001 - NodeSpec, Enforcement
