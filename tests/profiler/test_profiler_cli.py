@@ -157,7 +157,8 @@ def _scale(name: str, threads: int, events: int, capsys: pytest.CaptureFixture[s
 def test_scale_factor_of_real_programs(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """~2 for a 2-thread CPU-bound program, ~1 for a single-threaded one.
 
-    Noisy machine (other jobs share the 2 CPUs): up to two attempts each, the first that passes wins. If the
+    Noisy machine (other jobs share the 2 CPUs): up to two attempts for the single-threaded program and three for
+    the 2-thread one, the first that passes wins. If the
     2-thread program never got two CPUs in its whole-node run (task-clock / duration < 1.6), no scale factor
     above 1.5 was possible: that is a busy machine, reported as a skip, not a pass. A virtual machine's two CPUs
     may be one core's two hyperthreads (measured here: 1.34-1.44 with both CPUs busy), so the 2-thread program
@@ -171,7 +172,9 @@ def test_scale_factor_of_real_programs(home: Path, capsys: pytest.CaptureFixture
     assert min(r[0] for r in one) < 1.3, one
 
     two = [_scale("sb2", 2, 1500, capsys)]
-    if two[-1][0] <= 1.5 and two[-1][1] >= 1.2:  # got its CPUs but still did not scale: try once more
+    for _ in range(2):  # got its CPUs but still did not scale (a neighbour on the hyperthreads' core): try again
+        if max(r[0] for r in two) > 1.5 or two[-1][1] < 1.2:
+            break
         two.append(_scale("sb2", 2, 1500, capsys))
     if max(r[0] for r in two) <= 1.5 and max(r[1] for r in two) < 1.6:
         pytest.skip(f"machine busy: the 2-thread run never got 2 CPUs (scale, CPUs, others: {two})")
