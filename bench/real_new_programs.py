@@ -30,6 +30,7 @@ nothing. The phases are resumable (``--phase setup`` then ``--phase measure``): 
         [--programs aside|aside2|aside3|aside4] [--search-arm]
     .venv/bin/python bench/real_new_programs.py --home DIR --phase repredict   # the held-out co-runs of a finished
         # run predicted again by the current code from the same data (measured times, no new run)
+        # [--groups-only]: from that data less the continuous runs' records (the ablation of learning from them)
 """
 
 from __future__ import annotations
