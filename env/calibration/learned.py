@@ -41,7 +41,7 @@ import statistics
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from env.calibration.space import busy_cpus, max_speedup, parallel_from_speedup
 from env.calibration.store import CalibrationStore, default_calibration_path, model_path
@@ -51,6 +51,9 @@ from env.sim.model import JobParams
 from env.sim.nodemodel import ModelJob, NodeModel, checked
 from profiler.interference import RunRecord
 from profiler.models import Profile
+
+if TYPE_CHECKING:
+    from env.sim.probes import GroupModel
 
 #: Co-runs of a program after which its estimate is taken as it is (before: the cautious value).
 KNOWN_AFTER = 3
@@ -134,6 +137,9 @@ class Learner:
         lo, hi = min(positive) / 10.0, max(positive) * 3.0
         self.grid = [0.0] + [lo * (hi / lo) ** (i / (GRID - 2)) for i in range(GRID - 1)]
         self.whole = tuple(model.node.cpus)
+        self._params: dict[tuple, JobParams] = {}
+        self.memo: dict = {}  # the co-running sets' solves of the program being fitted (``GroupModel.memo``)
+        self.fixed: dict[int, dict[int, float | None]] = {}  # its records' predictions it cannot move (``_timeline``)
 
     def cautious(self, alone: int) -> float:
         """The intensity a program without enough co-runs is paired with: the heavy prior, moving to the node's
@@ -167,6 +173,13 @@ class Learner:
     def params(self, name: str, solo_s: float, parallel: float, k: float, template: JobParams | None = None) -> JobParams:
         """The program's parameters with intensity ``k``, its compute scaled so that the model's solo time on the
         whole node is its measured one; its other character ``template``'s (default: the median program's)."""
+        key = (name, solo_s, parallel, k, template)
+        got = self._params.get(key)
+        if got is None:  # a fit asks for the same values under every shape it tries
+            got = self._params[key] = self._scaled(name, solo_s, parallel, k, template)
+        return got
+
+    def _scaled(self, name: str, solo_s: float, parallel: float, k: float, template: JobParams | None) -> JobParams:
         t = template or self.template
         base = dataclasses.asdict(t)
         ratio_reuse = t.reuse_gb / t.stream_gb if t.stream_gb > 0 else 0.0
@@ -203,6 +216,7 @@ class Learner:
                                           shapes[prof.name][4])
         learned = []
         for prof in new:  # one after another, each with the others at their estimate so far
+            self.memo, self.fixed = {}, {}  # the others' parameters change between programs: only this one's fit shares
             solo, par, s, src, tpl = shapes[prof.name]
             mine = [r for r in runs if r.kind == "corun" and len(r.group) > 1 and any(p.job == prof.name for p in r.group)
                     and all(p.job in jobs for p in r.group) and all(t is not None for t in r.times_s)]
@@ -252,10 +266,10 @@ class Learner:
         best: tuple[float, float, float] | None = None
         for k in self.grid:
             trial = {**jobs, name: self.params(name, solo, par, k, template)}
-            gm = self.GroupModel(self.model.node, self.model.params, trial, self.model.probe)
+            gm = self.GroupModel(self.model.node, self.model.params, trial, self.model.probe, memo=self.memo)
             loss, own = 0.0, []
             for r, group in zip(records, groups):
-                pred = gm.times_as_run(group, r.start_s, r.times_s)
+                pred = gm.times(group)[0] if r.start_s is None else self._timeline(gm, name, r, group)
                 for p, t, m in zip(r.group, pred, r.times_s):
                     if t and m:
                         loss += math.log(t / m) ** 2
@@ -265,6 +279,25 @@ class Learner:
                 best = (loss, k, statistics.median(own) if own else float("nan"))
         assert best is not None
         return best[1], best[2], best[0]
+
+    def _timeline(self, gm: GroupModel, name: str, r: RunRecord, group: list[Placement]) -> list[float | None]:
+        """``GroupModel.times_as_run`` for a continuous run's record while program ``name`` is fitted: a job that ran
+        beside no job of ``name`` (nor beside one that did, and so on) has the same prediction for every value the
+        fit tries, so it is predicted once per program (``self.fixed``)."""
+        from env.sim.probes import timeline_times
+
+        measured = [t or 0.0 for t in r.times_s]
+        fixed = self.fixed.get(id(r))
+        if fixed is None:
+            sets: list[set[int]] = []
+            pred = timeline_times(gm, group, r.start_s, measured, sets=sets)
+            self.fixed[id(r)] = {k: pred[k] for k, used in enumerate(sets)
+                                 if not any(group[i].job == name for i in used)}
+            return pred
+        pred = timeline_times(gm, group, r.start_s, measured, which=[k for k in range(len(group)) if k not in fixed])
+        for k, t in fixed.items():
+            pred[k] = t
+        return pred
 
 
 def coruns_in(record: RunRecord, name: str) -> int:

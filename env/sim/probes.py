@@ -75,7 +75,8 @@ def check_group(node: NodeSpec, known: Sequence[str], group: Sequence[Placement]
 class GroupModel:
     """Times of placement groups under one set of parameters (node-level and per job)."""
 
-    def __init__(self, node: NodeSpec, sp: SimParams, jobs: Mapping[str, JobParams], probe: JobParams = DEFAULT_PROBE) -> None:
+    def __init__(self, node: NodeSpec, sp: SimParams, jobs: Mapping[str, JobParams], probe: JobParams = DEFAULT_PROBE,
+                 memo: dict | None = None) -> None:
         self.node = node
         self.sp = sp
         # its own Geometry, not the id-keyed cache: a fit makes a new SimParams per evaluation, and a reused id
@@ -83,6 +84,10 @@ class GroupModel:
         self.g: Geometry = Geometry(node, sp)
         self.jobs = jobs
         self.probe = probe
+        # solves of co-running sets keyed by their placements and parameters (and each placed job's SimJob), shared by
+        # the models of one node and SimParams that differ only in some jobs' parameters (a fit trying values of one
+        # program's): a set without that program is solved once, not once per value (``timeline_times``)
+        self.memo = memo
 
     def _params(self, p: Placement) -> JobParams:
         if p.job == BUBBLE:
@@ -119,7 +124,15 @@ class GroupModel:
             mba = None
             if p.mba_percent is not None:
                 mba = {g.cpu_numa[c]: p.mba_percent for c in p.cpus}
-            out.append(SimJob(g, self._params(p), list(p.cpus), memory, masks, mba))
+            params = self._params(p)
+            key = None if self.memo is None else (
+                "job", params, p.cpus, memory, None if masks is None else tuple(sorted(masks.items())), p.mba_percent)
+            job = None if key is None else self.memo.get(key)
+            if job is None:  # what the job's placement fixes, the same in every set it runs in
+                job = SimJob(g, params, list(p.cpus), memory, masks, mba)
+                if key is not None:
+                    self.memo[key] = job
+            out.append(job)
         return out
 
     def times_as_run(self, group: Sequence[Placement], start_s: Sequence[float] | None,
@@ -154,14 +167,28 @@ class GroupModel:
         return times, metric
 
 
+def _solved(g: Geometry, sims: Sequence[SimJob | None]) -> list[float | None]:
+    """Each job's whole-run time in the set ``sims`` (None where the placement is not a job)."""
+    idx = [q for q, sj in enumerate(sims) if sj is not None]
+    out: list[float | None] = [None] * len(sims)
+    for q, t in zip(idx, solve(g, [sims[q] for q in idx])):
+        out[q] = t
+    return out
+
+
 def timeline_times(gm: "GroupModel", group: Sequence[Placement], starts: Sequence[float],
-                   measured: Sequence[float]) -> list[float]:
+                   measured: Sequence[float], which: Sequence[int] | None = None,
+                   sets: list[set[int]] | None = None) -> list[float | None]:
     """Each job's predicted time in a continuous run whose jobs started at ``starts`` (seconds) and took ``measured``:
     a job progresses at the rate the model gives the set of jobs running beside it, which changes at the measured
     starts and ends of the others (their real times, not predictions, so that one job's error does not move another's
     prediction). Past its own measured end a job keeps its partners of then, less the jobs that started afterwards on
     its CPUs (they took them because it had ended). All started together, the measured ends stand in where the
-    group run (``GroupModel.times``) uses predicted ones: the same where the prediction is right."""
+    group run (``GroupModel.times``) uses predicted ones: the same where the prediction is right.
+
+    ``which``: the jobs to predict (default all; the others' entries None). ``sets``: where given, gets for each job
+    predicted the jobs whose rates its prediction used (every job of every set it ran beside), so that a fit can tell
+    which predictions a job's parameters cannot move."""
     n = len(group)
     ends = [s + m for s, m in zip(starts, measured)]
     events = sorted(set(starts) | set(ends))
@@ -172,23 +199,33 @@ def timeline_times(gm: "GroupModel", group: Sequence[Placement], starts: Sequenc
     def time_of(k: int, members: tuple[int, ...]) -> float:
         got = solved.get(members)
         if got is None:  # one solve a set of co-runners, shared by every job of the set (ways given in order)
-            sims = gm.sim_jobs([group[i] for i in members])
-            idx = [q for q, sj in enumerate(sims) if sj is not None]
-            got = solved[members] = dict(zip((members[q] for q in idx), solve(gm.g, [sims[q] for q in idx])))
+            placed = [group[i] for i in members]
+            key = None if gm.memo is None else tuple((p, gm._params(p)) for p in placed)
+            rates = None if key is None else gm.memo.get(key)
+            if rates is None:
+                sims = gm.sim_jobs(placed)
+                rates = tuple(None if sj is None else t for sj, t in zip(sims, _solved(gm.g, sims)))
+                if key is not None:
+                    gm.memo[key] = rates
+            got = solved[members] = {i: t for i, t in zip(members, rates) if t is not None}
         return got[k]
 
-    out = []
-    for k in range(n):
+    out: list[float | None] = [None] * n
+    for k in range(n) if which is None else which:
         t, left = starts[k], 1.0
+        used: set[int] = set()
         while True:
             past = t >= ends[k] - eps
             members = tuple(i for i in range(n) if i == k or (
                 starts[i] <= t + eps and ends[i] > t + eps
                 and not (past and starts[i] >= ends[k] - eps and cpus[i] & cpus[k])))
+            used.update(members)
             whole = time_of(k, members)
             nxt = next((e for e in events if e > t + eps), math.inf)
             if t + left * whole <= nxt:
-                out.append(t + left * whole - starts[k])
+                out[k] = t + left * whole - starts[k]
+                if sets is not None:
+                    sets.append(used)
                 break
             left -= (nxt - t) / whole
             t = nxt

@@ -64,3 +64,24 @@ def test_a_record_needs_one_start_per_placement() -> None:
     with pytest.raises(ValueError, match="one start"):
         RunRecord(kind="corun", group=[PlacementRecord(job="MG", cpus=[0]), PlacementRecord(job="CG", cpus=[1])],
                   times_s=[1.0, 1.0], start_s=[0.0], node_seconds=1.0)
+
+
+def test_a_subset_of_jobs_is_predicted_as_in_the_whole_and_says_which_rates_it_used() -> None:
+    """What a fit relies on to predict once what a program's parameters cannot move: ``which`` predicts only some jobs
+    (the same times as the whole), ``sets`` names every job whose rate each prediction used, and a memo of solves
+    shared between models gives the same doubles as none."""
+    group = [Placement("MG", tuple(SOCKET0[:6])), Placement("CG", tuple(SOCKET0[6:])),
+             Placement("EP", tuple(SOCKET0[:6])), Placement("FT", tuple(SOCKET1))]
+    # as measured: MG and CG side by side, EP on MG's CPUs after it, FT long after all of them (times of 100-250 s)
+    starts, measured = [0.0, 50.0, 230.0, 2000.0], [220.0, 260.0, 200.0, 100.0]
+    sets: list[set[int]] = []
+    whole = timeline_times(GM, group, starts, measured, sets=sets)
+    assert all(t is not None for t in whole) and len(sets) == 4
+    assert sets[0] >= {0, 1} and 3 not in sets[0] and sets[3] == {3}  # FT ran beside no one
+    assert sets[2] == {1, 2} and sets[1] >= {0, 1, 2}  # EP took MG's CPUs after it ended, beside CG until its end
+    part = timeline_times(GM, group, starts, measured, which=[2, 0])
+    assert part[1] is None and part[3] is None and (part[0], part[2]) == (whole[0], whole[2])
+    memo: dict = {}
+    cached = GroupModel(NODE, WORLD.params, GM.jobs, WORLD.probe, memo=memo)
+    assert timeline_times(cached, group, starts, measured) == whole and memo
+    assert timeline_times(cached, group, starts, measured) == whole  # now from the memo

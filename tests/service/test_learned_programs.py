@@ -283,3 +283,39 @@ def test_a_program_is_learned_from_continuous_runs_as_from_groups(home: Path) ->
     CalibrationStore().add(local_node_id(), records, "run")
     got = learned("stagger")
     assert got.coruns == len(records) and got.fitted_intensity == pytest.approx(k) and got.error_pct < 1.0
+
+
+def test_the_fit_predicts_once_what_the_fitted_program_cannot_move_and_finds_the_same_answer(home: Path) -> None:
+    """The fit shares solves between the values it tries and predicts once the jobs of a continuous run that never
+    ran beside the fitted program (``Learner._timeline``); its losses, values and errors are those of predicting every
+    record afresh for every value."""
+    import math
+
+    from env.calibration.calibrate import to_placement
+    from env.calibration.learned import Learner
+    from env.calibration.runs import online_records
+
+    first_run("fitme", 2.0, 1.0)
+    model = planning_model(local_node_id())[1]
+    learner = Learner(model.model_copy(update={"jobs": [j for j in model.jobs if j.suite != "learned"]}))
+    a, b = (j.name for j in learner.model.jobs[:2])
+    jobs = {**learner.model.job_params(), "fitme": learner.params("fitme", 2.0, 0.0, learner.k_high)}
+    records = online_records([(a, [CPUS[0]], None, 0.0, 2.5), ("fitme", [CPUS[1]], None, 0.5, 3.0),
+                              (b, [CPUS[0]], None, 2.5, 5.0), (a, [CPUS[1]], None, 3.0, 6.0),
+                              (b, [CPUS[0]], None, 5.0, 7.5)], simulated=True)
+    assert len(records) == 1 and records[0].start_s is not None
+    records += online_records([("fitme", [CPUS[0]], None, 10.0, 12.4), (b, [CPUS[1]], None, 10.0, 12.0)], True)
+
+    def plain(k: float) -> float:
+        gm = learner.GroupModel(learner.model.node, learner.model.params,
+                                {**jobs, "fitme": learner.params("fitme", 2.0, 0.0, k)}, learner.model.probe)
+        return sum(math.log(t / m) ** 2 for r in records
+                   for t, m in zip(gm.times_as_run([to_placement(p) for p in r.group], r.start_s, r.times_s), r.times_s))
+
+    k, err, loss = learner._fit("fitme", 2.0, 0.0, records, jobs)
+    losses = {g: plain(g) for g in learner.grid}
+    assert loss == pytest.approx(min(losses.values()), rel=1e-12) and k == min(losses, key=losses.get)
+    fixed = learner.fixed[id(records[0])]
+    assert set(fixed) == {3, 4}  # the jobs that started after fitme's end, on CPUs it had not shared with them
+    k2, err2, loss2 = learner._fit("fitme", 2.0, 0.0, records, jobs)  # again, from what the first fit kept
+    assert (k2, err2, loss2) == (k, err, loss)
