@@ -55,6 +55,9 @@ from profiler.models import Profile
 if TYPE_CHECKING:
     from env.sim.probes import GroupModel
 
+#: A fit's answer: (intensity, median abs error % of the program's own times, loss, median log error of its own times).
+Fit = tuple[float, float, float, float]
+
 #: Co-runs of a program after which its estimate is taken as it is (before: the cautious value).
 KNOWN_AFTER = 3
 #: Co-runs of a program after which its shape is fitted to them as well: its parallel fraction (``PARALLEL_FACTORS``
@@ -65,6 +68,12 @@ SHAPE_AFTER = 5
 #: The parallel fractions a fit tries, as factors of the solo run's estimate: the CPUs a run keeps busy bound its
 #: speed-up from above (a thread that spins or waits busily counts), so co-runs may only lower it.
 PARALLEL_FACTORS = (0.99, 0.97, 0.94, 0.9, 0.8, 0.6, 0.3)
+#: A program's solo time is its first run's, unless, once its shape is fitted (``SHAPE_AFTER`` co-runs), the model
+#: still mispredicts its own co-run times by more than this fraction in the median, all one way: one run alone is one
+#: sample of a shared node's speed, its co-runs are many. Then its solo time moves by the median error (within
+#: ``SOLO_RANGE`` of the first run's) and its intensity is fitted again, kept only where the co-runs' fit is better.
+SOLO_BIAS = 0.10
+SOLO_RANGE = (0.5, 2.0)
 #: The intensities (GB per compute-second) a fit tries, as factors of the calibrated programs' range.
 GRID = 28
 #: What a solo run counted that picks the calibrated program whose character a new one takes (hardware counters:
@@ -86,6 +95,7 @@ class LearnedJob:
     error_pct: float | None  # the model's median abs error on its co-runs' times (None before any)
     alone: int = 0  # production runs of it alone since its first (in the calibration data)
     like: str | None = None  # the calibrated program whose character it takes, once its co-runs chose it
+    first_run_s: float | None = None  # its first run's time, where its co-runs moved its solo time (``SOLO_BIAS``)
 
     @property
     def known(self) -> bool:
@@ -98,7 +108,9 @@ class LearnedJob:
         else:
             state = (f"{self.coruns} co-run{'s' if self.coruns != 1 else ''}, the model's median error on them "
                      f"{self.error_pct:.1f} %" + ("" if self.known else f"; paired cautiously until {KNOWN_AFTER}")
-                     + (f"; its character {self.like}'s, which fits them best" if self.like else ""))
+                     + (f"; its character {self.like}'s, which fits them best" if self.like else "")
+                     + (f"; its solo time {self.solo_s:.3g} s from them, its first run took {self.first_run_s:.3g} s"
+                        if self.first_run_s is not None else ""))
         return f"learned from production runs (scale factor {self.scale_source}); {state}"
 
 
@@ -222,22 +234,24 @@ class Learner:
                     and all(p.job in jobs for p in r.group) and all(t is not None for t in r.times_s)]
             n_co = sum(coruns_in(r, prof.name) for r in mine)
             fit = self._fit(prof.name, solo, par, mine, jobs, tpl) if mine else None
+            first = None
             if fit is not None and n_co >= SHAPE_AFTER:  # enough co-runs to tell shapes apart
                 par, tpl, fit = self._fit_shape(prof.name, solo, par, tpl, mine, jobs, fit)
+                moved, fit = self._fit_solo(prof.name, solo, par, tpl, mine, jobs, fit)
+                solo, first = moved, (None if moved == solo else solo)
             fitted, err = (None, None) if fit is None else fit[:2]
             high = prior[prof.name]
             k = high if fitted is None else (
                 fitted if n_co >= KNOWN_AFTER else max(fitted, math.sqrt(max(fitted, 1e-12) * high)))
             jobs[prof.name] = self.params(prof.name, solo, par, k, tpl)
             learned.append(LearnedJob(prof.name, solo, s, src, k, fitted, n_co, err, alone[prof.name],
-                                      tpl.name if n_co >= SHAPE_AFTER else None))
+                                      tpl.name if n_co >= SHAPE_AFTER else None, first))
         extra = [ModelJob(params=jobs[lj.name], role="other", suite="learned", character=lj.describe(),
                           profile=next(p for p in new if p.name == lj.name)) for lj in learned]
         return self.model.model_copy(update={"jobs": [*self.model.jobs, *extra]}), learned
 
     def _fit_shape(self, name: str, solo: float, par: float, template: JobParams, records: Sequence[RunRecord],
-                   jobs: dict[str, JobParams], fit: tuple[float, float, float]
-                   ) -> tuple[float, JobParams, tuple[float, float, float]]:
+                   jobs: dict[str, JobParams], fit: Fit) -> tuple[float, JobParams, Fit]:
         """The shape that with the intensity fitted to it predicts ``records`` best, ties keeping the guess: first the
         parallel fraction (the estimate or a share of it, ``PARALLEL_FACTORS``), then the character (the calibrated
         program's). ``fit``: ``_fit``'s answer for the guess. Returns (parallel fraction, character, its ``_fit``)."""
@@ -256,10 +270,29 @@ class Learner:
                 best = (par, j.params, got)
         return best
 
+    def _fit_solo(self, name: str, solo: float, par: float, template: JobParams, records: Sequence[RunRecord],
+                  jobs: dict[str, JobParams], fit: Fit) -> tuple[float, Fit]:
+        """The solo time that with the intensity fitted to it predicts ``records`` best: the first run's, unless the
+        program's own times are mispredicted by more than ``SOLO_BIAS`` in the median (``fit``'s bias), all one way;
+        then moved by that median (within ``SOLO_RANGE``), twice at most, each step kept only if the fit's loss
+        falls. Returns (solo time, its ``_fit``)."""
+        best = (solo, fit)
+        for _ in range(2):
+            bias = best[1][3]
+            if not abs(bias) > math.log1p(SOLO_BIAS):
+                break
+            moved = min(max(best[0] * math.exp(-bias), solo * SOLO_RANGE[0]), solo * SOLO_RANGE[1])
+            got = self._fit(name, moved, par, records, jobs, template)
+            if not got[2] < best[1][2] - 1e-12:
+                break
+            best = (moved, got)
+        return best
+
     def _fit(self, name: str, solo: float, par: float, records: Sequence[RunRecord],
-             jobs: dict[str, JobParams], template: JobParams | None = None) -> tuple[float, float, float]:
+             jobs: dict[str, JobParams], template: JobParams | None = None) -> Fit:
         """The intensity that best predicts ``records`` (least squares of log times), the median abs error (%)
-        of the program's own times under it, and that least squares' loss."""
+        of the program's own times under it, that least squares' loss, and the median of the program's own log
+        errors (log predicted / measured: above 0 where the model predicts it longer than it ran)."""
         from env.calibration.calibrate import to_placement
 
         groups = [[to_placement(p) for p in r.group] for r in records]  # their cores, memory, L3 ways and MBA caps
@@ -267,18 +300,21 @@ class Learner:
         for k in self.grid:
             trial = {**jobs, name: self.params(name, solo, par, k, template)}
             gm = self.GroupModel(self.model.node, self.model.params, trial, self.model.probe, memo=self.memo)
-            loss, own = 0.0, []
+            loss, own, logs = 0.0, [], []
             for r, group in zip(records, groups):
                 pred = gm.times(group)[0] if r.start_s is None else self._timeline(gm, name, r, group)
                 for p, t, m in zip(r.group, pred, r.times_s):
                     if t and m:
-                        loss += math.log(t / m) ** 2
+                        e = math.log(t / m)
+                        loss += e * e
                         if p.job == name:
                             own.append(abs(t / m - 1.0) * 100.0)
+                            logs.append(e)
             if best is None or loss < best[0] - 1e-12:
-                best = (loss, k, statistics.median(own) if own else float("nan"))
+                best = (loss, k, statistics.median(own) if own else float("nan"),
+                        statistics.median(logs) if logs else 0.0)
         assert best is not None
-        return best[1], best[2], best[0]
+        return best[1], best[2], best[0], best[3]
 
     def _timeline(self, gm: GroupModel, name: str, r: RunRecord, group: list[Placement]) -> list[float | None]:
         """``GroupModel.times_as_run`` for a continuous run's record while program ``name`` is fitted: a job that ran

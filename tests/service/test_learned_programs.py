@@ -312,10 +312,47 @@ def test_the_fit_predicts_once_what_the_fitted_program_cannot_move_and_finds_the
         return sum(math.log(t / m) ** 2 for r in records
                    for t, m in zip(gm.times_as_run([to_placement(p) for p in r.group], r.start_s, r.times_s), r.times_s))
 
-    k, err, loss = learner._fit("fitme", 2.0, 0.0, records, jobs)
+    k, err, loss, _ = learner._fit("fitme", 2.0, 0.0, records, jobs)
     losses = {g: plain(g) for g in learner.grid}
     assert loss == pytest.approx(min(losses.values()), rel=1e-12) and k == min(losses, key=losses.get)
     fixed = learner.fixed[id(records[0])]
     assert set(fixed) == {3, 4}  # the jobs that started after fitme's end, on CPUs it had not shared with them
-    k2, err2, loss2 = learner._fit("fitme", 2.0, 0.0, records, jobs)  # again, from what the first fit kept
+    k2, err2, loss2, _ = learner._fit("fitme", 2.0, 0.0, records, jobs)  # again, from what the first fit kept
     assert (k2, err2, loss2) == (k, err, loss)
+
+
+def _truthful_coruns(name: str, solo: float, k: float, first_s: float) -> None:
+    """``name``'s first run took ``first_s``; its co-runs (each calibrated program twice, one CPU each) are what the
+    node model makes of it with solo time ``solo`` and intensity ``k``."""
+    from env.calibration.learned import Learner
+    from env.measure.probing import Placement
+    from env.sim.probes import GroupModel
+
+    first_run(name, first_s, 1.0)
+    model = planning_model(local_node_id())[1]
+    learner = Learner(model.model_copy(update={"jobs": [j for j in model.jobs if j.suite != "learned"]}))
+    gm = GroupModel(learner.model.node, learner.model.params,
+                    {**learner.model.job_params(), name: learner.params(name, solo, 0.0, k)}, learner.model.probe)
+    pairs = []
+    for q in [j.name for j in learner.model.jobs] * 2:
+        t = gm.times([Placement(name, (CPUS[0],)), Placement(q, (CPUS[1],))])[0]
+        pairs.append((name, q, t[0], t[1]))
+    co_runs(pairs)
+
+
+def test_a_first_run_that_its_co_runs_contradict_gives_way_to_them(home: Path) -> None:
+    """One run alone is one sample of a shared node's speed: a first run 40 % slow (the node busy with other work)
+    made every co-run look 40 % faster than the model said. Once the program's shape is fitted, its solo time moves
+    to what its co-runs say and the model predicts them again; a first run they agree with is kept as it was."""
+    from env.calibration.learned import SOLO_BIAS, Learner
+
+    model = planning_model(local_node_id())[1]
+    grid = Learner(model.model_copy(update={"jobs": [j for j in model.jobs if j.suite != "learned"]})).grid
+    _truthful_coruns("slowfirst", 2.0, grid[len(grid) // 2], 2.8)
+    _truthful_coruns("rightfirst", 2.0, grid[len(grid) // 2], 2.0)
+    slow, right = learned("slowfirst"), learned("rightfirst")
+    assert slow.first_run_s == pytest.approx(2.8) and slow.solo_s == pytest.approx(2.0, rel=0.03)
+    assert slow.error_pct < SOLO_BIAS * 100 / 3 and "its first run took 2.8 s" in slow.describe()
+    assert right.first_run_s is None and right.solo_s == 2.0 and right.error_pct < 1.0
+    job = next(j for j in planning_model(local_node_id())[1].jobs if j.name == "slowfirst")
+    assert "from them, its first run took" in job.character
