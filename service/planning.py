@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from env.calibration.learned import KNOWN_AFTER
 from env.episode.jobinfo import provider_for
 from env.errors import InputError
 from env.node.spec import NodeSpec
@@ -195,6 +196,13 @@ def choose_mode(window: Window, node: NodeSpec, groups: Plan, *, pin_runtime: bo
     c_s = cont.predicted_makespan_s
     label = cont.predictions_source or "simulated"
     error = _real_error(node)
+    unknown = [] if error is None else _not_yet_known(window, node)
+    if c_s is not None and unknown and c_s > g_s * (1 + error):
+        why = (f"continuous: the node model predicts {g_s:.1f} s for the co-scheduled jobs in groups ({groups.policy}) "
+               f"against {c_s:.1f} s continuously ({cont.policy}), but it knows {', '.join(unknown)} from fewer than "
+               f"{KNOWN_AFTER} co-runs (a prior stands for their interference), so no groups plan is trusted over "
+               f"packing's node sharing, which continuous decisions fall back to; {label}")
+        return cont.model_copy(update={"mode_reason": why, "groups_predicted_makespan_s": round(g_s, 4)})
     if c_s is not None and (c_s < g_s if error is None else c_s <= g_s * (1 + error)):
         within = "" if error is None or c_s < g_s else (
             f", within the node model's error ({error:.1%}: the p90 of its held-out errors), so continuous, whose "
@@ -206,6 +214,21 @@ def choose_mode(window: Window, node: NodeSpec, groups: Plan, *, pin_runtime: bo
     why = (f"groups: the node model predicts {g_s:.1f} s for the co-scheduled jobs in groups ({groups.policy}) against "
            f"{c_s if c_s is None else round(c_s, 1)} s continuously ({cont.policy}){beyond}; {label}")
     return as_groups(groups, why, c_s)
+
+
+def _not_yet_known(window: Window, node: NodeSpec) -> list[str]:
+    """The window's programs that a real node's model learned from production runs and knows from fewer than
+    ``KNOWN_AFTER`` co-runs: their interference is the cautious prior's, not a measurement. Measured: a groups plan
+    chosen on such priors ran every job alone in 3 of 18 first windows of new programs (0.999-1.019 x time sharing,
+    where packing ran 1.53-1.86 x in the same repeat; docs/real-node.md)."""
+    from env.calibration.learned import planning_model
+    from env.node.discover import node_id
+
+    got = planning_model(node_id(node))
+    if got is None:
+        return []
+    names = {j.profile_name for j in window.jobs}
+    return sorted(lj.name for lj in got[2] if lj.name in names and not lj.known)
 
 
 def _real_error(node: NodeSpec) -> float | None:

@@ -356,3 +356,26 @@ def test_a_first_run_that_its_co_runs_contradict_gives_way_to_them(home: Path) -
     assert right.first_run_s is None and right.solo_s == 2.0 and right.error_pct < 1.0
     job = next(j for j in planning_model(local_node_id())[1].jobs if j.name == "slowfirst")
     assert "from them, its first run took" in job.character
+
+
+def test_a_window_with_a_program_not_yet_known_is_not_planned_in_groups_on_its_prior(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A program with fewer than 3 co-runs is paired as a heavy memory user (a prior); a groups plan whose advantage
+    over continuous rests on that prior (here: predicted far shorter) is not taken on a real node: continuous, which
+    falls back to packing, and the plan says which programs are not yet known. Once they are, the model decides."""
+    import service.planning as planning
+
+    first_run("fresh", 2.0, 1.0)
+    node = load_node("local")
+    w = window(("EP", "fresh", "MG", "CG"))
+    groups = planning.plan_window(w, node)
+    g_s = sum(g.predicted_makespan_s for g in groups.groups)
+    cont = planning.plan_continuous(w, node)
+    monkeypatch.setattr(planning, "plan_continuous",
+                        lambda *a, **k: cont.model_copy(update={"predicted_makespan_s": g_s * 3.0}))
+    chosen = planning.choose_mode(w, node, groups)
+    assert chosen.mode == "continuous" and "knows fresh from fewer than 3 co-runs" in chosen.mode_reason
+    co_runs([("fresh", "EP", 2.0, 1.0), ("fresh", "MG", 2.0, 1.0), ("fresh", "CG", 2.0, 1.0)])
+    assert learned("fresh").known
+    chosen = planning.choose_mode(w, node, groups)
+    assert chosen.mode == "groups" and "by more than the node model's error" in chosen.mode_reason
