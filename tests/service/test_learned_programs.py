@@ -379,3 +379,37 @@ def test_a_window_with_a_program_not_yet_known_is_not_planned_in_groups_on_its_p
     assert learned("fresh").known
     chosen = planning.choose_mode(w, node, groups)
     assert chosen.mode == "groups" and "by more than the node model's error" in chosen.mode_reason
+
+
+def test_what_was_learned_is_kept_for_the_next_command_until_what_it_was_learned_from_changes(home: Path) -> None:
+    """Each command is a process of its own: the learned programs are kept beside the node's model and read back
+    (the same model, to the bit) while the model, the profiles, the runs and the learner's code are unchanged; a new
+    co-run makes them learned again; a damaged file is learned again, never an error."""
+    from env.calibration import learned as lp
+
+    first_run("kept", 2.0, 1.0)
+    co_runs([("kept", "EP", 2.4, 1.0)])
+    fresh = lp.planning_model(local_node_id())
+    path = lp.learned_cache_path(local_node_id())
+    assert path.exists() and path.parent == lp.model_path(local_node_id()).parent
+    calls = []
+    real = lp.Learner.learn
+    lp.Learner.learn = lambda self, *a: calls.append(1) or real(self, *a)  # type: ignore[method-assign]
+    try:
+        lp._planning_model.cache_clear()  # as a new process
+        again = lp.planning_model(local_node_id())
+        assert not calls and again[1] == fresh[1] and again[2] == fresh[2]
+        co_runs([("kept", "MG", 2.6, 1.0)])
+        assert lp.planning_model(local_node_id())[2] != fresh[2] and calls == [1]
+        path.write_text("{not json")
+        lp._planning_model.cache_clear()
+        assert lp.planning_model(local_node_id())[2][0].coruns == 2 and calls == [1, 1]
+    finally:
+        lp.Learner.learn = real  # type: ignore[method-assign]
+    model_file = str(lp.model_path(local_node_id()))
+    shipped, key = lp.SOLO_BIAS, lp._learned_key(model_file, [], [])
+    lp.SOLO_BIAS = float("inf")  # an ablation's setting is a different fit, not the kept one
+    try:
+        assert lp._learned_key(model_file, [], []) != key
+    finally:
+        lp.SOLO_BIAS = shipped
