@@ -448,7 +448,7 @@ def _read_learned(node_key: str, key: str) -> tuple[NodeModel, tuple[LearnedJob,
         if doc.get("key") != key:
             return None
         return NodeModel.model_validate(doc["model"]), tuple(LearnedJob(**lj) for lj in doc["learned"])
-    except (OSError, ValueError, KeyError, TypeError):  # none yet, or unreadable: learned again (and rewritten)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # none yet, or unreadable: learned again
         return None
 
 

@@ -401,9 +401,11 @@ def test_what_was_learned_is_kept_for_the_next_command_until_what_it_was_learned
         assert not calls and again[1] == fresh[1] and again[2] == fresh[2]
         co_runs([("kept", "MG", 2.6, 1.0)])
         assert lp.planning_model(local_node_id())[2] != fresh[2] and calls == [1]
-        path.write_text("{not json")
-        lp._planning_model.cache_clear()
-        assert lp.planning_model(local_node_id())[2][0].coruns == 2 and calls == [1, 1]
+        for damaged in ("{not json", "[]", '{"key": 1}'):
+            path.write_text(damaged)
+            lp._planning_model.cache_clear()
+            assert lp.planning_model(local_node_id())[2][0].coruns == 2
+        assert calls == [1, 1, 1, 1]
     finally:
         lp.Learner.learn = real  # type: ignore[method-assign]
     model_file = str(lp.model_path(local_node_id()))
