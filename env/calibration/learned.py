@@ -34,7 +34,6 @@ or a new profile is taken into account on the next plan, and nothing is recomput
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import os
@@ -45,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from env.calibration.space import busy_cpus, max_speedup, parallel_from_speedup
+from env.calibration.learned_store import learned_cache_path, learned_key, read_learned, write_learned
 from env.calibration.store import CalibrationStore, default_calibration_path, model_path
 from env.measure.probing import Placement
 from env.node.spec import NodeSpec
@@ -400,74 +400,18 @@ def _planning_model(path: str, _mtime: int, node_key: str, store_path: str, _sto
     except (ProfilerError, CoschedError):
         profiles, runs = [], []
     key = _learned_key(path, profiles, runs)
-    cached = _read_learned(node_key, key)
+    cached = read_learned(node_key, key)
     if cached is not None:
-        return Path(path), cached[0], cached[1]
+        return Path(path), cached[0], tuple(LearnedJob(**lj) for lj in cached[1])
     model, learned = Learner(model).learn(profiles, runs)
-    _write_learned(node_key, key, model, learned)
+    write_learned(node_key, key, model, [dataclasses.asdict(lj) for lj in learned])
     return Path(path), model, tuple(learned)
 
 
-# -- what was learned, kept on disk: every command of a process would fit it again -------------------------------
-
-#: The sources whose code decides what is learned: a change to any of them makes the kept fit stale.
-_LEARNER_SOURCES = ("env/calibration/learned.py", "env/sim/probes.py", "env/sim/model.py", "env/sim/kernel.py",
-                    "env/calibration/space.py", "native/src/simkernel/simgroup.c")
-
-
-def learned_cache_path(node_key: str) -> Path:
-    """Where the programs learned for a node are kept between commands: beside its model,
-    ``$COSCHED_HOME/node-models/NODE.learned.json`` (remade whenever what it was learned from changes)."""
-    return model_path(node_key).with_suffix(".learned.json")
-
-
 def _learned_key(path: str, profiles: Sequence[Profile], runs: Sequence[RunRecord]) -> str:
-    """A digest of everything the fit reads: the calibrated model's file, the profiles, the runs' records, the
-    learner's own code and its settings (read when called: a bench's ablation may change them)."""
-    import hashlib
-
-    root = Path(__file__).resolve().parents[2]
-    h = hashlib.sha256()
-    h.update(repr((KNOWN_AFTER, SHAPE_AFTER, PARALLEL_FACTORS, SOLO_BIAS, SOLO_RANGE, GRID, NEAR_FEATURES)).encode())
-    h.update(Path(path).read_bytes())
-    for src in _LEARNER_SOURCES:
-        f = root / src
-        h.update(f.read_bytes() if f.exists() else src.encode())
-    for p in profiles:
-        h.update(p.model_dump_json().encode())
-    for r in runs:
-        h.update(r.model_dump_json().encode())
-    return h.hexdigest()
-
-
-def _read_learned(node_key: str, key: str) -> tuple[NodeModel, tuple[LearnedJob, ...]] | None:
-    import json
-
-    try:
-        doc = json.loads(learned_cache_path(node_key).read_text())
-        if doc.get("key") != key:
-            return None
-        return NodeModel.model_validate(doc["model"]), tuple(LearnedJob(**lj) for lj in doc["learned"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # none yet, or unreadable: learned again
-        return None
-
-
-def _write_learned(node_key: str, key: str, model: NodeModel, learned: Sequence[LearnedJob]) -> None:
-    import json
-    import tempfile
-
-    out = learned_cache_path(node_key)
-    doc = {"key": key, "model": json.loads(model.model_dump_json()), "learned": [dataclasses.asdict(lj) for lj in learned]}
-    tmp = None
-    try:
-        with tempfile.NamedTemporaryFile("w", dir=out.parent, prefix=out.name, suffix=".tmp", delete=False) as f:
-            tmp = f.name
-            json.dump(doc, f)
-        os.replace(tmp, out)  # whole or not at all: a reader never sees half a file
-    except OSError:  # a read-only home: the fit is simply made again next time
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+    """``learned_key`` with the learner's settings as they are when called (a bench's ablation may change them)."""
+    return learned_key(path, profiles, runs,
+                       (KNOWN_AFTER, SHAPE_AFTER, PARALLEL_FACTORS, SOLO_BIAS, SOLO_RANGE, GRID, NEAR_FEATURES))
 
 
 def scoring_node(node: NodeSpec) -> NodeSpec | None:
