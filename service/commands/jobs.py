@@ -61,11 +61,12 @@ def real_document() -> dict[str, Any]:
     for j in model.jobs:
         lj = by.get(j.name)
         row: dict[str, Any] = {"name": j.name, "source": "learned" if lj else "calibrated",
-                               "solo_s": j.profile.duration_s if j.profile else None,
+                               # a learned program's solo time is the model's (its first run's, or its co-runs')
+                               "solo_s": lj.solo_s if lj else (j.profile.duration_s if j.profile else None),
                                "scale_factor": lj.scale_factor if lj else (j.profile.scale_factor if j.profile else None)}
         if lj:
-            row.update(scale_source=lj.scale_source, intensity_gb_per_s=lj.intensity, coruns=lj.coruns,
-                       error_pct=lj.error_pct, known=lj.known, state=lj.describe())
+            row.update(first_run_s=lj.first_run_s, scale_source=lj.scale_source, intensity_gb_per_s=lj.intensity,
+                       coruns=lj.coruns, error_pct=lj.error_pct, known=lj.known, state=lj.describe())
         else:
             row.update(known=True, state="calibrated" + (f" (held-out median error {h.median_abs_error_pct:.1f} %)"
                                                          if h is not None and h.n else ""))
@@ -85,7 +86,8 @@ def render_real(doc: dict[str, Any]) -> None:
                       if j["scale_factor"] else "-", str(j.get("coruns", "-")), j["state"])
     console.print(table)
     console.print(f"A program learned from production runs is paired cautiously until {doc['known_after_coruns']} "
-                  "co-runs (measured solo times; the rest is the node model's).")
+                  "co-runs (solo times measured, or moved to its co-runs where they contradicted its first run; the rest is the "
+                  "node model's).")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -356,6 +356,11 @@ def test_a_first_run_that_its_co_runs_contradict_gives_way_to_them(home: Path) -
     assert right.first_run_s is None and right.solo_s == 2.0 and right.error_pct < 1.0
     job = next(j for j in planning_model(local_node_id())[1].jobs if j.name == "slowfirst")
     assert "from them, its first run took" in job.character
+    from service.commands.jobs import real_document
+
+    rows = {r["name"]: r for r in real_document()["jobs"]}  # cosched jobs --backend real: the solo time the model uses
+    assert rows["slowfirst"]["solo_s"] == slow.solo_s and rows["slowfirst"]["first_run_s"] == pytest.approx(2.8)
+    assert rows["rightfirst"]["solo_s"] == 2.0 and rows["rightfirst"]["first_run_s"] is None
 
 
 def test_a_window_with_a_program_not_yet_known_is_not_planned_in_groups_on_its_prior(
