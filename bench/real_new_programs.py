@@ -444,13 +444,14 @@ def pair_predictor(solo_from_coruns: bool = True):  # noqa: ANN201 - (program, p
     from env.node.discover import local_node_id
     from env.sim.probes import GroupModel
 
-    shipped = lp.SOLO_BIAS
-    lp.SOLO_BIAS = shipped if solo_from_coruns else math.inf
+    shipped, keep = lp.SOLO_BIAS, lp.write_learned
+    if not solo_from_coruns:  # the ablation's fit is not what the node's commands should read back
+        lp.SOLO_BIAS, lp.write_learned = math.inf, lambda *a: None
     lp._planning_model.cache_clear()
     try:
         got = lp.planning_model(local_node_id())
     finally:
-        lp.SOLO_BIAS = shipped
+        lp.SOLO_BIAS, lp.write_learned = shipped, keep
         lp._planning_model.cache_clear()
     assert got is not None, "no node model"
     _, model, learned = got
