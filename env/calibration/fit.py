@@ -26,6 +26,7 @@ from scipy.sparse import lil_matrix
 from env.calibration.space import Space
 from env.node.spec import NodeSpec
 from env.measure.probing import BUBBLE, LATENCY, PROBE, STREAM, Placement
+from env.sim.model import Geometry, JobParams
 from env.sim.params import SimParams
 from env.sim.probes import DEFAULT_PROBE, GroupModel
 
@@ -46,13 +47,23 @@ class Obs:
 
 
 class Predictor:
-    """Times of placement groups for a parameter vector (memoised per run and the entries it depends on)."""
+    """Times of placement groups for a parameter vector (memoised per run and the entries it depends on).
+
+    A fit evaluates the same runs for vectors that differ in a few entries (the Jacobian perturbs one column group at
+    a time), so what an evaluation builds is kept by the entries it comes from: the node-level parameters with their
+    geometry and a memo of placed jobs (``GroupModel.memo``) per node-level vector, and each job's parameters per its
+    own entries. The doubles are those of a model built afresh (tested)."""
+
+    _NODES = 8  # node-level vectors kept (an ensemble of vectors cycles through more: each is rebuilt then)
 
     def __init__(self, node: NodeSpec, base: SimParams, space: Space) -> None:
         self.node = node
         self.base = base
         self.space = space
         self._memo: dict[tuple, list[float | None]] = {}
+        self._deps: dict[object, list[int]] = {}
+        self._nodes: dict[bytes, tuple[SimParams, Geometry, dict]] = {}
+        self._jobs: dict[tuple[str, bytes], JobParams] = {}
 
     def deps(self, group: Sequence[Placement]) -> list[int]:
         idx = [0] + ([1] if any(p.job == BUBBLE for p in group) else [])
@@ -62,15 +73,40 @@ class Predictor:
                 idx.extend(range(s.start, s.stop))
         return idx
 
+    def _node_level(self, x: np.ndarray) -> tuple[SimParams, Geometry, dict]:
+        key = x[: self.space.n_node].tobytes()
+        hit = self._nodes.get(key)
+        if hit is None:
+            if len(self._nodes) >= self._NODES:
+                self._nodes.pop(next(iter(self._nodes)))
+            sp = self.space.node_params(x, self.base)
+            hit = self._nodes[key] = (sp, Geometry(self.node, sp), {})
+        return hit
+
+    def _job(self, x: np.ndarray, job: str) -> JobParams:
+        s = self.space.job_slice(job)
+        key = (job, x[s].tobytes())
+        hit = self._jobs.get(key)
+        if hit is None:
+            if len(self._jobs) > 100_000:
+                self._jobs.clear()
+            hit = self._jobs[key] = self.space.job_params(x, job)
+        return hit
+
     def model(self, x: np.ndarray, jobs: Sequence[str]) -> GroupModel:
-        sp = self.space.node_params(x, self.base)
-        params = {j: self.space.job_params(x, j) for j in jobs if j in self.space.index}
+        sp, g, memo = self._node_level(x)
+        if len(memo) > 200_000:
+            memo.clear()
+        params = {j: self._job(x, j) for j in jobs if j in self.space.index}
         probe = params.pop(PROBE, None)
-        return GroupModel(self.node, sp, params, probe if probe is not None else DEFAULT_PROBE)
+        return GroupModel(self.node, sp, params, probe if probe is not None else DEFAULT_PROBE, memo=memo, geometry=g)
 
     def times(self, x: np.ndarray, group: Sequence[Placement], key: object = None) -> list[float | None]:
-        deps = self.deps(group)
-        k = (key if key is not None else tuple(group), x[deps].tobytes())
+        gkey = key if key is not None else tuple(group)
+        deps = self._deps.get(gkey)
+        if deps is None:
+            deps = self._deps[gkey] = self.deps(group)
+        k = (gkey, x[deps].tobytes())
         hit = self._memo.get(k)
         if hit is not None:
             return hit

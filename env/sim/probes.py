@@ -76,12 +76,12 @@ class GroupModel:
     """Times of placement groups under one set of parameters (node-level and per job)."""
 
     def __init__(self, node: NodeSpec, sp: SimParams, jobs: Mapping[str, JobParams], probe: JobParams = DEFAULT_PROBE,
-                 memo: dict | None = None) -> None:
+                 memo: dict | None = None, geometry: Geometry | None = None) -> None:
         self.node = node
         self.sp = sp
         # its own Geometry, not the id-keyed cache: a fit makes a new SimParams per evaluation, and a reused id
-        # must not bring back another evaluation's geometry
-        self.g: Geometry = Geometry(node, sp)
+        # must not bring back another evaluation's geometry. ``geometry``: the caller's, made for this node and ``sp``
+        self.g: Geometry = geometry if geometry is not None else Geometry(node, sp)
         self.jobs = jobs
         self.probe = probe
         # solves of co-running sets keyed by their placements and parameters (and each placed job's SimJob), shared by

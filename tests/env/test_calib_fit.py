@@ -109,3 +109,36 @@ def test_a_program_that_kept_one_cpu_busy_is_fitted_no_gain_from_more():
     p = space.job_params(np.clip(x, space.lo, space.hi), "serial").parallel
     assert p == pytest.approx(bounds["serial"]) and space.lo[k] < space.hi[k]
     assert space.job_params(np.clip(x, space.lo, space.hi), "wide").parallel == pytest.approx(0.95)
+
+
+def test_the_fits_predictor_keeps_what_it_built_and_gives_the_doubles_of_a_model_built_afresh(ref_node):
+    """The Predictor keeps node-level parameters, geometries, placed jobs and job parameters between evaluations; a
+    Jacobian's perturbations, an ensemble that cycles its node-level cache, and runs with the pressure generator
+    must all give exactly what a GroupModel made from the vector alone gives."""
+    import random
+
+    from env.calibration.design import random_group
+    from env.calibration.fit import Predictor
+    from env.measure.probing import BUBBLE, Placement
+    from env.sim.params import DEFAULT_PARAMS
+    from env.sim.probes import DEFAULT_PROBE, GroupModel
+
+    jobs = ["EP", "MG", "water_spatial", "CG"]
+    space = Space(jobs)
+    pred = Predictor(ref_node, DEFAULT_PARAMS, space)
+    rng, nrng = random.Random(5), np.random.default_rng(5)
+    groups = [random_group(ref_node, jobs, rng, k) for k in (2, 2, 3, 4)]
+    groups.append([Placement("MG", tuple(range(6))), Placement(BUBBLE, tuple(range(12, 18)), level=0.7)])
+    x0 = space.initial()
+    xs = [x0]
+    for c in range(space.size):  # one column at a time, as the Jacobian does
+        x = x0.copy()
+        x[c] += 0.01
+        xs.append(x)
+    xs += [x0 + nrng.normal(0, 0.05, space.size) for _ in range(3 * Predictor._NODES)]  # past the node cache
+    xs.append(x0)  # back to a vector whose node-level entries were dropped from the cache
+    for x in xs:
+        for g in groups:
+            sp = space.node_params(x, DEFAULT_PARAMS)
+            fresh = GroupModel(ref_node, sp, {j: space.job_params(x, j) for j in jobs}, DEFAULT_PROBE).times(g)[0]
+            assert pred.times(x, g) == fresh
