@@ -43,3 +43,12 @@ def planning() -> None:
     why = planning_unavailable()
     if why:
         pytest.skip(why)
+
+
+@pytest.fixture(scope="session")
+def calibrated_local(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One calibration (sim:variant-a, its node this machine's: ``test_real_node_model.calibrated_doc``) for every
+    module that plans this node on a calibrated model; each module takes its own copy."""
+    from test_real_node_model import calibrated_doc
+
+    return calibrated_doc(tmp_path_factory.mktemp("calibration"))

@@ -4,11 +4,12 @@ refines its interference sensitivity; it is paired cautiously until known, and t
 
 from __future__ import annotations
 
+import copy
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from test_real_node_model import calibrated_doc, store_local, window
+from test_real_node_model import store_local, window
 
 from env.calibration.learned import KNOWN_AFTER, parallel_from_speedup, planning_model
 from env.calibration.store import CalibrationStore
@@ -25,8 +26,8 @@ pytestmark = pytest.mark.skipif(len(CPUS) < 2, reason="co-runs need two CPUs")  
 
 
 @pytest.fixture(scope="module")
-def fitted(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    return calibrated_doc(tmp_path_factory.mktemp("calibration"))
+def fitted(calibrated_local: dict) -> dict:
+    return copy.deepcopy(calibrated_local)
 
 
 @pytest.fixture()

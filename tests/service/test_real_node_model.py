@@ -6,6 +6,7 @@ this machine's and its jobs' profiles are stored as this node's (no real profili
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -71,8 +72,8 @@ def store_local(doc: dict) -> Path:
 
 
 @pytest.fixture(scope="module")
-def fitted(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    return calibrated_doc(tmp_path_factory.mktemp("calibration"))
+def fitted(calibrated_local: dict) -> dict:
+    return copy.deepcopy(calibrated_local)
 
 
 @pytest.fixture()

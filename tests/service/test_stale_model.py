@@ -3,11 +3,12 @@ command that refreshes it; programs within that range say nothing."""
 
 from __future__ import annotations
 
+import copy
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from test_real_node_model import calibrated_doc, local_model, store_local, window
+from test_real_node_model import local_model, store_local, window
 
 from agent.modelfile import load_set_model
 from env.node.discover import local_node_id
@@ -19,8 +20,8 @@ from service.staleness import outside
 
 
 @pytest.fixture(scope="module")
-def fitted(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    return calibrated_doc(tmp_path_factory.mktemp("calibration"))
+def fitted(calibrated_local: dict) -> dict:
+    return copy.deepcopy(calibrated_local)
 
 
 @pytest.fixture()

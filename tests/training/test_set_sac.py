@@ -30,9 +30,10 @@ def test_a_short_seeded_run_finds_the_optimum_of_a_tiny_problem(tmp_path) -> Non
     node = load_node("sim:reference")
     window = Window(jobs=[WindowJob(id=n, profile=n) for n in JOBS], max_concurrency=2)
     best = evaluate([window], node, ["best-found", "greedy"], provider=sim_provider(node))["mean"]
-    figs = main(_args(2_500), tmp_path / "run", out=tmp_path / "model.npz", progress=False)
+    figs = main(_args(1_000), tmp_path / "run", out=tmp_path / "model.npz", progress=False)
     agent = figs["selected"]["agent"]
     # from 0.37 (random actions) to within 3 % of the search's optimum (1.47), far above greedy (0.73) and time sharing
+    # (seed 3 reaches it at step 500: twice that leaves room for a change that slows learning, not for one that stops it)
     assert agent >= 0.97 * best["best-found"], (agent, best)
     assert agent > max(best["greedy"], 1.0) + 0.3
     # the exported model plans the window through the planner's agent policy as the validation did
