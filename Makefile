@@ -35,7 +35,7 @@ test-native:
 	@$(MAKE) --no-print-directory -C native test
 
 test-python:
-	$(VENV)/bin/pytest -q
+	@tools/test-python.sh
 
 clean:
 	@$(MAKE) --no-print-directory -C native clean
