@@ -51,8 +51,10 @@ def test_the_new_programs_bench_runs_the_documented_steps(tmp_path: Path) -> Non
     held = doc["heldout_coruns"]
     assert held["n"] == len(aside) and all(p["measured_s"] > 0 and p["predicted_s"] > 0 for p in held["pairs"])
     assert all(p["partner"] in calib for p in held["pairs"])  # new + new pairs were measured by the runs
-    assert set(doc["summary"]) == {"default", "fifo", "greedy", "packing", "search", "default_vs_packing"}
+    assert set(doc["summary"]) == {"default", "fifo", "greedy", "packing", "search", "default_vs_packing",
+                                   "default_vs_packing_makespan"}
     assert doc["summary"]["default_vs_packing"]["median"] == pytest.approx(runs["default"]["throughput"] / runs["packing"]["throughput"])
+    assert doc["summary"]["default_vs_packing_makespan"]["median"] == pytest.approx(runs["packing"]["total_s"] / runs["default"]["total_s"])
     # the finished run's held-out co-runs predicted again from the same data: no new run, the same pairs
     again = tmp_path / "again.json"
     p = subprocess.run([sys.executable, str(ROOT / "bench" / "real_new_programs.py"), "--home", str(tmp_path / "home"),
