@@ -1,21 +1,27 @@
 #!/usr/bin/env bash
-# The Python tests as two pytest processes side by side: the Slurm tests (a real local cluster: they mostly wait on
-# its daemons) and all the others. Each one's output is shown whole; the run fails if either fails.
+# The Python tests. First, alone, the few that need every CPU free of the suite's own work (marker whole_machine);
+# then two pytest processes side by side, so that one's waiting is the other's time: the Slurm tests (a real local
+# cluster: they mostly wait on its daemons) and the runner's (real programs started, pinned and waited for) in one,
+# all the others in the other. Each one's output is shown whole; the run fails if any part fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+side=(tests/slurm tests/runner)
+.venv/bin/pytest -q -p no:cacheprovider -m whole_machine "$@"
+alone=$?
+[ "$alone" -eq 5 ] && alone=0  # 5: nothing selected (e.g. arguments that name other tests)
 log=$(mktemp)
 # Job control on for the background run only: its own process group with SIGINT not ignored, so that an interrupt
 # reaches it too and its teardown stops the cluster's daemons.
 set -m
-.venv/bin/pytest -q -p no:cacheprovider tests/slurm "$@" >"$log" 2>&1 &
-slurm_pid=$!
+.venv/bin/pytest -q -p no:cacheprovider -m "not whole_machine" "${side[@]}" "$@" >"$log" 2>&1 &
+side_pid=$!
 set +m
-trap 'kill -INT -- "-$slurm_pid" 2>/dev/null' INT TERM
-.venv/bin/pytest -q --ignore=tests/slurm "$@"
+trap 'kill -INT -- "-$side_pid" 2>/dev/null' INT TERM
+.venv/bin/pytest -q -m "not whole_machine" "${side[@]/#/--ignore=}" "$@"
 rest=$?
-wait "$slurm_pid"
-slurm=$?
-echo "--- tests/slurm (run beside the others):"
+wait "$side_pid"
+side_rc=$?
+echo "--- ${side[*]} (run beside the others):"
 cat "$log"
 rm -f "$log"
-exit $(( rest != 0 || slurm != 0 ))
+exit $(( alone != 0 || rest != 0 || side_rc != 0 ))

@@ -153,6 +153,7 @@ def _scale(name: str, threads: int, events: int, capsys: pytest.CaptureFixture[s
 
 
 @needs_numactl
+@pytest.mark.whole_machine  # a busy machine is a skip: make test runs it before its two parallel pytest processes
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs")
 def test_scale_factor_of_real_programs(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """~2 for a 2-thread CPU-bound program, ~1 for a single-threaded one.
