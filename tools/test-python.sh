@@ -2,13 +2,15 @@
 # The Python tests. First, alone, the few that need every CPU free of the suite's own work (marker whole_machine);
 # then two pytest processes side by side, so that one's waiting is the other's time: the Slurm tests (a real local
 # cluster: they mostly wait on its daemons) and the runner's (real programs started, pinned and waited for) in one,
-# all the others in the other. Each one's output is shown whole; the run fails if any part fails.
+# all the others in the other. Each one's output is shown whole; the run fails if any part fails. Arguments are pytest
+# options given to every part (e.g. -x); to run some tests only, call .venv/bin/pytest itself.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 side=(tests/slurm tests/runner)
 .venv/bin/pytest -q -p no:cacheprovider -m whole_machine "$@"
 alone=$?
-[ "$alone" -eq 5 ] && alone=0  # 5: nothing selected (e.g. arguments that name other tests)
+[ "$alone" -eq 2 ] && exit 2  # interrupted: pytest handled the SIGINT itself, so the shell would go on
+[ "$alone" -eq 5 ] && alone=0  # 5: nothing selected
 log=$(mktemp)
 # Job control on for the background run only: its own process group with SIGINT not ignored, so that an interrupt
 # reaches it too and its teardown stops the cluster's daemons.
