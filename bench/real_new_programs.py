@@ -28,6 +28,8 @@ nothing. The phases are resumable (``--phase setup`` then ``--phase measure``): 
     .venv/bin/python bench/real_new_programs.py --home DIR [--phase all|setup|measure] [--repeats 3]
         [--wait-load 1.5 --wait-until HH:MM] [--out docs/figures/real-new-programs.json] [--quick] [--no-refresh]
         [--programs aside|aside2|aside3|aside4|aside5|aside6] [--search-arm]
+    .venv/bin/python bench/real_new_programs.py --home DIR --phase remeasure [--remeasure-repeats 3]
+        # a finished run's held-out co-runs measured again: its predictions against the median of the runs
     .venv/bin/python bench/real_new_programs.py --home DIR --phase repredict   # the held-out co-runs of a finished
         # run predicted again by the current code from the same data (measured times, no new run)
         # [--groups-only]: from that data less the continuous runs' records (the ablation of learning from them)
@@ -407,6 +409,46 @@ class Bench:
                                       "solo_s": lj.solo_s, "first_run_s": lj.first_run_s}
                             for lj in learned if lj.name in self.aside}}
 
+    def remeasure(self) -> dict[str, Any]:
+        """The held-out co-runs of a finished run (step 7) measured ``--remeasure-repeats`` times more, the same pairs
+        on the same CPUs, none of it kept in the calibration data: the prediction made then (``predicted_s``, before
+        any of these runs) against the median of every measurement of the pair, its first included. One run of a
+        pair on this shared machine differs from the next by up to 20 % (the calibrations' noise floors), so the
+        error against one run is partly that run's noise; the median of several is the better truth."""
+        from env.real.probes import local_backend
+
+        held = self.state.get("heldout_coruns")
+        if not held or not held.get("pairs"):
+            raise SystemExit(f"{self.home}: no held-out co-runs to measure again (run --phase all or measure first)")
+        if self.a.remeasure_repeats < 1:
+            raise SystemExit(f"--remeasure-repeats {self.a.remeasure_repeats}: give 1 or more")
+        predict, _ = pair_predictor()
+        backend = local_backend()
+        rows = []
+        for r in held["pairs"]:
+            _, group = predict(r["program"], r["partner"])
+            times, partner_times, loads = [r["measured_s"]], [r["partner_measured_s"]], []
+            for k in range(self.a.remeasure_repeats):
+                self.wait_for_quiet()
+                loads.append(load1())
+                say(f"held-out co-run {r['program']} + {r['partner']} again ({k + 1}/{self.a.remeasure_repeats})")
+                m = backend.measure(group)
+                times.append(m.times_s[0])
+                partner_times.append(m.times_s[1])
+            med = statistics.median(times)
+            rows.append({"program": r["program"], "partner": r["partner"], "predicted_s": r["predicted_s"],
+                         "measured_s": times, "partner_measured_s": partner_times, "load_before": loads,
+                         "median_measured_s": med, "spread_pct": (max(times) / min(times) - 1.0) * 100.0,
+                         "error_pct": abs(r["predicted_s"] / med - 1.0) * 100.0,
+                         "error_first_run_pct": r["error_pct"]})
+        out = {"repeats_added": self.a.remeasure_repeats, "pairs": rows,
+               **error_summary([x["error_pct"] for x in rows]),
+               "as_run": {k: held[k] for k in ("median_abs_error_pct", "p90_abs_error_pct", "n")},
+               "spread_pct_median": statistics.median(x["spread_pct"] for x in rows)}
+        self.state["heldout_remeasured"] = out
+        self.save()
+        return out
+
     def repredict(self) -> dict[str, Any]:
         """The held-out co-runs of a finished run (step 7) predicted again by the node model as the current code
         builds it from the same calibration data: their measured times against the new predictions.
@@ -498,8 +540,10 @@ def summary(state: dict[str, Any]) -> dict[str, Any]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--home", required=True, help="a fresh COSCHED_HOME (the state of the phases is kept in it)")
-    ap.add_argument("--phase", choices=("all", "setup", "measure", "repredict"), default="all",
-                    help="repredict: a finished run's held-out co-runs predicted again by the current code")
+    ap.add_argument("--phase", choices=("all", "setup", "measure", "repredict", "remeasure"), default="all",
+                    help="repredict: a finished run's held-out co-runs predicted again by the current code; "
+                    "remeasure: measured again (--remeasure-repeats), the prediction made then against their median")
+    ap.add_argument("--remeasure-repeats", type=int, default=3, help="with --phase remeasure: more runs of each pair")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--coruns", type=int, default=5, help="co-runs of each new program before the held-out check")
     ap.add_argument("--max-extra-runs", type=int, default=4, help="default-policy runs at most to reach --coruns")
@@ -519,6 +563,16 @@ def main() -> int:
     ap.add_argument("--out", default=None, metavar="FILE.json")
     a = ap.parse_args()
     b = Bench(a)
+    if a.phase == "remeasure":
+        r = b.remeasure()
+        if a.out:
+            Path(a.out).write_text(json.dumps(r, indent=1) + "\n")
+        t = r["as_run"]
+        print(f"held-out co-runs (n {r['n']}): median abs error {t['median_abs_error_pct']:.1f} % against their first "
+              f"run, {r['median_abs_error_pct']:.1f} % against the median of {r['repeats_added'] + 1} runs (p90 "
+              f"{t['p90_abs_error_pct']:.1f} -> {r['p90_abs_error_pct']:.1f} %; a pair's runs spread "
+              f"{r['spread_pct_median']:.1f} % by median) measured; the predictions made before any of these runs")
+        return 0
     if a.phase == "repredict":
         r = b.repredict()
         if a.out:

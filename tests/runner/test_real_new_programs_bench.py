@@ -63,3 +63,22 @@ def test_the_new_programs_bench_runs_the_documented_steps(tmp_path: Path) -> Non
     r = json.loads(again.read_text())
     assert r["now"]["n"] == r["then"]["n"] == held["n"] and "predicted again" in p.stdout
     assert r["then"]["median_abs_error_pct"] == pytest.approx(held["median_abs_error_pct"])
+    # ... and measured again: the same pairs, the predictions made then against the median of every run of a pair
+    runs_before = subprocess.run([sys.executable, "-c", "import sqlite3,sys; print(sqlite3.connect(sys.argv[1])"
+                                  ".execute('select count(*) from runs').fetchone()[0])",
+                                  str(tmp_path / "home" / "calibration.sqlite")], capture_output=True, text=True).stdout
+    more = tmp_path / "more.json"
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "real_new_programs.py"), "--home", str(tmp_path / "home"),
+                        "--quick", "--phase", "remeasure", "--remeasure-repeats", "2", "--out", str(more)],
+                       check=True, capture_output=True, text=True, timeout=300)
+    m = json.loads(more.read_text())
+    assert m["n"] == held["n"] and m["as_run"]["median_abs_error_pct"] == pytest.approx(held["median_abs_error_pct"])
+    for row, first in zip(m["pairs"], held["pairs"]):
+        assert (row["program"], row["partner"], row["predicted_s"]) == (first["program"], first["partner"], first["predicted_s"])
+        assert len(row["measured_s"]) == 3 and row["measured_s"][0] == first["measured_s"] and min(row["measured_s"]) > 0
+        assert row["error_pct"] == pytest.approx(abs(row["predicted_s"] / statistics.median(row["measured_s"]) - 1) * 100)
+    assert "against the median of 3 runs" in p.stdout
+    runs_after = subprocess.run([sys.executable, "-c", "import sqlite3,sys; print(sqlite3.connect(sys.argv[1])"
+                                 ".execute('select count(*) from runs').fetchone()[0])",
+                                 str(tmp_path / "home" / "calibration.sqlite")], capture_output=True, text=True).stdout
+    assert runs_after == runs_before != ""  # held out: none of these runs joins the calibration data
