@@ -425,11 +425,11 @@ class Bench:
         predict, _ = pair_predictor()
         backend = local_backend()
         rows = []
+        self.wait_for_quiet()  # once, as step 7 did: the runs' own load would keep a wait between them going
         for r in held["pairs"]:
             _, group = predict(r["program"], r["partner"])
             times, partner_times, loads = [r["measured_s"]], [r["partner_measured_s"]], []
             for k in range(self.a.remeasure_repeats):
-                self.wait_for_quiet()
                 loads.append(load1())
                 say(f"held-out co-run {r['program']} + {r['partner']} again ({k + 1}/{self.a.remeasure_repeats})")
                 m = backend.measure(group)
