@@ -21,7 +21,8 @@ pytestmark = pytest.mark.skipif(len(load_node("local").cpus) < 2, reason="co-run
 def test_the_new_programs_bench_runs_the_documented_steps(tmp_path: Path) -> None:
     out = tmp_path / "out.json"
     subprocess.run([sys.executable, str(ROOT / "bench" / "real_new_programs.py"), "--home", str(tmp_path / "home"),
-                    "--quick", "--repeats", "1", "--coruns", "1", "--heldout-pairs", "1", "--no-refresh", "--search-arm",
+                    "--quick", "--repeats", "1", "--coruns", "1", "--heldout-pairs", "1", "--heldout-repeats", "2",
+                    "--no-refresh", "--search-arm",
                     "--out", str(out)], check=True, capture_output=True, text=True, timeout=900)
     doc = json.loads(out.read_text())
     assert doc["measured"] and doc["quick"]
@@ -51,6 +52,8 @@ def test_the_new_programs_bench_runs_the_documented_steps(tmp_path: Path) -> Non
     held = doc["heldout_coruns"]
     assert held["n"] == len(aside) and all(p["measured_s"] > 0 and p["predicted_s"] > 0 for p in held["pairs"])
     assert all(p["partner"] in calib for p in held["pairs"])  # new + new pairs were measured by the runs
+    assert held["repeats"] == 2 and all(len(p["runs_s"]) == 2 and p["measured_s"] == pytest.approx(statistics.median(p["runs_s"]))
+                                        for p in held["pairs"])  # each held-out pair run twice, its median the truth
     assert set(doc["summary"]) == {"default", "fifo", "greedy", "packing", "search", "default_vs_packing",
                                    "default_vs_packing_makespan"}
     assert doc["summary"]["default_vs_packing"]["median"] == pytest.approx(runs["default"]["throughput"] / runs["packing"]["throughput"])
