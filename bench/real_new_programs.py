@@ -430,14 +430,14 @@ class Bench:
         held = self.state.get("heldout_coruns")
         if not held or not held.get("pairs"):
             raise SystemExit(f"{self.home}: no held-out co-runs to measure again (run --phase all or measure first)")
-        if self.a.remeasure_repeats < 1:
-            raise SystemExit(f"--remeasure-repeats {self.a.remeasure_repeats}: give 1 or more")
-        predict, _ = pair_predictor()
+        from env.sim.nodes import load_node
+
+        cpus = list(load_node("local").cpus)  # the pairs' CPUs as step 7 placed them; no model is needed to run them again
         backend = local_backend()
         rows = []
         self.wait_for_quiet()  # once, as step 7 did: the runs' own load would keep a wait between them going
         for r in held["pairs"]:
-            _, group = predict(r["program"], r["partner"])
+            group = pair_group(cpus, r["program"], r["partner"])
             times = list(r.get("runs_s") or [r["measured_s"]])  # step 7's runs (one, before --heldout-repeats)
             partner_times, loads = list(r.get("partner_runs_s") or [r["partner_measured_s"]]), []
             for k in range(self.a.remeasure_repeats):
@@ -489,6 +489,13 @@ class Bench:
                 "now": error_summary(errs), "now_solo_from_first_run": error_summary(errs_first)}
 
 
+def pair_group(cpus: list[int], new: str, partner: str) -> list:  # noqa: ANN201 - [Placement]
+    """A held-out pair as step 7 runs it: the new program on the node's first CPU, its partner on the second."""
+    from env.measure.probing import Placement
+
+    return [Placement(new, (cpus[0],)), Placement(partner, (cpus[1],))]
+
+
 def pair_predictor(solo_from_coruns: bool = True):  # noqa: ANN201 - (program, partner) -> (times, group); learned
     """The node model's prediction of a pair on one CPU each, as ``cosched run`` would plan with it.
     ``solo_from_coruns`` False: the ablation, each learned program's solo time its first run's (``SOLO_BIAS``)."""
@@ -512,7 +519,7 @@ def pair_predictor(solo_from_coruns: bool = True):  # noqa: ANN201 - (program, p
     cpus = list(model.node.cpus)
 
     def predict(new: str, partner: str) -> tuple[list[float], list[Placement]]:
-        group = [Placement(new, (cpus[0],)), Placement(partner, (cpus[1],))]
+        group = pair_group(cpus, new, partner)
         return gm.times(group)[0], group
 
     return predict, learned
@@ -575,8 +582,9 @@ def main() -> int:
                     help="with --phase repredict: leave the continuous runs' records out of what the model learns from")
     ap.add_argument("--out", default=None, metavar="FILE.json")
     a = ap.parse_args()
-    if a.heldout_repeats < 1 or a.heldout_pairs < 0:
-        ap.error(f"--heldout-repeats {a.heldout_repeats} / --heldout-pairs {a.heldout_pairs}: give 1 or more / 0 or more")
+    if min(a.heldout_repeats, a.remeasure_repeats) < 1 or a.heldout_pairs < 0:
+        ap.error(f"--heldout-repeats {a.heldout_repeats}, --remeasure-repeats {a.remeasure_repeats} (1 or more each) "
+                 f"/ --heldout-pairs {a.heldout_pairs} (0 or more)")
     b = Bench(a)
     if a.phase == "remeasure":
         r = b.remeasure()
