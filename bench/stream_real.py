@@ -3,8 +3,8 @@
 co-scheduling side by side (issue 26, item 6).
 
 The stream: 12 jobs, two of each of six programs (the example jobs of ``examples/``, their inputs scaled so that each
-runs 5 s or more alone on this 2-CPU node when it is quiet), all submitted at 0, Cmax 2. ``--programs heldout`` and
-``heldout2``: the same shape with six other programs each (``HELDOUT_PROGRAMS``, ``HELDOUT2_PROGRAMS``; which
+runs 5 s or more alone on this 2-CPU node when it is quiet), all submitted at 0, Cmax 2. ``--programs heldout``,
+``heldout2`` and ``heldout3``: the same shape with six other programs each (``HELDOUT*_PROGRAMS``; which
 choices each played a part in is said beside them), with their own profiles and calibration (their own ``--home``). Each mode is an online run
 of ``cosched run STREAM.json --mode continuous --policy P`` (``env.real.online``: decided at every real job end,
 started through the executor's launch path, pinned with ``numactl --physcpubind``):
@@ -88,8 +88,23 @@ HELDOUT2_PROGRAMS: dict[str, list[str]] = {
 }
 HELDOUT2_ORDER = ["sha256-5s", "sng-memcpy-5s", "py-dict-5s", "sng-cache2-5s", "gzip9-5s", "sng-int64-5s",
                   "sng-memcpy-5s", "gzip9-5s", "sng-cache2-5s", "sha256-5s", "sng-int64-5s", "py-dict-5s"]
+#: A fourth set (``heldout3``), new to the project on 2026-11-28, after every rule of rollout for real nodes was set,
+#: and used for nothing but its own measurement: sizes timed once alone on a quiet node; the order is a seeded
+#: shuffle of two of each (``random.Random(3).shuffle``, the first seed drawn), which put each pair side by side.
+HELDOUT3_PROGRAMS: dict[str, list[str]] = {
+    "sng-heapsort-5s": ["stress-ng", "--heapsort", "1", "--heapsort-ops", "32", "--quiet"],
+    "sng-memrate-5s": ["stress-ng", "--memrate", "1", "--memrate-bytes", "64M", "--memrate-ops", "28", "--quiet"],
+    "sng-bsearch2-5s": ["stress-ng", "--bsearch", "2", "--bsearch-ops", "2100", "--quiet"],
+    "gcc-O2-5s": ["sh", "-c", f"for i in $(seq 18); do gcc -O2 -c {ROOT / 'native/src/simkernel/simgroup.c'} "
+                  "-o /dev/null; done"],
+    "cksum-5s": ["sh", "-c", f"for i in $(seq 3000); do cksum {ROOT / DATA}; done > /dev/null"],
+    "py-regex-5s": ["python3", "-c", (f"import re\np = re.compile(r'(\\w+)\\s+(\\w+)ing\\b')\n"
+                                      f"t = open('{ROOT / DATA}').read()\nprint(sum(len(p.findall(t)) for _ in range(9)))")],
+}
+HELDOUT3_ORDER = ["sng-memrate-5s", "sng-memrate-5s", "cksum-5s", "sng-heapsort-5s", "sng-heapsort-5s", "py-regex-5s",
+                  "cksum-5s", "py-regex-5s", "sng-bsearch2-5s", "sng-bsearch2-5s", "gcc-O2-5s", "gcc-O2-5s"]
 PROGRAM_SETS = {"example": (PROGRAMS, ORDER), "heldout": (HELDOUT_PROGRAMS, HELDOUT_ORDER),
-                "heldout2": (HELDOUT2_PROGRAMS, HELDOUT2_ORDER)}
+                "heldout2": (HELDOUT2_PROGRAMS, HELDOUT2_ORDER), "heldout3": (HELDOUT3_PROGRAMS, HELDOUT3_ORDER)}
 MODES = ["timeshare", "packing", "rollout"]
 CONTINUOUS = "rollout"
 
