@@ -28,7 +28,7 @@ nothing. The phases are resumable (``--phase setup`` then ``--phase measure``): 
 
     .venv/bin/python bench/real_new_programs.py --home DIR [--phase all|setup|measure] [--repeats 3]
         [--wait-load 1.5 --wait-until HH:MM] [--out docs/figures/real-new-programs.json] [--quick] [--no-refresh]
-        [--programs aside|aside2|aside3|aside4|aside5|aside6] [--search-arm]
+        [--programs aside|aside2|aside3|aside4|aside5|aside6|aside7] [--search-arm]
     .venv/bin/python bench/real_new_programs.py --home DIR --phase remeasure [--remeasure-repeats 3]
         # a finished run's held-out co-runs measured again: its predictions against the median of the runs
     .venv/bin/python bench/real_new_programs.py --home DIR --phase repredict   # the held-out co-runs of a finished
@@ -140,6 +140,19 @@ ASIDE6 = {
     "sng-tree": ["stress-ng", "--tree", "1", "--tree-ops", "1", "--quiet"],
 }
 WINDOW6 = ["py-json", "np-qr", "xxd", "sha1", "sng-zlib", "sng-tree", "py-json", "np-qr"]
+#: A seventh set kept aside (``--programs aside7``), new to the project on 2026-11-28, after every rule was set: it
+#: chose nothing. Sizes set once from one timing each (about 2 s).
+ASIDE7 = {
+    "sng-prime": ["stress-ng", "--cpu", "1", "--cpu-method", "prime", "--cpu-ops", "2700", "--quiet"],
+    "sng-lsearch": ["stress-ng", "--lsearch", "1", "--lsearch-ops", "5", "--quiet"],
+    "sng-memthrash": ["stress-ng", "--memthrash", "1", "--memthrash-ops", "45", "--quiet"],
+    "py-sortstr": ["{py}", "-c", "sorted(str(i * 7919 % 1000003) for i in range(1400000))"],
+    "np-einsum": ["{py}", "-c", "import numpy as np; a=np.random.default_rng(0).random((60,60,60)); "
+                                "[np.einsum('ijk,jkl->il', a, a) for _ in range(25)]"],
+    "tr-wc": ["sh", "-c", "for i in $(seq 28); do tr a-z A-Z < {text} | wc -c; done > /dev/null"],
+}
+WINDOW7 = ["sng-memthrash", "py-sortstr", "sng-prime", "tr-wc", "np-einsum", "sng-lsearch", "sng-memthrash",
+           "py-sortstr"]
 
 _SPIN = "import time\nt=time.perf_counter()\nwhile time.perf_counter()-t<{s}: pass\n"
 QUICK_CALIBRATION = {"q-spin": ["{py}", "-c", _SPIN.format(s=0.3)],
@@ -170,7 +183,8 @@ class Bench:
                            (CALIBRATION, ASIDE3, WINDOW3) if a.programs == "aside3" else
                            (CALIBRATION, ASIDE4, WINDOW4) if a.programs == "aside4" else
                            (CALIBRATION, ASIDE5, WINDOW5) if a.programs == "aside5" else
-                           (CALIBRATION, ASIDE6, WINDOW6) if a.programs == "aside6" else (CALIBRATION, ASIDE, WINDOW))
+                           (CALIBRATION, ASIDE6, WINDOW6) if a.programs == "aside6" else
+                           (CALIBRATION, ASIDE7, WINDOW7) if a.programs == "aside7" else (CALIBRATION, ASIDE, WINDOW))
         data = self.data_files() if not a.quick else {}
         fill = {"py": PY, **data}
 
@@ -571,10 +585,12 @@ def main() -> int:
     ap.add_argument("--wait-load", type=float, default=None, help="before each measuring step, wait for a 1-min load below")
     ap.add_argument("--wait-until", default=None, metavar="HH:MM", help="wait for the load until then at most")
     ap.add_argument("--no-refresh", action="store_true", help="do not run the refresh command even if a plan asks")
-    ap.add_argument("--programs", choices=("aside", "aside2", "aside3", "aside4", "aside5", "aside6"), default="aside",
+    ap.add_argument("--programs", choices=("aside", "aside2", "aside3", "aside4", "aside5", "aside6", "aside7"),
+                    default="aside",
                     help="the window's programs: ASIDE (chose the real-node guard's margin), ASIDE2 (its profilings "
                     "with the packing arm chose the real-node rules of 2026-11-26 and of 2026-11-27), ASIDE3 (checked "
-                    "the rules of 2026-11-26) or ASIDE4 (chose nothing)")
+                    "the rules of 2026-11-26), ASIDE4 (chose nothing); ASIDE5-ASIDE7: what each chose is beside its "
+                    "definition")
     ap.add_argument("--search-arm", action="store_true",
                     help="also run agent-search's own plan (not replaced by the guard) in each repeat")
     ap.add_argument("--quick", action="store_true", help="tiny programs and budgets: to test this script")
