@@ -141,7 +141,8 @@ ASIDE6 = {
 }
 WINDOW6 = ["py-json", "np-qr", "xxd", "sha1", "sng-zlib", "sng-tree", "py-json", "np-qr"]
 #: A seventh set kept aside (``--programs aside7``), new to the project on 2026-11-28, after every rule was set: it
-#: chose nothing. Sizes set once from one timing each (about 2 s).
+#: chose nothing. Sizes set once from one timing each (about 2 s; np-einsum runs 0.45 s: its timing was mostly the
+#: interpreter's start).
 ASIDE7 = {
     "sng-prime": ["stress-ng", "--cpu", "1", "--cpu-method", "prime", "--cpu-ops", "2700", "--quiet"],
     "sng-lsearch": ["stress-ng", "--lsearch", "1", "--lsearch-ops", "5", "--quiet"],
