@@ -154,6 +154,10 @@ ASIDE7 = {
 }
 WINDOW7 = ["sng-memthrash", "py-sortstr", "sng-prime", "tr-wc", "np-einsum", "sng-lsearch", "sng-memthrash",
            "py-sortstr"]
+#: The window's program sets by ``--programs`` name: (programs, window).
+PROGRAM_SETS = {"aside": (ASIDE, WINDOW), "aside2": (ASIDE2, WINDOW2), "aside3": (ASIDE3, WINDOW3),
+                "aside4": (ASIDE4, WINDOW4), "aside5": (ASIDE5, WINDOW5), "aside6": (ASIDE6, WINDOW6),
+                "aside7": (ASIDE7, WINDOW7)}
 
 _SPIN = "import time\nt=time.perf_counter()\nwhile time.perf_counter()-t<{s}: pass\n"
 QUICK_CALIBRATION = {"q-spin": ["{py}", "-c", _SPIN.format(s=0.3)],
@@ -179,13 +183,8 @@ class Bench:
         self.env = {**os.environ, "COSCHED_HOME": str(self.home)}
         self.state_path = self.home / "bench-state.json"
         self.state: dict[str, Any] = json.loads(self.state_path.read_text()) if self.state_path.exists() else {}
-        cal, aside, win = ((QUICK_CALIBRATION, QUICK_ASIDE, QUICK_WINDOW) if a.quick else
-                           (CALIBRATION, ASIDE2, WINDOW2) if a.programs == "aside2" else
-                           (CALIBRATION, ASIDE3, WINDOW3) if a.programs == "aside3" else
-                           (CALIBRATION, ASIDE4, WINDOW4) if a.programs == "aside4" else
-                           (CALIBRATION, ASIDE5, WINDOW5) if a.programs == "aside5" else
-                           (CALIBRATION, ASIDE6, WINDOW6) if a.programs == "aside6" else
-                           (CALIBRATION, ASIDE7, WINDOW7) if a.programs == "aside7" else (CALIBRATION, ASIDE, WINDOW))
+        cal, (aside, win) = ((QUICK_CALIBRATION, (QUICK_ASIDE, QUICK_WINDOW)) if a.quick else
+                             (CALIBRATION, PROGRAM_SETS[a.programs]))
         data = self.data_files() if not a.quick else {}
         fill = {"py": PY, **data}
 
@@ -586,8 +585,7 @@ def main() -> int:
     ap.add_argument("--wait-load", type=float, default=None, help="before each measuring step, wait for a 1-min load below")
     ap.add_argument("--wait-until", default=None, metavar="HH:MM", help="wait for the load until then at most")
     ap.add_argument("--no-refresh", action="store_true", help="do not run the refresh command even if a plan asks")
-    ap.add_argument("--programs", choices=("aside", "aside2", "aside3", "aside4", "aside5", "aside6", "aside7"),
-                    default="aside",
+    ap.add_argument("--programs", choices=sorted(PROGRAM_SETS), default="aside",
                     help="the window's programs: ASIDE (chose the real-node guard's margin), ASIDE2 (its profilings "
                     "with the packing arm chose the real-node rules of 2026-11-26 and of 2026-11-27), ASIDE3 (checked "
                     "the rules of 2026-11-26), ASIDE4 (chose nothing); ASIDE5-ASIDE7: what each chose is beside its "
