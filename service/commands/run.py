@@ -1,4 +1,4 @@
-"""``cosched run``: plan (given a window) and execute, group by group, with a journal and a report.
+"""``cosched run``: plan (given a window) and execute, in groups or continuously, with a journal and a report.
 
 The command line only: the plan comes from ``service.planning``, the run from the backend (``env.real.run`` does
 the work), and the progress, table, picture and JSON from ``service``."""
@@ -24,14 +24,15 @@ from service.runreport import LiveProgress, render_report, run_continuous
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "run",
-        help="plan (given a window) and execute a job window, group by group",
+        help="plan (given a window) and execute it: groups one after another, or each job as what it needs frees",
         description="Execute a plan (PLAN.json) or plan and execute a window (WINDOW.json) on this node. "
         "Writes a run directory with the plan, a journal, each job's output, the report and a picture.",
     )
     p.add_argument("document", nargs="?", help="WINDOW.json or PLAN.json")
     p.add_argument("--backend", choices=("real", "sim"), default="real", help="real: run on this node (default); sim: simulate the plan")
     p.add_argument("--node", default=None, help="node to plan for (default: local for real, sim:reference for sim)")
-    p.add_argument("--policy", default=None, help="planning policy for a window (default: agent when a model exists)")
+    p.add_argument("--policy", default=None, help="planning policy for a window, as in 'cosched schedule' (its --help lists them and the "
+                   "defaults: agent-search where a model and a node model exist; continuous: rollout)")
     p.add_argument("--model", default=None, help="model file for the agent policies (--mode continuous: a stream model, default "
                    "the node's shipped one)")
     p.add_argument("--dry-run", action="store_true", help="print the groups and exact argv without running anything")
