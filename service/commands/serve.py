@@ -24,8 +24,8 @@ from env.planners.search import BUDGET_HELP
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "serve",
-        help="the HTTP service: POST /schedule (window in, plan out; nothing is run)",
-        description="Serve the planner over HTTP (FastAPI on uvicorn): POST /schedule, GET /healthz, /node, /model, "
+        help="the HTTP service: POST /schedule (window in, plan out), POST /decide (nothing is run)",
+        description="Serve the planner over HTTP (FastAPI on uvicorn): POST /schedule, POST /decide, GET /healthz, /node, /model, "
         "/profiles, GET/PUT/DELETE /profiles/NAME, /docs, /openapi.json. It plans for NODE with the model M "
         "(without one: the 'greedy' heuristic) and never executes anything it receives. Binding an address other "
         "than loopback requires COSCHED_TOKEN; with it set, clients send 'Authorization: Bearer $COSCHED_TOKEN' "

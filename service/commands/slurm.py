@@ -23,8 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("slurm", help="co-scheduling on a Slurm cluster: a local cluster, the window controller",
                        description="Slurm stays the scheduler: jobs submitted with 'sbatch --cosched' go to the "
                        "co-scheduling partition held (examples/slurm/job_submit.lua); 'cosched slurm run' plans them in "
-                       "windows and releases each group together on one node, and cosched's SPANK plugin applies each "
-                       "job's placement there. 'up'/'down' run a whole cluster on this machine to try it.")
+                       "windows and releases each group together on one node, or (--mode continuous) releases jobs "
+                       "onto a node at every job end, and cosched's SPANK plugin applies each job's placement there. 'up'/'down' run a whole cluster on this machine to try it.")
     verbs = p.add_subparsers(dest="slurm_verb", metavar="VERB", parser_class=type(p))
     verbs.required = True
 
