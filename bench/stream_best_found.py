@@ -20,6 +20,7 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -46,6 +47,28 @@ def one(task: tuple[str, int, int, int, int]) -> dict:
     return out
 
 
+def run_streams(one: Callable[[tuple], dict], tasks: list[tuple], procs: int, json_path: str | None, node: str,
+                script: str) -> list[dict]:
+    """``one`` over ``tasks`` (in ``procs`` processes when above 1): its rows, the JSON at ``json_path`` rewritten
+    after each stream, so that a run cut short keeps what it did. Shared with ``bench/stream_deep_first.py``."""
+    rows: list[dict] = []
+
+    def keep(row: dict) -> None:
+        rows.append(row)
+        if json_path:
+            Path(json_path).write_text(json.dumps({"simulated": True, "node": node, "command": f"python {script} "
+                                                   + " ".join(sys.argv[1:]), "rows": rows}, indent=1) + "\n")
+
+    if procs > 1:
+        with ProcessPoolExecutor(procs) as ex:
+            for f in as_completed([ex.submit(one, t) for t in tasks]):
+                keep(f.result())
+    else:
+        for t in tasks:
+            keep(one(t))
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--node", default="sim:reference")
@@ -60,21 +83,7 @@ def main() -> int:
              for c in args.cmaxes.split(",") for s in args.seeds.split(",")]
     print(f"{args.node} (simulated): saturated streams of 48 jobs, rollout and best-found (W {args.window}, "
           f"{args.candidates} candidates)", flush=True)
-    rows: list[dict] = []
-
-    def keep(row: dict) -> None:  # the JSON is rewritten after each stream: a run cut short keeps what it did
-        rows.append(row)
-        if args.json:
-            Path(args.json).write_text(json.dumps({"simulated": True, "node": args.node, "command": "python "
-                                                   "bench/stream_best_found.py " + " ".join(sys.argv[1:]), "rows": rows}, indent=1) + "\n")
-
-    if args.procs > 1:
-        with ProcessPoolExecutor(args.procs) as ex:
-            for f in as_completed([ex.submit(one, t) for t in tasks]):
-                keep(f.result())
-    else:
-        for t in tasks:
-            keep(one(t))
+    rows = run_streams(one, tasks, args.procs, args.json, args.node, "bench/stream_best_found.py")
     print("throughput / packing's, median [min, max] (simulated):")
     for c in sorted({r["cmax"] for r in rows}):
         for name in ("rollout", "best-found"):

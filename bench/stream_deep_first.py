@@ -5,7 +5,7 @@ one core a stream; the deeper valuation at the tail alone gained nothing (docs/c
 asks how much of best-found's gain the first K starts carry: ``DeepFirst(K)`` decides its first K starts as
 best-found does and the rest as rollout does.
 
-    .venv/bin/python bench/stream_deep_first.py [--seeds 1,2,3] [--cmaxes 2,3,4] [--first 4,8,16] [--best-found]
+    .venv/bin/python bench/stream_deep_first.py [--seeds 1,2,3] [--cmaxes 2,3,4] [--first 8] [--best-found]
         [--procs N] [--json FILE]
 
 Per stream: throughput / packing's for rollout, each DeepFirst(K) (and best-found), and the CPU seconds each took.
@@ -14,17 +14,16 @@ Per stream: throughput / packing's for rollout, each DeepFirst(K) (and best-foun
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.stream_baselines import saturated_stream  # noqa: E402
+from bench.stream_best_found import run_streams  # noqa: E402
 from env.episode.stream import run_stream  # noqa: E402
 from env.planners.continuous import BestFound, Rollout, Start  # noqa: E402
 from env.planners.streams import Packing  # noqa: E402
@@ -81,7 +80,7 @@ def main() -> int:
     ap.add_argument("--node", default="sim:reference")
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--cmaxes", default="2,3,4")
-    ap.add_argument("--first", default="4,8,16", help="K values: starts valued one level deeper")
+    ap.add_argument("--first", default="8", help="K values, comma-separated: the starts valued one level deeper (default 8, chosen on seeds 1-3)")
     ap.add_argument("--best-found", action="store_true", help="add best-found (every start one level deeper)")
     ap.add_argument("--procs", type=int, default=1)
     ap.add_argument("--json", default=None, metavar="FILE")
@@ -90,22 +89,7 @@ def main() -> int:
     tasks = [(args.node, int(s), int(c), firsts, args.best_found)
              for c in args.cmaxes.split(",") for s in args.seeds.split(",")]
     print(f"{args.node} (simulated): saturated streams of 48 jobs, rollout deeper for the first K starts", flush=True)
-    rows: list[dict] = []
-
-    def keep(row: dict) -> None:  # rewritten after each stream: a run cut short keeps what it did
-        rows.append(row)
-        if args.json:
-            Path(args.json).write_text(json.dumps({"simulated": True, "node": args.node, "command": "python "
-                                                   "bench/stream_deep_first.py " + " ".join(sys.argv[1:]),
-                                                   "rows": rows}, indent=1) + "\n")
-
-    if args.procs > 1:
-        with ProcessPoolExecutor(args.procs) as ex:
-            for f in as_completed([ex.submit(one, t) for t in tasks]):
-                keep(f.result())
-    else:
-        for t in tasks:
-            keep(one(t))
+    rows = run_streams(one, tasks, args.procs, args.json, args.node, "bench/stream_deep_first.py")
     print("throughput / packing's, median [min, max] (simulated):")
     names = [k for k in rows[0] if k not in ("seed", "cmax") and not k.endswith("_cpu_s")] if rows else []
     for c in sorted({r["cmax"] for r in rows}):
