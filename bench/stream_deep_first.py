@@ -35,11 +35,10 @@ class DeepFirst(Rollout):
     candidate, rollout's own choice among them, played forward by rollout itself), the rest as rollout does. Its guard
     is rollout's: the check plays this policy forward, deep starts included."""
 
-    name = "deep-first"
-
     def __init__(self, first: int = 8) -> None:
         super().__init__(deep=True)
         self.first = first
+        self.name = f"deep-first-{first}"
 
     def reset(self, node, jobs, max_concurrency: int) -> None:  # noqa: ANN001
         super().reset(node, jobs, max_concurrency)
@@ -65,10 +64,9 @@ def one(task: tuple[str, int, int, tuple[int, ...], bool]) -> dict:
     packing = run_stream(node, jobs, cmax, Packing()).makespan_s
     pols: list = [Rollout()] + [DeepFirst(first=k) for k in firsts] + ([BestFound()] if best else [])
     for pol in pols:
-        name = pol.name if not isinstance(pol, DeepFirst) else f"deep-first-{pol.first}"
         t0 = time.process_time()
-        out[name] = packing / run_stream(node, jobs, cmax, pol).makespan_s
-        out[name + "_cpu_s"] = round(time.process_time() - t0, 1)
+        out[pol.name] = packing / run_stream(node, jobs, cmax, pol).makespan_s
+        out[pol.name + "_cpu_s"] = round(time.process_time() - t0, 1)
     cells = "  ".join(f"{k} {v:.4f} ({out[k + '_cpu_s']} s)" for k, v in out.items()
                       if k not in ("seed", "cmax") and not k.endswith("_cpu_s"))
     print(f"Cmax {cmax}, seed {seed}: throughput / packing: {cells}", flush=True)
@@ -85,9 +83,14 @@ def main() -> int:
     ap.add_argument("--procs", type=int, default=1)
     ap.add_argument("--json", default=None, metavar="FILE")
     args = ap.parse_args()
-    firsts = tuple(int(k) for k in args.first.split(",") if k)
-    tasks = [(args.node, int(s), int(c), firsts, args.best_found)
-             for c in args.cmaxes.split(",") for s in args.seeds.split(",")]
+    try:
+        firsts = tuple(int(k) for k in args.first.split(",") if k)
+        tasks = [(args.node, int(s), int(c), firsts, args.best_found)
+                 for c in args.cmaxes.split(",") for s in args.seeds.split(",")]
+    except ValueError:
+        print(f"--seeds {args.seeds!r} / --cmaxes {args.cmaxes!r} / --first {args.first!r}: give comma-separated whole "
+              "numbers, e.g. --first 4,8", file=sys.stderr)
+        return 2
     print(f"{args.node} (simulated): saturated streams of 48 jobs, rollout deeper for the first K starts", flush=True)
     rows = run_streams(one, tasks, args.procs, args.json, args.node, "bench/stream_deep_first.py")
     print("throughput / packing's, median [min, max] (simulated):")
