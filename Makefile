@@ -21,8 +21,9 @@ $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q --no-cache-dir --no-build-isolation -e '.[test]'
 	@touch $@
 
+# Builds in parallel on every CPU; the C tests' runs stay one after another (the recipe's lines of native's test).
 native:
-	@$(MAKE) --no-print-directory -s -C native all
+	@$(MAKE) --no-print-directory -s -j$$(nproc) -C native all
 
 run: setup
 	@tools/run-example.sh
@@ -32,7 +33,7 @@ test: setup
 	@$(MAKE) --no-print-directory test-python
 
 test-native:
-	@$(MAKE) --no-print-directory -C native test
+	@$(MAKE) --no-print-directory -j$$(nproc) -C native test
 
 test-python:
 	@tools/test-python.sh
