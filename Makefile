@@ -16,10 +16,9 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --no-cache-dir --upgrade pip==26.3 setuptools==84.2.1 wheel==0.48.0
 
-# Re-install only when the dependency pins change. --no-compile: byte-compiling every installed module (torch's
-# thousands) took a minute of a fresh setup; Python compiles the few it imports on first use instead.
+# Re-install only when the dependency pins change.
 $(STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install -q --no-cache-dir --no-compile --no-build-isolation -e '.[test]'
+	$(PY) -m pip install -q --no-cache-dir --no-build-isolation -e '.[test]'
 	@touch $@
 
 # Builds in parallel on every CPU; the C tests' runs stay one after another (the recipe's lines of native's test).
