@@ -16,7 +16,8 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --no-cache-dir --upgrade pip==26.3 setuptools==84.2.1 wheel==0.48.0
 
-# Re-install only when the dependency pins change.
+# Re-install only when the dependency pins change. Modules are byte-compiled here, at install: with
+# PYTHONDONTWRITEBYTECODE set (as on this machine) nothing compiles them later, and every process would again.
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q --no-cache-dir --no-build-isolation -e '.[test]'
 	@touch $@
