@@ -7,8 +7,8 @@ PYTHON ?= python3
 
 .PHONY: setup apt venv native native-tests run test test-python test-native clean
 
-# After the Debian packages, the Python environment and the C build at once (two jobs: pip mostly unpacks while the
-# compiler runs; the C build takes the second job slot when pip leaves it).
+# After the Debian packages, the Python environment and the C build side by side (two jobs: pip's install takes
+# minutes on a fresh machine, the C build under a minute beside it).
 setup: apt
 	@$(MAKE) --no-print-directory -s -j2 $(STAMP) native
 

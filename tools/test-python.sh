@@ -2,8 +2,9 @@
 # The Python tests. First, alone, the few that need every CPU free of the suite's own work (marker whole_machine);
 # then two pytest processes side by side, so that one's waiting is the other's time: the Slurm tests (a real local
 # cluster: they mostly wait on its daemons), the runner's (real programs started, pinned and waited for) and, to even
-# the two out, the set learner's SAC runs (CPU-bound, about two minutes) in one, all the others in the other. Each one's output is shown whole; the run fails if any part fails. Arguments are pytest
-# options given to every part (e.g. -x); to run some tests only, call .venv/bin/pytest itself.
+# the two out, the set learner's SAC runs (CPU-bound, about two minutes) in one, all the others in the other. Each
+# one's output is shown whole; the run fails if any part fails. Arguments are pytest options given to every part
+# (e.g. -x); to run some tests only, call .venv/bin/pytest itself.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 side=(tests/slurm tests/runner tests/training/test_set_sac.py)
