@@ -41,6 +41,9 @@ from env.sim.stream import StreamNode
 
 Start = tuple[StreamJob, Allocation]
 
+#: Fill's choices kept before its memo starts afresh (bounds memory over long runs).
+_CHOSEN_MAX = 100_000
+
 #: Candidates beside the base's start that the search plays forward at each start it adds (its work budget).
 DEFAULT_CANDIDATES = 8
 
@@ -131,20 +134,32 @@ class Fill:
     def reset(self, node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int) -> None:
         self.node = node
         self.rates = _Rates({j.name: j.solo_s for j in jobs})
+        # Its choice depends only on the running SimJobs (in order: they fix the free CPUs and the rates), the places
+        # left and the window's programs; the play-outs meet the same ones again and again, so it is kept.
+        self.chosen: dict[tuple, tuple[int, Allocation]] = {}
 
     def next_start(self, sim: StreamNode, queue: Sequence[StreamJob], places: int) -> Start | None:
-        free = sim.free_cpus()
-        if not queue or places < 1 or not free:
+        if not queue or places < 1:
             return None
-        n = len(free) if places == 1 else max(1, len(free) // places)
-        alloc = plain_allocation(self.node, assign_cpus(self.node, n, "compact", set(self.node.cpus) - free))
-        best: tuple[float, StreamJob] | None = None
-        for j in _distinct(queue, self.window):
-            rate = self.rates.with_job(sim, j, alloc)
-            if best is None or rate > best[0] + 1e-12:  # ties: the earlier job
-                best = (rate, j)
-        assert best is not None
-        return best[1], alloc
+        window = _distinct(queue, self.window)
+        key = (tuple(r.sim for r in sim.running.values()), places, tuple((j.name, j.solo_s) for j in window))
+        hit = self.chosen.get(key)
+        if hit is None:
+            free = sim.free_cpus()
+            if not free:
+                return None
+            n = len(free) if places == 1 else max(1, len(free) // places)
+            alloc = plain_allocation(self.node, assign_cpus(self.node, n, "compact", set(self.node.cpus) - free))
+            best: tuple[float, int] | None = None
+            for k, j in enumerate(window):
+                rate = self.rates.with_job(sim, j, alloc)
+                if best is None or rate > best[0] + 1e-12:  # ties: the earlier job
+                    best = (rate, k)
+            assert best is not None
+            if len(self.chosen) >= _CHOSEN_MAX:
+                self.chosen.clear()
+            hit = self.chosen[key] = (best[1], alloc)
+        return window[hit[0]], hit[1]
 
     def decide(self, view: StreamView) -> Decision:
         sim, queue, starts = view.sim.fork(), list(view.queue), []

@@ -92,6 +92,33 @@ def test_best_found_is_never_worse_than_rollout_on_the_model(seed: int, cmax: in
     assert sorted(j.id for j in deep.jobs) == sorted(j.id for j in jobs) and _overlaps(deep) <= cmax
 
 
+class _FillAfresh(Fill):
+    """Fill deciding every start anew (its memo emptied first)."""
+
+    def next_start(self, sim, queue, places):  # noqa: ANN001, ANN201
+        self.chosen.clear()
+        return super().next_start(sim, queue, places)
+
+
+@pytest.mark.parametrize("arrivals", [0.0, 40.0])
+def test_fills_kept_choices_decide_as_deciding_afresh(arrivals: float) -> None:
+    """Fill keeps its choices by running set, places and window: rollout over it plays exactly as over a Fill that
+    decides every start anew (same starts, same allocations, same ends)."""
+    jobs = _stream(16, seed=5, arrivals=arrivals)
+    kept, fresh = Rollout(), Rollout()
+    fresh_reset = fresh.reset
+
+    def reset(node, jobs, cmax):  # noqa: ANN001, ANN202
+        fresh_reset(node, jobs, cmax)
+        fresh.base = _FillAfresh(fresh.window)
+        fresh.base.reset(node, jobs, cmax)
+
+    fresh.reset = reset  # type: ignore[method-assign]
+    a, b = run_stream(NODE, jobs, 3, kept), run_stream(NODE, jobs, 3, fresh)
+    assert [(j.id, j.start_s, j.end_s, j.cpus) for j in a.jobs] == [(j.id, j.start_s, j.end_s, j.cpus) for j in b.jobs]
+    assert kept.base.chosen and len(kept.base.chosen) > len(fresh.base.chosen)  # choices were kept and reused
+
+
 def test_proposals_cut_allocations_only_from_free_cpus() -> None:
     jobs = _stream(6, 2)
     props = Proposals(window=6)
