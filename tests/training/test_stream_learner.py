@@ -111,3 +111,25 @@ def test_the_guard_predicts_packing_exactly(trained):
     starts, predicted = p.packing_prediction(StreamView(StreamNode(NODE, world_for(NODE).params), list(jobs), 3, 0))
     assert len(starts) == 3
     assert predicted == pytest.approx(run_stream(NODE, jobs, 3, Packing()).makespan_s, rel=1e-12)
+
+
+def test_the_marginal_imitation_loss_is_the_teachers_job_and_option_apart():
+    from agent.sac import masked_policy
+    from env.episode.stream_gym import N_OPTIONS as K
+    from training.stream.sac import marginal_bc
+
+    g = torch.Generator().manual_seed(3)
+    logits = torch.randn(3, 2 * K + 1, generator=g)
+    mask = torch.ones(3, 2 * K + 1, dtype=torch.bool)
+    mask[1, K:2 * K] = False  # the second slot masked in the second state: its probability is 0 there
+    p, lp = masked_policy(logits, mask)
+    action = torch.tensor([K + 3, 5, 2 * K])  # slot 1 option 3; slot 0 option 5; "nothing" (left out)
+    q = p[:, :2 * K].view(3, 2, K).double()
+    want = -(np.log(q[0, 1].sum()) + np.log(q[0, :, 3].sum()) + np.log(q[1, 0].sum()) + np.log(q[1, :, 5].sum())) / 2
+    assert float(marginal_bc(lp, mask, action)) == pytest.approx(float(want), rel=1e-5)
+    # a label's job and option both certain: nothing to learn
+    sure = torch.full((1, 2 * K + 1), -30.0)
+    sure[0, K + 3] = 30.0
+    _, lp1 = masked_policy(sure, torch.ones(1, 2 * K + 1, dtype=torch.bool))
+    assert float(marginal_bc(lp1, torch.ones(1, 2 * K + 1, dtype=torch.bool), torch.tensor([K + 3]))) < 1e-6
+    assert float(marginal_bc(lp, mask, torch.tensor([2 * K, 2 * K, 2 * K]))) == 0.0

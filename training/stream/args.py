@@ -32,6 +32,7 @@ class Args:
     dagger_updates: int = 1_000
     lr_warm: float = 5e-4  # the actor's learning rate while it imitates
     bc_coef: float = 5.0
+    bc_marginal: float = 1.0  # weight of the imitation loss of the teacher's job and option apart (marginal_bc)
     reward_scale: float = 10.0  # the return is -reward_scale x metric / metric_scale (env.episode.stream_gym)
     gamma: float = 0.995
     tau: float = 0.005
@@ -67,9 +68,10 @@ class Args:
             raise ValueError("--eval-seeds: 101-108 are the held-out streams of the ablation; choose others (200+)")
         if not 0.0 <= self.arrival_share <= 1.0 or not 0.0 < self.loads[0] <= self.loads[1]:
             raise ValueError(f"--arrival-share {self.arrival_share} in [0, 1] and --loads {self.loads} > 0, lo <= hi")
-        if min(self.teacher_workers, self.teacher_streams, self.bc_updates, self.dagger_rounds, self.dagger_streams,
-               self.dagger_updates) < 0:
-            raise ValueError("--teacher-streams, --teacher-workers, --bc-updates and the --dagger-* settings must be >= 0")
+        if min(self.teacher_workers, self.teacher_streams, self.bc_updates,
+               self.dagger_rounds, self.dagger_streams, self.dagger_updates) < 0 or self.bc_marginal < 0:
+            raise ValueError("--teacher-streams, --teacher-workers, --bc-updates, --bc-marginal "
+                             "and the --dagger-* settings must be >= 0")
 
     @property
     def max_window(self) -> int:

@@ -8,7 +8,8 @@ from rollout's decisions. One command:
   Cmax in ``cmaxes``, W in ``windows``, half of them with Poisson arrivals.
 * Warm start (``teacher_streams`` > 0): streams decided by ``rollout`` through the env (``training.stream.teacher``),
   made in ``teacher_workers`` processes; their transitions fill the replay buffer and a demonstration buffer; the
-  actor imitates them (cross-entropy) for ``bc_updates`` updates while the critics learn their value. Then
+  actor imitates them (cross-entropy, plus ``bc_marginal`` x that of the teacher's job and of its option apart:
+  ``marginal_bc``) for ``bc_updates`` updates while the critics learn their value. Then
   ``dagger_rounds`` rounds of DAgger: the greedy actor decides ``dagger_streams`` new streams, rollout labels every
   state it visits, the labels join the demonstrations and the actor imitates them ``dagger_updates`` more updates.
 * SAC (``total_steps`` env steps): the actor samples from its masked softmax (``agent.policy``); the losses are
@@ -42,6 +43,7 @@ from agent.policy import masked_probs, sample_valid
 from agent.streamnet import StreamNetShape, stream_logits
 from env.episode.stream_gym import (
     CONTEXT_NAMES,
+    N_OPTIONS,
     OPTION_NAMES,
     OPTIONS,
     PAIR_NAMES,
@@ -104,6 +106,8 @@ class Learner:
             d = demos.sample(a.batch_size, rng)
             _, lp = masked_policy(self.actor(*d["s"]), d["mask"])
             bc = -lp.gather(1, d["action"][:, None]).mean()
+            if a.bc_marginal > 0:
+                bc = bc + a.bc_marginal * marginal_bc(lp, d["mask"], d["action"])
         actor_loss = bc if warm else loss["actor_loss"] + a.bc_coef * bc
         for g in self.actor_opt.param_groups:
             g["lr"] = a.lr_warm if warm else a.lr_actor
@@ -121,6 +125,25 @@ class Learner:
         return {"critic_loss": float(loss["critic_loss"].detach()), "actor_loss": float(actor_loss.detach()),
                 "bc": float(bc.detach()), "alpha": float(self.log_alpha.exp().detach()),
                 "entropy": float(loss["entropy"])}
+
+
+def marginal_bc(lp: Any, mask: Any, action: Any) -> Any:
+    """The imitation loss of the two halves of a start: minus the log-probability of the teacher's job (over every
+    option) and of its option (over every job), for the labels that start something. Rollout's job among similar
+    ones is often a near tie that the joint label makes the actor learn at the cost of the option, whose choice
+    (compact or spread, the size) is what the stream's makespan turns on."""
+    import torch
+
+    n = lp.shape[1] - 1
+    k = N_OPTIONS
+    starts = action < n
+    if not bool(starts.any()):
+        return torch.zeros(())
+    p = (lp[starts, :n].exp() * mask[starts, :n]).view(-1, n // k, k)
+    a = action[starts]
+    job = p.sum(dim=2).gather(1, (a // k)[:, None]).clamp_min(1e-12).log()
+    opt = p.sum(dim=1).gather(1, (a % k)[:, None]).clamp_min(1e-12).log()
+    return -(job + opt).mean()
 
 
 # ------------------------------------------------------------------------------------------ the teachers
