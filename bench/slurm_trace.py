@@ -2,7 +2,7 @@
 node-sharing packing and cosched, side by side (simulated; the decisions' time measured on one core).
 
 The cluster is ``--nodes`` nodes of the node model (``sim:reference``), each a ``StreamNode``; the trace's jobs are
-mapped onto it by ``service.slurm.tracesim.map_jobs`` (nodes scaled to the cluster, a seeded program per executable
+mapped onto it by ``service.slurm.swf.map_jobs`` (nodes scaled to the cluster, a seeded program per executable
 or user, the program's work scaled to the trace's runtime), and every policy runs the same jobs
 (``service.slurm.tracesim.simulate``, FCFS with EASY backfilling; ``service.slurm.tracesim_policies``). Each seed
 assigns programs afresh; the table gives the median over seeds [min, max]. No trace is downloaded: give its path
@@ -28,7 +28,8 @@ sys.path.insert(0, str(ROOT))
 from env.errors import InputError  # noqa: E402
 from env.sim.nodes import load_node  # noqa: E402
 from env.sim.world import world_for  # noqa: E402
-from service.slurm.tracesim import map_jobs, read_swf, simulate  # noqa: E402
+from service.slurm.swf import map_jobs, read_swf  # noqa: E402
+from service.slurm.tracesim import simulate  # noqa: E402
 from service.slurm.tracesim_policies import trace_policy  # noqa: E402
 
 FIELDS = ("makespan_s", "mean_turnaround_s", "mean_wait_s", "mean_bounded_slowdown", "node_utilisation",
@@ -74,7 +75,8 @@ def main() -> int:
     ap.add_argument("--json", help="write every run's figures here")
     ap.add_argument("--plot", help="draw mean turnaround and bounded slowdown per policy and load here (PNG)")
     ap.add_argument("--merge", nargs="*", default=[], metavar="JSON",
-                    help="also count the runs of earlier --json files (the same trace, jobs and Cmax) in the table and picture")
+                    help="also count the runs of earlier --json files (the same trace, jobs and Cmax) in the table and picture; "
+                         "only the (load, seed, policy) runs they lack are run")
     args = ap.parse_args()
     try:
         node = load_node(args.node)
@@ -105,16 +107,19 @@ def main() -> int:
             return 2
         runs += [r for r in doc["runs"] if r["policy"] in policies and r["seed"] in seeds]
     loads = sorted(set(loads) | {r["load"] for r in runs})
-    for load in [x for x in loads if not any(r["load"] == x for r in runs)]:
+    done = {(r["load"], r["seed"], r["policy"]) for r in runs}
+    for load in loads:
         for seed in seeds:
-            jobs = map_jobs(trace, programs, args.nodes, seed, load=load)
-            for p in policies:
+            todo = [p for p in policies if (load, seed, p) not in done]  # merged runs are not run again
+            jobs = map_jobs(trace, programs, args.nodes, seed, load=load) if todo else []
+            for p in todo:
                 t0 = time.perf_counter()
                 m = simulate(jobs, trace_policy(p, args.cmax), node, args.nodes).metrics()
                 runs.append({"load": load, "seed": seed, "policy": p, **m, "wall_s": time.perf_counter() - t0})
                 print(f"  load {load:g} seed {seed} {p:<15} turnaround {m['mean_turnaround_s']:9.0f} s  "
                       f"bsld {m['mean_bounded_slowdown']:7.2f}  util {m['node_utilisation']:.3f}  "
-                      f"{m['decisions_per_s']:7.0f} decisions/s  ({runs[-1]['wall_s']:.0f} s)", flush=True)
+                      f"{m['decisions_per_s']:7.0f} decisions/s" + (f"  {m['give_backs']} given back" if m["give_backs"] else "")
+                      + f"  ({runs[-1]['wall_s']:.0f} s)", flush=True)
     print("\nsimulated; median over seeds [min, max]; decisions/s measured (CPU time of the scheduling passes, one core)")
     for load in loads:
         print(f"\nload x{load:g}")

@@ -1,5 +1,6 @@
 """The node model for job streams: jobs start at any event with their allocation, carry their remaining work, and
-running jobs' L3 ways and bandwidth caps may change at events; every job's rate is recomputed at every event.
+running jobs' L3 ways and bandwidth caps may change at events (and a running job may give back CPUs); every job's
+rate is recomputed at every event.
 
 The group run (``env.sim.model.run_group_py``) is the special case where every job starts at 0 and nothing changes:
 between two events each running job progresses at ``1 / T`` of its work per second, ``T`` its time for the whole work
@@ -140,6 +141,17 @@ class StreamNode:
         if alloc.cpus != r.alloc.cpus or memory_key(self.g, alloc.cpus, alloc.memory) != memory_key(
                 self.g, r.alloc.cpus, r.alloc.memory):
             raise ValueError(f"job {job_id!r}: only its ways and bandwidth caps may change while it runs")
+        r.alloc, r.sim = alloc, self.sim_job(r.params, alloc)
+        self._rates = None
+
+    def give_back(self, job_id: str, alloc: Allocation) -> None:
+        """A running job keeps only ``alloc``'s CPUs (a subset of its own) from now on, its work left carried on: a
+        node that ran it alone takes others beside it. Its pages stay where it touched them, so ``alloc`` should say
+        where they are (first-touch over CPUs in each domain it had keeps half its threads near their pages)."""
+        r = self.running[job_id]
+        if not alloc.cpus or not set(alloc.cpus) < set(r.alloc.cpus):
+            raise ValueError(f"job {job_id!r}: it can give back CPUs, not take new ones (keeps {list(alloc.cpus)} of "
+                             f"{list(r.alloc.cpus)})")
         r.alloc, r.sim = alloc, self.sim_job(r.params, alloc)
         self._rates = None
 

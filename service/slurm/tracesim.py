@@ -1,25 +1,8 @@
 """A cluster of simulated nodes driven by a job trace in the Standard Workload Format (SWF): every figure it makes is
 simulated (the node model on every node), and the time the controller's decisions take is measured.
 
-The trace (``read_swf``): one line a job, fields 1 job id, 2 submit (s), 4 runtime (s), 5 allocated processors
-(8 requested processors where 5 is missing), 9 requested time (-1: none), 12 user, 14 executable; header lines
-``; MaxNodes:`` / ``; MaxProcs:`` give the machine. Jobs without a runtime or a processor count (cancelled before
-they ran) are dropped.
-
-From trace to cluster (``map_jobs``), a documented and seeded rule:
-
-* **nodes**: a job's trace nodes are ceil(processors / (MaxProcs / MaxNodes)), scaled to the simulated cluster as
-  max(1, round(trace nodes x N / MaxNodes)), at most N; arrival times are kept, so the offered load stays that of the
-  trace;
-* **program**: one of the node model's programs (the 19 of ``sim:reference``), chosen by a seeded draw keyed by
-  the job's executable number, else its user, else its id (a user's or an application's jobs run one program);
-* **work**: the program's work scaled so that alone on its nodes (the whole node each) it takes the trace's runtime:
-  its node-model noise factor is runtime / the program's solo time; a multi-node job runs its program on every node
-  it holds and progresses at the pace of its slowest node (bulk synchronous);
-* **estimate**: the trace's requested time where it has one and it is not below the runtime, else the runtime;
-  on a shared node, that times the program's slowdown alone on one of Cmax equal slots (what a user asking for a
-  slot would request);
-* **load** (optional): submit times divided by a factor, the same jobs at a higher offered load.
+The trace and its jobs: ``service.slurm.swf`` (``read_swf``, ``map_jobs``; the rule from trace to cluster is
+its docstring).
 
 The cluster (``simulate``): N ``StreamNode``s (``env.sim.stream``) of one node model, a FCFS queue with EASY
 backfilling (the head job gets a reservation at the earliest time the estimates free enough nodes for it; a later job
@@ -29,14 +12,11 @@ starts now only if it fits now and does not delay that reservation), and a clust
 
 from __future__ import annotations
 
-import gzip
 import heapq
 import math
-import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -45,106 +25,13 @@ from env.errors import InputError
 from env.node.spec import NodeSpec
 from env.plan.allocate import Allocation
 from env.sim.stream import StreamNode
+from service.slurm.swf import SwfJob, Trace, TraceJob, map_jobs, read_swf
 
 #: Bounded slowdown's floor (s), as for streams (``env.episode.stream.SLOWDOWN_FLOOR_S``).
 SLOWDOWN_FLOOR_S = 10.0
 #: Jobs past the head that one backfill pass looks at (a bf_max_job_test-like bound).
 BACKFILL_DEPTH = 200
 _EPS = 1e-6
-
-
-@dataclass(frozen=True)
-class SwfJob:
-    id: int
-    submit_s: float
-    run_s: float
-    procs: int
-    req_s: float  # -1: none
-    user: int
-    app: int
-
-
-@dataclass(frozen=True)
-class Trace:
-    path: str
-    max_nodes: int
-    max_procs: int
-    jobs: list[SwfJob]
-    dropped: int  # lines without a runtime or a processor count
-
-
-def read_swf(path: str | Path, *, skip: int = 0, limit: int | None = None) -> Trace:
-    """The jobs of an SWF file (plain or .gz) in file order, ``skip`` usable jobs skipped and at most ``limit`` kept."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{p}: no such trace file (an SWF file, plain or .gz; see docs/slurm-scale.md for where to get one)")
-    opener = gzip.open if p.suffix == ".gz" else open
-    header: dict[str, int] = {}
-    jobs: list[SwfJob] = []
-    dropped = seen = 0
-    try:
-        with opener(p, "rt", encoding="utf-8", errors="replace") as f:
-            for n, line in enumerate(f, 1):
-                s = line.strip()
-                if not s:
-                    continue
-                if s.startswith(";"):
-                    key, _, val = s[1:].partition(":")
-                    if key.strip() in ("MaxNodes", "MaxProcs") and val.strip().isdigit():
-                        header[key.strip()] = int(val.strip())
-                    continue
-                v = s.split()
-                if len(v) < 18:
-                    raise InputError(f"{p}:{n}: {len(v)} fields, an SWF job line has 18")
-                run, procs = float(v[3]), int(v[4]) if int(v[4]) > 0 else int(v[7])
-                if run <= 0 or procs <= 0:
-                    dropped += 1
-                    continue
-                seen += 1
-                if seen <= skip:
-                    continue
-                jobs.append(SwfJob(int(v[0]), float(v[1]), run, procs, float(v[8]), int(v[11]), int(v[13])))
-                if limit is not None and len(jobs) >= limit:
-                    break
-    except (OSError, ValueError, EOFError) as e:
-        raise InputError(f"{p}: not a readable SWF trace ({e})") from None
-    if not jobs:
-        raise InputError(f"{p}: no job with a runtime and a processor count (after skipping {skip})")
-    procs = max(j.procs for j in jobs)
-    max_procs = header.get("MaxProcs", procs)
-    max_nodes = header.get("MaxNodes", max_procs)
-    return Trace(str(p), max_nodes, max_procs, jobs, dropped)
-
-
-@dataclass(frozen=True)
-class TraceJob:
-    id: str
-    submit_s: float
-    nodes: int
-    run_s: float  # alone on its nodes, each whole
-    est_s: float  # what the scheduler believes (requested time or runtime)
-    program: str
-
-
-def map_jobs(trace: Trace, programs: Sequence[str], nodes: int, seed: int, load: float = 1.0) -> list[TraceJob]:
-    """The trace's jobs on a cluster of ``nodes`` nodes (the rule in the module's docstring); time starts at 0.
-    ``load`` > 1 compresses the arrivals (submit times divided by it): the same jobs offered at a higher load."""
-    if nodes < 1:
-        raise InputError("the cluster needs at least one node")
-    if not load > 0:
-        raise InputError("--load must be above 0 (1: the trace's own arrival times)")
-    ppn = max(1, trace.max_procs // max(1, trace.max_nodes))
-    progs = sorted(programs)
-    t0 = min(j.submit_s for j in trace.jobs)
-    out = []
-    for j in trace.jobs:
-        tn = -(-j.procs // ppn)
-        k = min(nodes, max(1, round(tn * nodes / trace.max_nodes)))
-        key = ("app", j.app) if j.app >= 0 else ("user", j.user) if j.user >= 0 else ("job", j.id)
-        prog = progs[random.Random(f"{seed}:{key[0]}:{key[1]}").randrange(len(progs))]
-        est = max(j.req_s, j.run_s)
-        out.append(TraceJob(str(j.id), (j.submit_s - t0) / load, k, j.run_s, est, prog))
-    return out
 
 
 @dataclass
@@ -176,6 +63,7 @@ class TraceRun:
     passes: int  # scheduling passes (one at each event time)
     decide_s: float  # CPU time in them (the controller's decisions)
     wall_s: float  # CPU time of the whole simulation
+    give_backs: int = 0  # running jobs that gave back CPUs (the policy's ``give_back``)
 
     def metrics(self) -> dict[str, float]:
         n = len(self.jobs)
@@ -189,13 +77,17 @@ class TraceRun:
                 "node_utilisation": self.busy_node_s / (self.nodes * makespan),
                 "work_utilisation": work / (self.nodes * makespan),
                 "decisions": self.passes, "decisions_per_s": self.passes / max(self.decide_s, 1e-9),
+                "give_backs": self.give_backs,
                 "events_per_s": self.passes / max(self.wall_s, 1e-9)}
 
 
 class ClusterPolicy(Protocol):
     """Where a job's ranks go. ``cmax``: the jobs a node runs at once (their CPUs disjoint); ``place``: one
     (node, allocation) a rank on ``k`` distinct nodes among ``candidates`` (node indices, ascending, each with a free
-    place), or None to leave the job waiting."""
+    place), or None to leave the job waiting. A policy may also have ``give_back(cluster, queue)``: the running jobs
+    that keep fewer CPUs from now on, (job id, the allocation each keeps on every node it holds), asked at each pass
+    before the queue is scheduled; and ``wake(cluster, queue)``: a time after now at which it wants a pass although
+    nothing ends or arrives (inf: none)."""
 
     name: str
     cmax: int
@@ -307,6 +199,25 @@ class Cluster:
             self._resig(n)
         return r.ranks
 
+    def give_back(self, jid: str, alloc: Allocation) -> list[int]:
+        """Job ``jid`` keeps only ``alloc``'s CPUs on each of its nodes from now on (its work left carried on; the
+        policy names a subset of what it holds); its estimate stretches by the program's slowdown there. Its nodes,
+        whose rates are to be refreshed now."""
+        r = self.running[jid]
+        old = self.sims[r.ranks[0]].running[jid].alloc
+        for n in r.ranks:
+            sim = self.sims[n]
+            sim.now = self.now
+            sim.give_back(jid, alloc)
+            self.held[n, r.cols[n]] = len(alloc.cpus)
+            self.idle_cpus[n] += len(old.cpus) - len(alloc.cpus)
+            self._resig(n)
+        stretch = self.slowdown(r.job.program, alloc) / self.slowdown(r.job.program, old)
+        r.est_end = self.now + max(0.0, r.est_end - self.now) * stretch
+        for n in r.ranks:
+            self.est_ends[n, r.cols[n]] = r.est_end
+        return list(r.ranks)
+
     def sync_left(self, n: int) -> None:
         """Node ``n``'s jobs carry their work left now (what a policy that plays the node forward reads)."""
         for jid, rr in self.sims[n].running.items():
@@ -377,14 +288,15 @@ def simulate(jobs: Sequence[TraceJob], policy: ClusterPolicy, node: NodeSpec, si
     queue: list[TraceJob] = []
     heap: list[tuple[float, int, str]] = []
     runs: dict[str, JobRun] = {}
-    passes, decide_s, t_start = 0, 0.0, time.process_time()
+    passes, decide_s, t_start, give_backs = 0, 0.0, time.process_time(), 0
+    give, wake = getattr(policy, "give_back", None), getattr(policy, "wake", None)
     i = 0
     while i < len(arrivals) or queue or cl.running:
         while heap and (heap[0][2] not in cl.running or cl.running[heap[0][2]].version != heap[0][1]):
             heapq.heappop(heap)
         t_end = heap[0][0] if heap else math.inf
         t_arr = arrivals[i].submit_s if i < len(arrivals) else math.inf
-        t = min(t_end, t_arr)
+        t = min(t_end, t_arr, wake(cl, queue) if wake is not None and queue else math.inf)
         if math.isinf(t):
             raise ValueError(f"policy {policy.name!r} left {len(queue)} jobs waiting with nothing running")
         cl.now = max(cl.now, t)
@@ -400,6 +312,10 @@ def simulate(jobs: Sequence[TraceJob], policy: ClusterPolicy, node: NodeSpec, si
             queue.append(arrivals[i])
             i += 1
         t0 = time.process_time()
+        if give is not None and queue:
+            for jid, alloc in give(cl, queue):
+                dirty.update(cl.give_back(jid, alloc))
+                give_backs += 1
         started = _schedule(cl, policy, queue, backfill_depth)
         decide_s += time.process_time() - t0
         passes += 1
@@ -409,7 +325,7 @@ def simulate(jobs: Sequence[TraceJob], policy: ClusterPolicy, node: NodeSpec, si
         for item in cl.refresh(dirty):
             heapq.heappush(heap, item)
     return TraceRun(policy.name, size, [runs[j.id] for j in jobs], cl.busy_s, passes, decide_s,
-                    time.process_time() - t_start)
+                    time.process_time() - t_start, give_backs)
 
 
 def _schedule(cl: Cluster, policy: ClusterPolicy, queue: list[TraceJob], depth: int) -> list:

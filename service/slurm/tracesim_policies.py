@@ -16,27 +16,43 @@ choice of nodes and CPUs.
   there for this job (its allocation); each candidate node is scored by the node model's instantaneous work rate
   (sum over the node's jobs of solo time / predicted time) with the job minus without it, and the job's k ranks go
   to the k best-scoring nodes (ties to the fuller node, which keeps idle nodes whole, then to the lowest-numbered).
+  **Giving back** (``give_back``): while the one-node jobs that have waited ``GIVE_BACK_WAIT_S`` or more outnumber
+  the nodes with room, the jobs alone on whole nodes with the latest estimated ends keep a slot's share of their
+  CPUs (N/Cmax), dealt evenly over the node's NUMA domains, and the rest of each node takes others. Dealt, not
+  compact: the job's pages, first-touched while it had the whole node, lie in every domain, and dealt CPUs keep its
+  threads in each as near them as before; the node model places its memory that way (first-touch over the domains
+  it keeps). On a node given back, a sharing job takes N/Cmax of the free CPUs, compact as far as they allow.
   Nodes that run the same jobs on the same allocations score the same, so a score is computed once per node
   composition and program (for greedy-continuous, packing and timeshare; another policy, e.g. ``rollout``, is asked
   on every candidate node, its jobs carrying their work left). The decision's ``changes`` (new ways / caps of running
   jobs) are not applied (greedy-continuous makes none).
+* ``cosched-keep``: cosched without giving back (a job alone on whole nodes keeps them to its end).
 * ``cosched-shared``: cosched without the whole-node case (every job shares, as in packing, nodes chosen as above).
 """
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from env.episode.stream import StreamJob, StreamView
 from env.errors import InputError
-from env.plan.allocate import Allocation, plain_allocation
+from env.plan.allocate import Allocation, assign_cpus, plain_allocation
 from env.planners.streams import slots, stream_registry
 from env.sim.model import solve
-from service.slurm.tracesim import Cluster, TraceJob
+from service.slurm.tracesim import BACKFILL_DEPTH, Cluster, TraceJob
 
 #: Jobs a node holds at once in the sharing policies unless told.
 DEFAULT_CMAX = 4
 #: Stream policies whose decision is a function of the node's jobs and allocations (not of their work left): their
 #: node scores are computed once per node composition and program.
 _BY_COMPOSITION = ("greedy-continuous", "packing", "timeshare")
+#: A job alone on whole nodes gives back CPUs only for one-node jobs that have waited this long (s). Chosen on the
+#: design parts of docs/slurm-scale.md (RICC jobs 40,001-50,000 and 60,001-70,000, Thunder 20,001-30,000 at x1.3,
+#: draw 1) among 0, 300, 600, 1200 and 3600 s: the geometric mean of mean turnaround over cosched-keep's,
+#: 0.936, 0.917, 0.913, 0.918, 0.911.
+GIVE_BACK_WAIT_S = 3600.0
 #: Cached node scores kept before the cache starts afresh (bounds memory on long traces).
 _CACHE_MAX = 200_000
 
@@ -80,13 +96,15 @@ class Packing:
 
 class Cosched:
     """``cosched:POLICY``: alone on whole nodes while nobody else waits; else the node-level stream policy's
-    allocation (slots of N/Cmax CPUs) on the nodes where the node model gains most (``shared``: always the latter)."""
+    allocation (slots of N/Cmax CPUs) on the nodes where the node model gains most (``shared``: always the latter);
+    a lone job gives back CPUs to jobs that have waited (``keep``: never)."""
 
-    def __init__(self, stream_policy: str = "greedy-continuous", cmax: int = DEFAULT_CMAX, shared: bool = False) -> None:
+    def __init__(self, stream_policy: str = "greedy-continuous", cmax: int = DEFAULT_CMAX, shared: bool = False,
+                 keep: bool = False) -> None:
         self.policy = stream_registry().get(stream_policy)  # one line naming the choices if unknown
-        self.cmax, self.shared = cmax, shared
+        self.cmax, self.shared, self.keep = cmax, shared, keep or shared
         self.memo = stream_policy in _BY_COMPOSITION  # its decision depends on the node's jobs and allocations only
-        base = "cosched-shared" if shared else "cosched"
+        base = "cosched-shared" if shared else "cosched-keep" if keep else "cosched"
         self.name = base if stream_policy == "greedy-continuous" else f"{base}:{stream_policy}"
         self.decide_calls = 0
 
@@ -95,6 +113,36 @@ class Cosched:
         self.policy.reset(cluster.node, list(self.jobs.values()), self.cmax)
         self.cache: dict[tuple, tuple[float, Allocation | None]] = {}
         self.whole = plain_allocation(cluster.node, cluster.node.cpus)
+        self.slot = len(cluster.node.cpus) // self.cmax
+        self.slots = slots(cluster.node, self.cmax)
+        self.kept = plain_allocation(cluster.node, assign_cpus(cluster.node, self.slot, "distributed", set()) or ())
+
+    def give_back(self, cluster: Cluster, queue: list[TraceJob]) -> list[tuple[str, Allocation]]:
+        """The lone jobs that keep a slot's share of their CPUs now (the rule in the module's docstring), latest
+        estimated end first."""
+        alone = (cluster.count == 1) & (cluster.idle_cpus == 0)  # one job holds every CPU
+        if self.keep or self.cmax < 2 or not alone.any():
+            return []
+        need = sum(1 for j in queue[:BACKFILL_DEPTH] if j.nodes == 1 and cluster.now - j.submit_s >= GIVE_BACK_WAIT_S)
+        free = len(cluster.free_nodes())
+        if need <= free:
+            return []
+        ids = {next(iter(cluster.sims[n].running)) for n in np.flatnonzero(alone)}
+        lone = [r for r in map(cluster.running.__getitem__, ids) if all(alone[n] for n in r.ranks)]
+        out = []
+        for r in sorted(lone, key=lambda r: (-r.est_end, r.job.id)):
+            if free >= need:
+                break
+            out.append((r.job.id, self.kept))
+            free += len(r.ranks)
+        return out
+
+    def wake(self, cluster: Cluster, queue: list[TraceJob]) -> float:
+        """When the next one-node job reaches its wait, so that giving back does not wait for an end or an arrival."""
+        if self.keep or self.cmax < 2 or not ((cluster.count == 1) & (cluster.idle_cpus == 0)).any():
+            return math.inf  # nothing would give back
+        due = (j.submit_s + GIVE_BACK_WAIT_S for j in queue[:BACKFILL_DEPTH] if j.nodes == 1)
+        return min((t for t in due if t > cluster.now + 1e-6), default=math.inf)
 
     def place(self, cluster: Cluster, job: TraceJob, candidates: list[int]) -> list[tuple[int, Allocation]] | None:
         if len(candidates) < job.nodes:
@@ -133,6 +181,11 @@ class Cosched:
         cluster.sync_left(n)
         d = self.policy.decide(StreamView(sim, [sj], self.cmax, 0))
         allocs = [a for jid, a in d.starts if jid == sj.id]
+        free = sim.free_cpus()
+        if not allocs and len(sim.running) < self.cmax and not any(set(c) <= free for c in self.slots):
+            # a node given back: room for a job, but its free CPUs are no slot
+            cpus = assign_cpus(cluster.node, self.slot, "compact", set(cluster.node.cpus) - free)
+            allocs = [plain_allocation(cluster.node, cpus)] if cpus else []
         if not allocs:
             return 0.0, None
         running = [(r.sim, cluster.solo[r.name]) for r in sim.running.values()]
@@ -149,7 +202,7 @@ def _work_rate(g, jobs: list) -> float:
 
 
 #: The cluster policies by name (``cosched:POLICY`` for another stream policy).
-TRACE_POLICIES = ("easy", "packing", "packing-lln", "cosched", "cosched-shared")
+TRACE_POLICIES = ("easy", "packing", "packing-lln", "cosched", "cosched-keep", "cosched-shared")
 
 
 def trace_policy(name: str, cmax: int = DEFAULT_CMAX):
@@ -161,9 +214,9 @@ def trace_policy(name: str, cmax: int = DEFAULT_CMAX):
     if name in ("packing", "packing-lln"):
         return Packing(cmax, lln=name == "packing-lln")
     base, _, stream = name.partition(":")
-    if base in ("cosched", "cosched-shared"):
-        return Cosched(stream or "greedy-continuous", cmax, shared=base == "cosched-shared")
+    if base in ("cosched", "cosched-keep", "cosched-shared"):
+        return Cosched(stream or "greedy-continuous", cmax, shared=base == "cosched-shared", keep=base == "cosched-keep")
     raise InputError(f"unknown trace policy {name!r}: choose from {', '.join(TRACE_POLICIES)} or cosched:STREAM-POLICY")
 
 
-__all__ = ["DEFAULT_CMAX", "TRACE_POLICIES", "Cosched", "Exclusive", "Packing", "trace_policy"]
+__all__ = ["DEFAULT_CMAX", "GIVE_BACK_WAIT_S", "TRACE_POLICIES", "Cosched", "Exclusive", "Packing", "trace_policy"]

@@ -1,8 +1,9 @@
-"""The trace-driven cluster simulation (service/slurm/tracesim.py, tracesim_policies.py): pure simulation, no daemons.
+"""The trace-driven cluster simulation (service/slurm/swf.py, tracesim.py, tracesim_policies.py): pure simulation, no
+daemons.
 
 SWF reading and the trace-to-cluster rule, EASY backfilling's reservation on a hand-made case, the bulk-synchronous
-pace of a multi-node job on shared nodes, cosched's node choice against a brute-force score, and invariants of every
-policy on a small random trace."""
+pace of a multi-node job on shared nodes, cosched's node choice against a brute-force score, a lone job giving back
+CPUs played against the node model by hand, and invariants of every policy on a small random trace."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from env.planners.streams import slots
 from env.sim.model import solve
 from env.sim.nodes import load_node
 from env.sim.world import world_for
-from service.slurm.tracesim import SwfJob, Trace, TraceJob, map_jobs, read_swf, simulate
+from service.slurm.swf import SwfJob, Trace, TraceJob, map_jobs, read_swf
+from service.slurm.tracesim import simulate
 from service.slurm.tracesim_policies import TRACE_POLICIES, _work_rate, trace_policy
 
 NODE = load_node("sim:reference")
@@ -187,3 +189,63 @@ def test_policies_by_name() -> None:
         trace_policy("packing", 0)
     with pytest.raises(InputError, match="more than the cluster"):
         simulate([_job("big", 0, 3, 10)], trace_policy("easy"), NODE, 2)
+
+
+def test_a_lone_job_gives_back_cpus_to_a_job_that_has_waited() -> None:
+    """One node, Cmax 2: L starts alone on the whole node (nobody waits); W arrives and, once it has waited
+    GIVE_BACK_WAIT_S with no end or arrival to wake the scheduler, L keeps half its CPUs dealt over both sockets and W
+    starts on the rest. Both ends follow the node model played by hand; cosched-keep leaves W waiting for L's end."""
+    from env.plan.allocate import assign_cpus
+    from env.sim.catalogue import catalogue
+    from env.sim.stream import StreamNode
+    from service.slurm.tracesim_policies import GIVE_BACK_WAIT_S
+
+    jobs = [_job("L", 0, 1, 5000, "ocean_cp"), _job("W", 100, 1, 300, "EP")]
+    run = simulate(jobs, trace_policy("cosched", 2), NODE, 1)
+    r = _by_id(run)
+    assert run.give_backs == 1 and run.metrics()["give_backs"] == 1
+    assert r["W"].start_s == pytest.approx(100 + GIVE_BACK_WAIT_S)
+    solo = {n: c.solo_s for n, c in catalogue(NODE).items()}
+    kept = plain_allocation(NODE, assign_cpus(NODE, 12, "distributed", set()))
+    assert {NODE.numa_of(c) for c in kept.cpus} == {0, 1}  # dealt over both sockets, 6 each
+    rest = plain_allocation(NODE, sorted(set(NODE.cpus) - set(kept.cpus)))
+    sim = StreamNode(NODE, WORLD.params)
+    sim.start("L", "ocean_cp", WORLD.entries["ocean_cp"].params, plain_allocation(NODE, NODE.cpus),
+              factor=5000 / solo["ocean_cp"])
+    sim.advance(100 + GIVE_BACK_WAIT_S)
+    sim.give_back("L", kept)
+    sim.start("W", "EP", WORLD.entries["EP"].params, rest, factor=300 / solo["EP"])
+    while sim.running:
+        sim.advance()
+    assert r["W"].end_s == pytest.approx(sim.ended["W"], rel=1e-9)
+    assert r["L"].end_s == pytest.approx(sim.ended["L"], rel=1e-9)
+    assert r["L"].end_s > 5000 * 1.01  # giving back cost L time: the test tells the two runs apart
+    kept_run = _by_id(simulate(jobs, trace_policy("cosched-keep", 2), NODE, 1))
+    assert kept_run["L"].end_s == pytest.approx(5000) and kept_run["W"].start_s == pytest.approx(5000)
+
+
+def test_no_give_back_before_the_wait_or_with_room() -> None:
+    # W ends its wait after L has ended: nothing to give back
+    early = simulate([_job("L", 0, 1, 400, "ocean_cp"), _job("W", 100, 1, 300, "EP")], trace_policy("cosched", 2), NODE, 1)
+    assert early.give_backs == 0 and _by_id(early)["W"].start_s == pytest.approx(400)
+    # a second node is idle when W comes: W takes it, L keeps its node
+    roomy = simulate([_job("L", 0, 1, 5000, "ocean_cp"), _job("W", 100, 1, 300, "EP")], trace_policy("cosched", 2), NODE, 2)
+    assert roomy.give_backs == 0 and _by_id(roomy)["W"].start_s == pytest.approx(100)
+
+
+def test_stream_node_gives_back_only_cpus_it_holds() -> None:
+    from env.sim.stream import StreamNode
+
+    sim = StreamNode(NODE, WORLD.params)
+    whole = plain_allocation(NODE, NODE.cpus)
+    sim.start("a", "EP", WORLD.entries["EP"].params, plain_allocation(NODE, NODE.cpus[:12]))
+    with pytest.raises(ValueError, match="can give back CPUs, not take new ones"):
+        sim.give_back("a", whole)
+    with pytest.raises(ValueError, match="can give back CPUs, not take new ones"):
+        sim.give_back("a", plain_allocation(NODE, NODE.cpus[:12]))  # the same CPUs: nothing given back
+    t_before = 1 / sim.rates()["a"]
+    sim.advance(t_before / 2)
+    sim.give_back("a", plain_allocation(NODE, NODE.cpus[:6]))
+    assert sim.running["a"].left == pytest.approx(0.5)  # its work left carried on
+    t_after = solve(sim.g, [sim.sim_job(WORLD.entries["EP"].params, plain_allocation(NODE, NODE.cpus[:6]))])[0]
+    assert 1 / sim.rates()["a"] == pytest.approx(t_after) and t_after > 1.5 * t_before  # EP scales
