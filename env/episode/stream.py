@@ -44,7 +44,7 @@ class StreamJob:
 @dataclass(frozen=True)
 class Decision:
     starts: tuple[tuple[str, Allocation], ...] = ()  # (queued job id, its allocation)
-    changes: tuple[tuple[str, Allocation], ...] = ()  # (running job id, its new ways / caps)
+    changes: tuple[tuple[str, Allocation], ...] = ()  # (running job id, its new ways / caps, or fewer CPUs)
     note: str = ""  # why, when the policy departs from its rule (e.g. a search falling back to packing)
 
 
@@ -130,7 +130,10 @@ class StreamRun:
 def check_decision(view: StreamView, d: Decision) -> None:
     """One line naming what is wrong with ``d`` in this state (ValueError), or nothing."""
     queued = {j.id for j in view.queue}
-    free = view.free_cpus()
+    free = set(view.free_cpus())
+    for jid, alloc in d.changes:  # CPUs given back are free for this decision's starts
+        if jid in view.running:
+            free |= set(view.running[jid].alloc.cpus) - set(alloc.cpus)
     taken: set[int] = set()
     for jid, alloc in d.starts:
         if jid not in queued:
@@ -145,9 +148,13 @@ def check_decision(view: StreamView, d: Decision) -> None:
     if len(view.running) + len(d.starts) > view.max_concurrency:
         raise ValueError(f"the decision would run {len(view.running) + len(d.starts)} jobs at once, "
                          f"above Cmax {view.max_concurrency}")
-    for jid, _ in d.changes:
+    for jid, alloc in d.changes:
         if jid not in view.running:
             raise ValueError(f"the decision changes {jid!r}, which is not running")
+        held = set(view.running[jid].alloc.cpus)
+        if not alloc.cpus or not set(alloc.cpus) <= held:
+            raise ValueError(f"the decision gives {jid!r} CPUs {sorted(set(alloc.cpus) - held) or '[]'} it does not hold "
+                             "(a running job may only give CPUs back)")
 
 
 def run_stream(node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int, policy: StreamPolicy, *,
@@ -179,7 +186,7 @@ def run_stream(node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int, 
         if d.note:
             out.notes.append((sim.now, d.note))
         for jid, alloc in d.changes:
-            sim.change(jid, alloc)
+            sim.apply(jid, alloc)
             out.changes.append((sim.now, jid, alloc))
         for jid, alloc in d.starts:
             j = by_id[jid]

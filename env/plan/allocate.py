@@ -114,6 +114,18 @@ def _split(total: int, weights: dict[int, int], split: Split) -> dict[int, int]:
     return out
 
 
+def dealt(node: NodeSpec, cpus: Sequence[int], n: int) -> list[int]:
+    """``n`` of ``cpus`` dealt over their NUMA domains in proportion to how many each holds (the lowest-numbered of each
+    domain): what a running job keeps when it gives CPUs back. Its pages, first-touched where its threads ran, lie in
+    every domain it had; keeping CPUs in each keeps its threads near them, and the node model, which places a job's
+    memory where its CPUs are, can say so."""
+    by: dict[int, list[int]] = {}
+    for c in sorted(cpus):
+        by.setdefault(node.numa_of(c), []).append(c)
+    share = _split(n, {d: len(v) for d, v in by.items()}, "proportional")
+    return sorted(c for d, v in by.items() for c in v[: share[d]])
+
+
 def split_ways(node: NodeSpec, cpus: list[int] | tuple[int, ...], fraction: Fraction, split: Split) -> dict[int, int]:
     """L3 id -> whole ways, for the L3 domains where the job has CPUs."""
     per_domain: dict[int, int] = {}

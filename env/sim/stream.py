@@ -155,6 +155,13 @@ class StreamNode:
         r.alloc, r.sim = alloc, self.sim_job(r.params, alloc)
         self._rates = None
 
+    def apply(self, job_id: str, alloc: Allocation) -> None:
+        """A decision's change for a running job: fewer of its CPUs (``give_back``) or new ways / caps (``change``)."""
+        if set(alloc.cpus) != set(self.running[job_id].alloc.cpus):
+            self.give_back(job_id, alloc)
+        else:
+            self.change(job_id, alloc)
+
     def rates(self) -> dict[str, float]:
         """Each running job's progress per second (fraction of its whole work) under the current contention."""
         if self._rates is None:

@@ -38,7 +38,7 @@ import numpy as np
 
 from env.episode.stream import StreamJob, StreamView
 from env.errors import InputError
-from env.plan.allocate import Allocation, assign_cpus, plain_allocation
+from env.plan.allocate import Allocation, assign_cpus, dealt, plain_allocation
 from env.planners.streams import slots, stream_registry
 from env.sim.model import solve
 from service.slurm.tracesim import BACKFILL_DEPTH, Cluster, TraceJob
@@ -115,7 +115,7 @@ class Cosched:
         self.whole = plain_allocation(cluster.node, cluster.node.cpus)
         self.slot = len(cluster.node.cpus) // self.cmax
         self.slots = slots(cluster.node, self.cmax)
-        self.kept = plain_allocation(cluster.node, assign_cpus(cluster.node, self.slot, "distributed", set()) or ())
+        self.kept = plain_allocation(cluster.node, dealt(cluster.node, cluster.node.cpus, self.slot))
 
     def give_back(self, cluster: Cluster, queue: list[TraceJob]) -> list[tuple[str, Allocation]]:
         """The lone jobs that keep a slot's share of their CPUs now (the rule in the module's docstring), latest
