@@ -7,7 +7,7 @@ at LOAD x that rate (seeded exponential gaps), in the drawn order. Every policy 
 model (``env.episode.stream.run_stream``); the policies do not see jobs before they arrive.
 
     .venv/bin/python bench/stream_arrivals.py [--seeds 101,...] [--cmaxes 2,4] [--loads 0.7,0.9] [--jobs 48]
-        [--best-found] [--procs N]
+        [--best-found] [--give-back] [--procs N]
 
 Seeds 1-3 chose rollout's design; the figures count on other seeds. The last lines: per Cmax and load, each policy's
 mean turnaround and mean bounded slowdown / packing's, median [min, max] over the seeds.
@@ -16,6 +16,7 @@ mean turnaround and mean bounded slowdown / packing's, median [min, max] over th
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 import time
@@ -27,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 from bench.stream_baselines import saturated_stream  # noqa: E402
 from env.episode.stream import StreamJob, run_stream  # noqa: E402
 from env.planners.continuous import BestFound, Rollout  # noqa: E402
+from env.planners.giveback import RolloutGiveBack  # noqa: E402
 from env.planners.streams import GreedyContinuous, Packing  # noqa: E402
 from env.sim.nodes import load_node  # noqa: E402
 from training.stream.streams import with_arrivals  # noqa: E402
@@ -39,7 +41,7 @@ def arriving_stream(node, n: int, seed: int, cmax: int, load: float) -> list[Str
 
 def one_stream(task: tuple) -> tuple[int, float, int, list[tuple[str, float, float]], str, list[float]]:
     """One stream's (cmax, load, seed, [(policy, turnaround, slowdown)], its line, rollout's seconds per decision)."""
-    node_name, n, seed, cmax, load, window, best = task
+    node_name, n, seed, cmax, load, window, best, give = task
     node = load_node(node_name)
     arriving = arriving_stream(node, n, seed, cmax, load)
     cells, out, took = [], [], []
@@ -53,7 +55,8 @@ def one_stream(task: tuple) -> tuple[int, float, int, list[tuple[str, float, flo
         return d
 
     rollout.decide = timed  # type: ignore[method-assign]
-    for pol in (Packing(), GreedyContinuous(window), rollout) + ((BestFound(window),) if best else ()):
+    for pol in ((Packing(), GreedyContinuous(window), rollout) + ((BestFound(window),) if best else ())
+                + ((RolloutGiveBack(window),) if give else ())):
         m = run_stream(node, arriving, cmax, pol).metrics()
         ta, bs = m["mean_turnaround_s"], m["mean_bounded_slowdown"]
         out.append((pol.name, ta, bs))
@@ -70,10 +73,12 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=48)
     ap.add_argument("--window", type=int, default=8)
     ap.add_argument("--best-found", action="store_true", help="add best-found (offline: rollout one level deeper)")
+    ap.add_argument("--give-back", action="store_true",
+                    help="add rollout-giveback (a running job may give CPUs back; simulated nodes only)")
     ap.add_argument("--procs", type=int, default=1, help="streams run side by side in this many processes")
     args = ap.parse_args()
     print(f"{args.node} (simulated), {args.jobs} jobs arriving as a Poisson process at a share of packing's capacity")
-    tasks = [(args.node, args.jobs, int(seed), int(cmax), float(load), args.window, args.best_found)
+    tasks = [(args.node, args.jobs, int(seed), int(cmax), float(load), args.window, args.best_found, args.give_back)
              for cmax in args.cmaxes.split(",") for load in args.loads.split(",") for seed in args.seeds.split(",")]
     if args.procs > 1:
         from concurrent.futures import ProcessPoolExecutor
@@ -95,6 +100,11 @@ def main() -> int:
             ta, bs = [x for x, _ in r], [y for _, y in r]
             print(f"  Cmax {cmax} load {load:.0%} {name:18s} turnaround {statistics.median(ta):.3f} [{min(ta):.3f}, "
                   f"{max(ta):.3f}]  slowdown {statistics.median(bs):.3f} [{min(bs):.3f}, {max(bs):.3f}]")
+    for name in dict.fromkeys(n for _, _, n in ratios):
+        if name != "packing":
+            logs = [math.log(x) for (_, _, n), r in ratios.items() if n == name for x, _ in r]
+            print(f"  {name}: geometric mean turnaround / packing's over the {len(logs)} streams "
+                  f"{math.exp(sum(logs) / len(logs)):.3f}")
     print("rollout's time per decision, ms, median / p90 / max (measured, one process each"
           + (f", {args.procs} side by side" if args.procs > 1 else "") + "):")
     for (cmax, load), t in took.items():

@@ -433,6 +433,8 @@ class Rollout:
         while queue or sim.running:
             d = self.search(StreamView(sim, queue, self.cmax, 0))
             played.append((sim.now, frozenset(sim.running), frozenset(j.id for j in queue), d))
+            for jid, alloc in d.changes:
+                sim.apply(jid, alloc)
             for jid, alloc in d.starts:
                 j = next(x for x in queue if x.id == jid)
                 sim.start(jid, j.name, j.params, alloc)
