@@ -12,6 +12,13 @@
   arrive: a window's groups run one after another, each when the whole previous group has ended; the next window is
   planned when the last group of this one has ended. The window planner is given by the caller (``env`` plans
   windows without a model; the agent's planners live in ``training``).
+* ``rollout-giveback`` (``RolloutGiveBack``; simulated nodes and benches only, not in the registry: plans, the real
+  runners and the Slurm controller cannot yet change a running job's CPUs): ``Rollout`` with one more candidate.
+  Where jobs wait, fewer than Cmax run, fewer than N/Cmax CPUs are free and a running job holds more than N/Cmax,
+  the job holding most keeps N/Cmax of its CPUs dealt over its NUMA domains (``env.plan.allocate.dealt``: near the
+  pages it touched), and rollout's candidates for one start on what it freed are valued against starting nothing now,
+  each by rollout's own play-out; the best is taken, with the change, only where predicted better. So a job that took
+  every CPU while the node was quiet need not hold them through what comes next (docs/continuous.md has the figures).
 """
 
 from __future__ import annotations
@@ -19,8 +26,9 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from env.episode.stream import DEFAULT_STREAM_WINDOW, WAIT, Decision, StreamJob, StreamView
+from env.errors import InputError
 from env.node.spec import NodeSpec
-from env.plan.allocate import Allocation, plain_allocation
+from env.plan.allocate import Allocation, dealt, plain_allocation
 from env.plan.models import Plan, Window, WindowJob
 from env.planners.continuous import BestFound, Rollout, slots
 from env.planners.registry import Registry
@@ -131,6 +139,44 @@ _NOT_YET = ("the continuous {} policy needs the stream learner, which is not tra
             "choose from timeshare, packing, groups, greedy-continuous, rollout")
 
 
+class RolloutGiveBack(Rollout):
+    name = "rollout-giveback"
+
+    def reset(self, node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int) -> None:
+        if not node.simulated:
+            raise InputError("rollout-giveback changes a running job's CPUs, which the real runners cannot do yet: "
+                             "use rollout on a real node")
+        super().reset(node, jobs, max_concurrency)
+        self.node, self.slot, self.given = node, len(node.cpus) // max_concurrency, 0
+
+    def search(self, view: StreamView) -> Decision:
+        d = super().search(view)
+        if d.starts or not view.queue or view.places() == 0 or len(view.free_cpus()) >= self.slot:
+            return d
+        big = [(len(r.alloc.cpus), k) for k, r in view.running.items() if len(r.alloc.cpus) > self.slot]
+        if not big:
+            return d
+        _, jid = max(big)
+        held = view.running[jid].alloc
+        kept = plain_allocation(self.node, dealt(self.node, held.cpus, self.slot), memory=held.memory)
+        queue = list(view.queue)
+        wait = self._value(view.sim, queue, None)
+        sim = view.sim.fork()
+        sim.give_back(jid, kept)
+        base = self.base.next_start(sim, queue, view.places())
+        if base is None:
+            return d
+        options = [o for o in self._options(sim, queue, view.places(), base) if o is not None]
+        values = [self._value(sim, queue, o) for o in options]
+        best = min(range(len(options)), key=lambda k: (values[k], k))
+        if not values[best] < wait:
+            return d
+        self.given += 1
+        job, alloc = options[best]
+        return Decision(starts=((job.id, alloc),), changes=((jid, kept),),
+                        note=f"{jid} gives back {len(held.cpus) - self.slot} CPUs for {job.id}")
+
+
 def stream_registry(plan: Callable[[Window], Plan] | None = None, window: int = DEFAULT_STREAM_WINDOW) -> Registry:
     """The stream policies by name; ``plan``: the window planner ``groups`` runs (absent: groups is refused)."""
     factories: dict = {"timeshare": TimeShare, "packing": Packing, "greedy-continuous": lambda: GreedyContinuous(window),
@@ -169,5 +215,5 @@ def evaluate_streams(streams: Sequence[Window], node: NodeSpec, policies: Sequen
             "mean": mean}
 
 
-__all__ = ["DEFAULT_STREAM_WINDOW", "DEFAULT_CONTINUOUS_POLICY", "STREAM_POLICIES", "TimeShare", "Packing", "GreedyContinuous", "Groups", "slots",
+__all__ = ["DEFAULT_STREAM_WINDOW", "DEFAULT_CONTINUOUS_POLICY", "STREAM_POLICIES", "TimeShare", "Packing", "GreedyContinuous", "Groups", "RolloutGiveBack", "slots",
            "stream_registry", "evaluate_streams"]

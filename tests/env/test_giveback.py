@@ -1,5 +1,6 @@
-"""Giving CPUs back on one node (``env.planners.giveback``, ``StreamNode.apply``, ``check_decision``), simulated: a
-job alone on every CPU keeps a dealt half when a job waits, where the node model predicts that better than waiting."""
+"""Giving CPUs back on one node (``env.planners.streams.RolloutGiveBack``, ``StreamNode.apply``, ``check_decision``),
+simulated: a job alone on every CPU keeps a dealt half when a job waits, where the node model predicts that better than
+waiting."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from env.errors import InputError
 from env.plan.allocate import plain_allocation
 from env.plan.models import WindowJob
 from env.planners.continuous import Rollout
-from env.planners.giveback import RolloutGiveBack
+from env.planners.streams import RolloutGiveBack
 from env.sim.nodes import load_node
 from env.sim.stream import StreamNode
 from env.sim.world import world_for
