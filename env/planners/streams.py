@@ -140,6 +140,9 @@ _NOT_YET = ("the continuous {} policy needs the stream learner, which is not tra
 
 
 class RolloutGiveBack(Rollout):
+    """``rollout-giveback`` (the module's docstring): rollout's decision, or, where it can only wait because a running
+    job holds the CPUs, that job's dealt share kept and a start on the rest when the play-outs predict it better."""
+
     name = "rollout-giveback"
 
     def reset(self, node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int) -> None:
