@@ -12,8 +12,9 @@
   arrive: a window's groups run one after another, each when the whole previous group has ended; the next window is
   planned when the last group of this one has ended. The window planner is given by the caller (``env`` plans
   windows without a model; the agent's planners live in ``training``).
-* ``rollout-giveback`` (``RolloutGiveBack``; simulated nodes and benches only, not in the registry: plans, the real
-  runners and the Slurm controller cannot yet change a running job's CPUs): ``Rollout`` with one more candidate.
+* ``rollout-giveback`` (``RolloutGiveBack``; simulated nodes only, and only where decisions are run on the node model,
+  ``cosched eval --streams`` and the benches: plans, the real runners, /decide and the Slurm controller cannot yet
+  change a running job's CPUs, and refuse it in one line): ``Rollout`` with one more candidate.
   Where jobs wait, fewer than Cmax run, fewer than N/Cmax CPUs are free and a running job holds more than N/Cmax,
   the job holding most keeps N/Cmax of its CPUs dealt over its NUMA domains (``env.plan.allocate.dealt``: near the
   pages it touched), and rollout's candidates for one start on what it freed are valued against starting nothing now,
@@ -180,11 +181,24 @@ class RolloutGiveBack(Rollout):
                         note=f"{jid} gives back {len(held.cpus) - self.slot} CPUs for {job.id}")
 
 
-def stream_registry(plan: Callable[[Window], Plan] | None = None, window: int = DEFAULT_STREAM_WINDOW) -> Registry:
-    """The stream policies by name; ``plan``: the window planner ``groups`` runs (absent: groups is refused)."""
+#: Why ``rollout-giveback`` is refused where its decisions would be carried out or planned.
+_GIVE_BACK_HERE = ("rollout-giveback changes a running job's CPUs, which plans, the real runners, /decide and the Slurm "
+                   "controller cannot carry out yet: evaluate it on the node model with cosched eval --streams; use "
+                   "rollout here")
+
+
+def stream_registry(plan: Callable[[Window], Plan] | None = None, window: int = DEFAULT_STREAM_WINDOW, *,
+                    give_back: bool = False) -> Registry:
+    """The stream policies by name; ``plan``: the window planner ``groups`` runs (absent: groups is refused);
+    ``give_back``: the caller runs decisions on the node model (``run_stream``), so ``rollout-giveback`` may be
+    chosen (elsewhere it is refused in one line)."""
     factories: dict = {"timeshare": TimeShare, "packing": Packing, "greedy-continuous": lambda: GreedyContinuous(window),
                        "rollout": lambda: Rollout(window), "best-found": BestFound}
     later = {"agent": _NOT_YET.format("agent"), "agent-search": _NOT_YET.format("agent-search")}
+    if give_back:
+        factories["rollout-giveback"] = lambda: RolloutGiveBack(window)
+    else:
+        later["rollout-giveback"] = _GIVE_BACK_HERE
     if plan is not None:
         factories["groups"] = lambda: Groups(plan, window)
     else:

@@ -32,7 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     what.add_argument("--streams", metavar="FILE",
                       help="JSON array of stream documents (windows whose jobs may carry submit_s): decided at every event")
     p.add_argument("--policies", default=None,
-                   help=f"comma-separated (default {','.join(DEFAULT_EVAL_POLICIES)}; streams: {','.join(STREAM_POLICIES)})")
+                   help=f"comma-separated (default {','.join(DEFAULT_EVAL_POLICIES)}; streams: {','.join(STREAM_POLICIES)}; "
+                        "also best-found, rollout-giveback)")
     p.add_argument("--window-size", type=int, default=None, metavar="W",
                    help=f"jobs planned together (longer windows are planned W at a time; default 6); streams: the queued "
                         f"jobs a decision chooses among and groups' windows (default {DEFAULT_STREAM_WINDOW})")
@@ -142,7 +143,7 @@ def run_streams(args: argparse.Namespace, node: Any) -> int:
     window = DEFAULT_STREAM_WINDOW if args.window_size is None else args.window_size
     if window < 1:
         raise InputError("--window-size must be at least 1")
-    registry = stream_registry(lambda w: plan_window(w, node, seed=args.seed), window)
+    registry = stream_registry(lambda w: plan_window(w, node, seed=args.seed), window, give_back=True)  # model-run
     registry = registry.extended(*stream_agents(node, args.model, window))  # agent, agent-search: a stream model
     policies = registry.parse(args.policies or ",".join(STREAM_POLICIES))
     streams = read_windows(args.streams, "stream")

@@ -90,3 +90,13 @@ def test_refused_on_a_real_node_in_one_line() -> None:
     assert not real.simulated
     with pytest.raises(InputError, match="use rollout on a real node"):
         RolloutGiveBack().reset(real, [], 2)
+
+
+def test_chosen_by_name_only_where_the_node_model_runs_the_decisions() -> None:
+    from env.planners.streams import stream_registry
+    from service.slurm.tracesim_policies import trace_policy
+
+    assert isinstance(stream_registry(give_back=True).get("rollout-giveback"), RolloutGiveBack)
+    for ask in (lambda: stream_registry().get("rollout-giveback"), lambda: trace_policy("cosched:rollout-giveback")):
+        with pytest.raises(InputError, match="cannot carry out yet: evaluate it on the node model with cosched eval"):
+            ask()

@@ -70,3 +70,25 @@ def test_windows_and_streams_are_one_or_the_other(tmp_path: Path, capsys) -> Non
         main(["eval", "--streams", path, "--windows", path])
     assert exc.value.code == 2
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_rollout_giveback_is_evaluated_on_the_model_and_refused_where_plans_are_made(tmp_path: Path, capsys) -> None:
+    from env.episode.stream import run_stream, sim_stream
+    from env.plan.models import WindowJob
+    from env.planners.streams import RolloutGiveBack
+    from env.sim.nodes import load_node
+
+    jobs = [{"id": "ep", "profile": "EP"}, {"id": "mg", "profile": "MG", "submit_s": 30.0},
+            {"id": "ft", "profile": "FT", "submit_s": 60.0}]
+    path = _streams(tmp_path, [{"jobs": jobs, "max_concurrency": 2}])
+    assert main(["eval", "--streams", path, "--policies", "rollout,rollout-giveback", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    node = load_node("sim:reference")
+    direct = run_stream(node, sim_stream(node, [WindowJob(**j) for j in jobs]), 2, RolloutGiveBack()).metrics()
+    assert doc["streams"][0]["results"]["rollout-giveback"] == pytest.approx(direct)
+    window = tmp_path / "window.json"
+    window.write_text(json.dumps({"jobs": jobs, "max_concurrency": 2}))
+    assert main(["schedule", str(window), "--node", "sim:reference", "--mode", "continuous", "--policy",
+                 "rollout-giveback"]) == 2
+    err = capsys.readouterr().err
+    assert "rollout-giveback changes a running job's CPUs" in err and len(err.strip().splitlines()) == 1
