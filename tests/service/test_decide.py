@@ -96,6 +96,8 @@ BAD = [
      "running.0.seconds_run", "-2.0 is negative: send the seconds the job has run so far"),
     ("a job twice", {"queue": [{"id": "a", "profile": "EP"}]}, "queue[0].id", "'a' is also running[0]"),
     ("a policy that does not decide online", {"policy": "groups"}, "policy", "choose rollout"),
+    ("a policy whose give-backs no runner carries out", {"policy": "rollout-giveback"}, "policy",
+     "does not decide at events here"),
     ("ways of an L3 domain the job is not in", {"running": [{"id": "a", "profile": "MG", "seconds_run": 1,
                                                              "allocation": {"cpus": [0], "l3": {"1": {"ways": 2, "mask": "0x3"}}}}]},
      "running[0].allocation.l3", "L3 domain 1 holds none of the job's CPUs"),
