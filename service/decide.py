@@ -235,7 +235,7 @@ class Decider:
         queue, d0 = list(view.queue), d
         while True:
             for jid, a in d.changes:
-                sim.change(jid, a)
+                sim.apply(jid, a)
             for jid, a in d.starts:
                 sim.start(jid, by_id[jid].name, by_id[jid].params, a)
                 starts[jid] = sim.now

@@ -120,10 +120,10 @@ class Cosched:
     def give_back(self, cluster: Cluster, queue: list[TraceJob]) -> list[tuple[str, Allocation]]:
         """The lone jobs that keep a slot's share of their CPUs now (the rule in the module's docstring), latest
         estimated end first."""
-        alone = (cluster.count == 1) & (cluster.idle_cpus == 0)  # one job holds every CPU
-        if self.keep or self.cmax < 2 or not alone.any():
+        alone = self._alone(cluster)
+        if alone is None:
             return []
-        need = sum(1 for j in queue[:BACKFILL_DEPTH] if j.nodes == 1 and cluster.now - j.submit_s >= GIVE_BACK_WAIT_S)
+        need = sum(1 for j in _one_node(queue) if cluster.now - j.submit_s >= GIVE_BACK_WAIT_S)
         free = len(cluster.free_nodes())
         if need <= free:
             return []
@@ -139,10 +139,15 @@ class Cosched:
 
     def wake(self, cluster: Cluster, queue: list[TraceJob]) -> float:
         """When the next one-node job reaches its wait, so that giving back does not wait for an end or an arrival."""
-        if self.keep or self.cmax < 2 or not ((cluster.count == 1) & (cluster.idle_cpus == 0)).any():
+        if self._alone(cluster) is None:
             return math.inf  # nothing would give back
-        due = (j.submit_s + GIVE_BACK_WAIT_S for j in queue[:BACKFILL_DEPTH] if j.nodes == 1)
+        due = (j.submit_s + GIVE_BACK_WAIT_S for j in _one_node(queue))
         return min((t for t in due if t > cluster.now + 1e-6), default=math.inf)
+
+    def _alone(self, cluster: Cluster):  # noqa: ANN202 - a boolean array or None
+        """Which nodes one job holds whole (each could give back), or None when giving back is off or none does."""
+        alone = (cluster.count == 1) & (cluster.idle_cpus == 0)
+        return None if self.keep or self.cmax < 2 or not alone.any() else alone
 
     def place(self, cluster: Cluster, job: TraceJob, candidates: list[int]) -> list[tuple[int, Allocation]] | None:
         if len(candidates) < job.nodes:
@@ -192,6 +197,11 @@ class Cosched:
         before = _work_rate(sim.g, running)
         after = _work_rate(sim.g, running + [(sim.sim_job(sj.params, allocs[0]), sj.solo_s)])
         return after - before, allocs[0]
+
+
+def _one_node(queue: list[TraceJob]) -> list[TraceJob]:
+    """The one-node jobs among those a scheduling pass looks at: the ones giving back serves."""
+    return [j for j in queue[:BACKFILL_DEPTH] if j.nodes == 1]
 
 
 def _work_rate(g, jobs: list) -> float:
