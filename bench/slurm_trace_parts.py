@@ -2,7 +2,7 @@
 from ``bench/slurm_trace.py --json`` files; one picture.
 
     .venv/bin/python bench/slurm_trace_parts.py OUT.png NAME=FILE.json [NAME=FILE.json ...]
-        [--policies easy,cosched-keep,cosched]
+        [--policies easy,cosched,cosched-adapting]
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", help="the picture (PNG)")
     ap.add_argument("parts", nargs="+", metavar="NAME=FILE.json")
-    ap.add_argument("--policies", default="easy,cosched-keep,cosched")
+    ap.add_argument("--policies", default="easy,cosched,cosched-adapting")
     args = ap.parse_args()
     policies = [p for p in args.policies.split(",") if p]
     rows = []

@@ -39,6 +39,10 @@ class StreamJob:
     params: JobParams
     solo_s: float  # alone on the whole node
     submit_s: float = 0.0
+    #: its program loses nothing when CPUs are taken from it while it runs: only such a job may give CPUs back. A
+    #: program fixes its thread count at its start; re-pinned onto fewer CPUs, threads that spin while they wait run
+    #: two orders of magnitude slower (bench/giveback_cost.py, measured), which the node model does not foresee.
+    adapts: bool = False
 
 
 @dataclass(frozen=True)
@@ -186,6 +190,9 @@ def run_stream(node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int, 
         if d.note:
             out.notes.append((sim.now, d.note))
         for jid, alloc in d.changes:
+            if not by_id[jid].adapts and set(alloc.cpus) != set(sim.running[jid].alloc.cpus):
+                raise ValueError(f"policy {policy.name!r} takes CPUs from {jid!r}, whose program does not adapt to "
+                                 "fewer CPUs while it runs (its stream job does not say adapts)")
             sim.apply(jid, alloc)
             out.changes.append((sim.now, jid, alloc))
         for jid, alloc in d.starts:
@@ -224,4 +231,4 @@ def sim_stream(node: NodeSpec, jobs: Sequence) -> list[StreamJob]:  # noqa: ANN0
     if unknown:
         raise InputError(f"{node.name} does not know {', '.join(dict.fromkeys(unknown))} (see 'cosched jobs --backend sim')")
     return [StreamJob(j.id, j.profile_name, world.entries[j.profile_name].params, cat[j.profile_name].solo_s,
-                      j.submit_s or 0.0) for j in jobs]
+                      j.submit_s or 0.0, j.adapts) for j in jobs]

@@ -15,8 +15,9 @@
 * ``rollout-giveback`` (``RolloutGiveBack``; simulated nodes only, and only where decisions are run on the node model,
   ``cosched eval --streams`` and the benches: plans, the real runners, /decide and the Slurm controller cannot yet
   change a running job's CPUs, and refuse it in one line): ``Rollout`` with one more candidate.
-  Where jobs wait, fewer than Cmax run, fewer than N/Cmax CPUs are free and a running job holds more than N/Cmax,
-  the job holding most keeps N/Cmax of its CPUs dealt over its NUMA domains (``env.plan.allocate.dealt``: near the
+  Where jobs wait, fewer than Cmax run, fewer than N/Cmax CPUs are free and a running job that adapts
+  (``StreamJob.adapts``: its program loses nothing when CPUs are taken from it) holds more than N/Cmax, the one holding
+  most keeps N/Cmax of its CPUs dealt over its NUMA domains (``env.plan.allocate.dealt``: near the
   pages it touched), and rollout's candidates for one start on what it freed are valued against starting nothing now,
   each by rollout's own play-out; the best is taken, with the change, only where predicted better. So a job that took
   every CPU while the node was quiet need not hold them through what comes next (docs/continuous.md has the figures).
@@ -152,12 +153,14 @@ class RolloutGiveBack(Rollout):
                              "use rollout on a real node")
         super().reset(node, jobs, max_concurrency)
         self.node, self.slot, self.given = node, len(node.cpus) // max_concurrency, 0
+        self.adapts = {j.id for j in jobs if j.adapts}  # only these may give back (StreamJob.adapts)
 
     def search(self, view: StreamView) -> Decision:
         d = super().search(view)
         if d.starts or not view.queue or view.places() == 0 or len(view.free_cpus()) >= self.slot:
             return d
-        big = [(len(r.alloc.cpus), k) for k, r in view.running.items() if len(r.alloc.cpus) > self.slot]
+        big = [(len(r.alloc.cpus), k) for k, r in view.running.items()
+               if len(r.alloc.cpus) > self.slot and k in self.adapts]
         if not big:
             return d
         _, jid = max(big)

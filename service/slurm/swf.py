@@ -104,6 +104,7 @@ class TraceJob:
     run_s: float  # alone on its nodes, each whole
     est_s: float  # what the scheduler believes (requested time or runtime)
     program: str
+    adapts: bool = False  # its program loses nothing when CPUs are taken from it while it runs (SWF never says so)
 
 
 def map_jobs(trace: Trace, programs: Sequence[str], nodes: int, seed: int, load: float = 1.0) -> list[TraceJob]:

@@ -16,8 +16,10 @@ choice of nodes and CPUs.
   there for this job (its allocation); each candidate node is scored by the node model's instantaneous work rate
   (sum over the node's jobs of solo time / predicted time) with the job minus without it, and the job's k ranks go
   to the k best-scoring nodes (ties to the fuller node, which keeps idle nodes whole, then to the lowest-numbered).
-  **Giving back** (``give_back``): while the one-node jobs that have waited ``GIVE_BACK_WAIT_S`` or more outnumber
-  the nodes with room, the jobs alone on whole nodes with the latest estimated ends keep a slot's share of their
+  **Giving back** (``give_back``), only by jobs that adapt (``TraceJob.adapts``: their program loses nothing when
+  CPUs are taken from it while it runs; an SWF trace never says so, so none of its jobs gives back): while the
+  one-node jobs that have waited ``GIVE_BACK_WAIT_S`` or more outnumber the nodes with room, the jobs alone on whole
+  nodes with the latest estimated ends keep a slot's share of their
   CPUs (N/Cmax), dealt evenly over the node's NUMA domains, and the rest of each node takes others. Dealt, not
   compact: the job's pages, first-touched while it had the whole node, lie in every domain, and dealt CPUs keep its
   threads in each as near them as before; the node model places its memory that way (first-touch over the domains
@@ -26,7 +28,10 @@ choice of nodes and CPUs.
   composition and program (for greedy-continuous, packing and timeshare; another policy, e.g. ``rollout``, is asked
   on every candidate node, its jobs carrying their work left). The decision's ``changes`` (new ways / caps of running
   jobs) are not applied (greedy-continuous makes none).
-* ``cosched-keep``: cosched without giving back (a job alone on whole nodes keeps them to its end).
+* ``cosched-adapting``: cosched with every job taken to adapt (a what-if): what giving back would gain if every
+  program did. A real program fixed its thread count when it started; re-pinned onto fewer CPUs, an OpenMP program
+  whose threads spin at barriers runs two orders of magnitude slower (``bench/giveback_cost.py``, measured), which the
+  node model does not foresee.
 * ``cosched-shared``: cosched without the whole-node case (every job shares, as in packing, nodes chosen as above).
 """
 
@@ -50,7 +55,8 @@ DEFAULT_CMAX = 4
 _BY_COMPOSITION = ("greedy-continuous", "packing", "timeshare")
 #: A job alone on whole nodes gives back CPUs only for one-node jobs that have waited this long (s). Chosen on the
 #: design parts of docs/slurm-scale.md (RICC jobs 40,001-50,000 and 60,001-70,000, Thunder 20,001-30,000 at x1.3,
-#: draw 1) among 0, 300, 600, 1200 and 3600 s: the geometric mean of mean turnaround over cosched-keep's,
+#: draw 1) among 0, 300, 600, 1200 and 3600 s, every job taken to adapt: the geometric mean of mean turnaround over
+#: that of cosched with no job giving back,
 #: 0.936, 0.917, 0.913, 0.918, 0.911.
 GIVE_BACK_WAIT_S = 3600.0
 #: Cached node scores kept before the cache starts afresh (bounds memory on long traces).
@@ -97,14 +103,14 @@ class Packing:
 class Cosched:
     """``cosched:POLICY``: alone on whole nodes while nobody else waits; else the node-level stream policy's
     allocation (slots of N/Cmax CPUs) on the nodes where the node model gains most (``shared``: always the latter);
-    a lone job gives back CPUs to jobs that have waited (``keep``: never)."""
+    a lone job that adapts gives back CPUs to jobs that have waited (``adapting``: every job taken to adapt)."""
 
     def __init__(self, stream_policy: str = "greedy-continuous", cmax: int = DEFAULT_CMAX, shared: bool = False,
-                 keep: bool = False) -> None:
+                 adapting: bool = False) -> None:
         self.policy = stream_registry().get(stream_policy)  # one line naming the choices if unknown
-        self.cmax, self.shared, self.keep = cmax, shared, keep or shared
+        self.cmax, self.shared, self.adapting = cmax, shared, adapting and not shared
         self.memo = stream_policy in _BY_COMPOSITION  # its decision depends on the node's jobs and allocations only
-        base = "cosched-shared" if shared else "cosched-keep" if keep else "cosched"
+        base = "cosched-shared" if shared else "cosched-adapting" if adapting else "cosched"
         self.name = base if stream_policy == "greedy-continuous" else f"{base}:{stream_policy}"
         self.decide_calls = 0
 
@@ -145,9 +151,17 @@ class Cosched:
         return min((t for t in due if t > cluster.now + 1e-6), default=math.inf)
 
     def _alone(self, cluster: Cluster):  # noqa: ANN202 - a boolean array or None
-        """Which nodes one job holds whole (each could give back), or None when giving back is off or none does."""
+        """Which nodes one job that adapts holds whole (each could give back), or None when none does."""
+        if self.shared or self.cmax < 2:
+            return None
         alone = (cluster.count == 1) & (cluster.idle_cpus == 0)
-        return None if self.keep or self.cmax < 2 or not alone.any() else alone
+        if not self.adapting and alone.any():
+            adapts = {jid for jid, r in cluster.running.items() if r.job.adapts}
+            if not adapts:
+                return None
+            for n in np.flatnonzero(alone):
+                alone[n] = next(iter(cluster.sims[n].running)) in adapts
+        return alone if alone.any() else None
 
     def place(self, cluster: Cluster, job: TraceJob, candidates: list[int]) -> list[tuple[int, Allocation]] | None:
         if len(candidates) < job.nodes:
@@ -212,7 +226,7 @@ def _work_rate(g, jobs: list) -> float:
 
 
 #: The cluster policies by name (``cosched:POLICY`` for another stream policy).
-TRACE_POLICIES = ("easy", "packing", "packing-lln", "cosched", "cosched-keep", "cosched-shared")
+TRACE_POLICIES = ("easy", "packing", "packing-lln", "cosched", "cosched-adapting", "cosched-shared")
 
 
 def trace_policy(name: str, cmax: int = DEFAULT_CMAX):
@@ -224,8 +238,9 @@ def trace_policy(name: str, cmax: int = DEFAULT_CMAX):
     if name in ("packing", "packing-lln"):
         return Packing(cmax, lln=name == "packing-lln")
     base, _, stream = name.partition(":")
-    if base in ("cosched", "cosched-keep", "cosched-shared"):
-        return Cosched(stream or "greedy-continuous", cmax, shared=base == "cosched-shared", keep=base == "cosched-keep")
+    if base in ("cosched", "cosched-adapting", "cosched-shared"):
+        return Cosched(stream or "greedy-continuous", cmax, shared=base == "cosched-shared",
+                       adapting=base == "cosched-adapting")
     raise InputError(f"unknown trace policy {name!r}: choose from {', '.join(TRACE_POLICIES)} or cosched:STREAM-POLICY")
 
 

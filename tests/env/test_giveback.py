@@ -1,6 +1,6 @@
 """Giving CPUs back on one node (``env.planners.streams.RolloutGiveBack``, ``StreamNode.apply``, ``check_decision``),
-simulated: a job alone on every CPU keeps a dealt half when a job waits, where the node model predicts that better than
-waiting."""
+simulated: a job alone on every CPU whose program adapts (``StreamJob.adapts``) keeps a dealt half when a job waits,
+where the node model predicts that better than waiting; a job that does not adapt is never asked."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ WORLD = world_for(NODE)
 def _lone_and_waiting() -> tuple[StreamView, RolloutGiveBack]:
     """EP alone on all 24 CPUs since 0, nearly all its work left; MG arrived at 5 s and waits (a stream with arrivals:
     the objective is the jobs' turnaround)."""
-    jobs = sim_stream(NODE, [WindowJob(id="long", profile="EP", submit_s=0.0), WindowJob(id="short", profile="MG",
-                                                                                         submit_s=5.0)])
+    jobs = sim_stream(NODE, [WindowJob(id="long", profile="EP", submit_s=0.0, adapts=True),
+                             WindowJob(id="short", profile="MG", submit_s=5.0)])
     sim = StreamNode(NODE, WORLD.params)
     sim.start("long", "EP", jobs[0].params, plain_allocation(NODE, NODE.cpus), factor=20.0)
     sim.advance(5.0)
@@ -53,10 +53,14 @@ def _value_after(pol: RolloutGiveBack, view: StreamView, d: Decision) -> float:
     return pol._value(sim, list(view.queue), (view.queue[0], d.starts[0][1]))
 
 
-def test_a_stream_with_give_backs_runs_each_job_once_on_cpus_no_one_else_holds() -> None:
-    jobs = sim_stream(NODE, [WindowJob(id="long", profile="EP", submit_s=0.0),
+def _stream(adapts: bool) -> list:
+    return sim_stream(NODE, [WindowJob(id="long", profile="EP", submit_s=0.0, adapts=adapts),
                              *(WindowJob(id=f"s{k}", profile=p, submit_s=30.0 + 40 * k)
                                for k, p in enumerate(["MG", "cholesky", "FT", "DC"]))])
+
+
+def test_a_stream_with_give_backs_runs_each_job_once_on_cpus_no_one_else_holds() -> None:
+    jobs = _stream(adapts=True)
     factors = {"long": 20.0}
     run = run_stream(NODE, jobs, 2, RolloutGiveBack(8), factors=factors)
     plain = run_stream(NODE, jobs, 2, Rollout(8), factors=factors)
@@ -69,6 +73,37 @@ def test_a_stream_with_give_backs_runs_each_job_once_on_cpus_no_one_else_holds()
         held = [c for b in at for c in (given[b.id][1] if b.id in given and given[b.id][0] <= a.start_s else b.cpus)]
         assert len(held) == len(set(held)), f"a CPU held twice at {a.start_s}"
     assert run.metrics()["mean_turnaround_s"] < plain.metrics()["mean_turnaround_s"]
+
+
+def test_a_job_that_does_not_adapt_is_never_asked_to_give_back() -> None:
+    """The same stream with the long job's program not adapting: rollout-giveback decides exactly as rollout."""
+    jobs, factors = _stream(adapts=False), {"long": 20.0}
+    run = run_stream(NODE, jobs, 2, RolloutGiveBack(8), factors=factors)
+    plain = run_stream(NODE, jobs, 2, Rollout(8), factors=factors)
+    assert not run.changes
+    assert [(j.id, j.start_s, j.end_s, j.cpus) for j in run.jobs] == [(j.id, j.start_s, j.end_s, j.cpus) for j in plain.jobs]
+    view, pol = _lone_and_waiting()
+    pol.adapts = set()  # the same state, its job not adapting: rollout's own decision (wait)
+    assert pol.search(view) == Rollout.search(pol, view)
+
+
+def test_the_stream_run_refuses_taking_cpus_from_a_job_that_does_not_adapt() -> None:
+    class Taker:
+        """Starts the first job on every CPU, then takes half of them back when the next job arrives."""
+
+        name = "taker"
+
+        def reset(self, node, jobs, max_concurrency) -> None:  # noqa: ANN001
+            pass
+
+        def decide(self, view: StreamView) -> Decision:
+            if not view.sim.running:
+                return Decision(starts=((view.queue[0].id, plain_allocation(NODE, NODE.cpus)),))
+            jid = next(iter(view.sim.running))
+            return Decision(changes=((jid, plain_allocation(NODE, NODE.cpus[:12])),))
+
+    with pytest.raises(ValueError, match="does not adapt to fewer CPUs while it runs"):
+        run_stream(NODE, _stream(adapts=False), 2, Taker())
 
 
 def test_a_change_may_only_give_back_cpus_the_job_holds() -> None:

@@ -78,7 +78,7 @@ def test_rollout_giveback_is_evaluated_on_the_model_and_refused_where_plans_are_
     from env.planners.streams import RolloutGiveBack
     from env.sim.nodes import load_node
 
-    jobs = [{"id": "ep", "profile": "EP"}, {"id": "mg", "profile": "MG", "submit_s": 30.0},
+    jobs = [{"id": "ep", "profile": "EP", "adapts": True}, {"id": "mg", "profile": "MG", "submit_s": 30.0},
             {"id": "ft", "profile": "FT", "submit_s": 60.0}]
     path = _streams(tmp_path, [{"jobs": jobs, "max_concurrency": 2}])
     assert main(["eval", "--streams", path, "--policies", "rollout,rollout-giveback", "--json"]) == 0

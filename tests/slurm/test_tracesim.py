@@ -76,8 +76,9 @@ def test_map_jobs_rule() -> None:
         map_jobs(tr, WORLD.all_jobs, 1000, seed=1, load=0)
 
 
-def _job(jid: str, submit: float, nodes: int, run: float, program: str = "EP", est: float | None = None) -> TraceJob:
-    return TraceJob(jid, submit, nodes, run, est if est is not None else run, program)
+def _job(jid: str, submit: float, nodes: int, run: float, program: str = "EP", est: float | None = None,
+         adapts: bool = False) -> TraceJob:
+    return TraceJob(jid, submit, nodes, run, est if est is not None else run, program, adapts)
 
 
 def _by_id(run) -> dict:
@@ -191,15 +192,16 @@ def test_policies_by_name() -> None:
         simulate([_job("big", 0, 3, 10)], trace_policy("easy"), NODE, 2)
 
 
-def test_a_lone_job_gives_back_cpus_to_a_job_that_has_waited() -> None:
-    """One node, Cmax 2: L starts alone on the whole node (nobody waits); W arrives and, once it has waited
-    GIVE_BACK_WAIT_S with no end or arrival to wake the scheduler, L keeps half its CPUs dealt over both sockets and W
-    starts on the rest. Both ends follow the node model played by hand; cosched-keep leaves W waiting for L's end."""
+def test_a_lone_job_that_adapts_gives_back_cpus_to_a_job_that_has_waited() -> None:
+    """One node, Cmax 2: L (its program adapts) starts alone on the whole node (nobody waits); W arrives and, once it
+    has waited GIVE_BACK_WAIT_S with no end or arrival to wake the scheduler, L keeps half its CPUs dealt over both
+    sockets and W starts on the rest. Both ends follow the node model played by hand. The same L not adapting keeps
+    its node to its end under cosched, and gives back under cosched-adapting (every job taken to adapt)."""
     from env.sim.catalogue import catalogue
     from env.sim.stream import StreamNode
     from service.slurm.tracesim_policies import GIVE_BACK_WAIT_S
 
-    jobs = [_job("L", 0, 1, 5000, "ocean_cp"), _job("W", 100, 1, 300, "EP")]
+    jobs = [_job("L", 0, 1, 5000, "ocean_cp", adapts=True), _job("W", 100, 1, 300, "EP")]
     run = simulate(jobs, trace_policy("cosched", 2), NODE, 1)
     r = _by_id(run)
     assert run.give_backs == 1 and run.metrics()["give_backs"] == 1
@@ -218,16 +220,23 @@ def test_a_lone_job_gives_back_cpus_to_a_job_that_has_waited() -> None:
     assert r["W"].end_s == pytest.approx(sim.ended["W"], rel=1e-9)
     assert r["L"].end_s == pytest.approx(sim.ended["L"], rel=1e-9)
     assert r["L"].end_s > 5000 * 1.01  # giving back cost L time: the test tells the two runs apart
-    kept_run = _by_id(simulate(jobs, trace_policy("cosched-keep", 2), NODE, 1))
-    assert kept_run["L"].end_s == pytest.approx(5000) and kept_run["W"].start_s == pytest.approx(5000)
+    fixed = [_job("L", 0, 1, 5000, "ocean_cp"), _job("W", 100, 1, 300, "EP")]
+    kept_run = simulate(fixed, trace_policy("cosched", 2), NODE, 1)
+    kept = _by_id(kept_run)
+    assert kept_run.give_backs == 0
+    assert kept["L"].end_s == pytest.approx(5000) and kept["W"].start_s == pytest.approx(5000)
+    what_if = _by_id(simulate(fixed, trace_policy("cosched-adapting", 2), NODE, 1))
+    assert what_if["W"].start_s == pytest.approx(r["W"].start_s) and what_if["L"].end_s == pytest.approx(r["L"].end_s)
 
 
 def test_no_give_back_before_the_wait_or_with_room() -> None:
     # W ends its wait after L has ended: nothing to give back
-    early = simulate([_job("L", 0, 1, 400, "ocean_cp"), _job("W", 100, 1, 300, "EP")], trace_policy("cosched", 2), NODE, 1)
+    early = simulate([_job("L", 0, 1, 400, "ocean_cp", adapts=True), _job("W", 100, 1, 300, "EP")],
+                     trace_policy("cosched", 2), NODE, 1)
     assert early.give_backs == 0 and _by_id(early)["W"].start_s == pytest.approx(400)
     # a second node is idle when W comes: W takes it, L keeps its node
-    roomy = simulate([_job("L", 0, 1, 5000, "ocean_cp"), _job("W", 100, 1, 300, "EP")], trace_policy("cosched", 2), NODE, 2)
+    roomy = simulate([_job("L", 0, 1, 5000, "ocean_cp", adapts=True), _job("W", 100, 1, 300, "EP")],
+                     trace_policy("cosched", 2), NODE, 2)
     assert roomy.give_backs == 0 and _by_id(roomy)["W"].start_s == pytest.approx(100)
 
 
