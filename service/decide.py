@@ -140,22 +140,23 @@ class DecideResponse(BaseModel):
 class Decider:
     """A stream policy deciding from a node's state. ``reset`` with every job it may see (their programs' solo
     times), then ``decide`` at each event; one object keeps the policy's own state between events (the online
-    runner), a fresh one per request is stateless (``/decide``)."""
+    runner), a fresh one per request is stateless (``/decide``). ``give_back``: the caller carries out a change that
+    takes CPUs from a running job (the online runner re-pins it), so ``rollout-giveback`` may be chosen."""
 
     def __init__(self, node: NodeSpec, policy: str | None = None, window: int | None = None,
-                 model: str | Path | None = None) -> None:
+                 model: str | Path | None = None, give_back: bool = False) -> None:
         from env.planners.streams import DEFAULT_CONTINUOUS_POLICY, stream_registry
         from training.stream.policy import stream_agents
 
         self.node, self.window = node, window or DEFAULT_STREAM_WINDOW
         self.name = policy or DEFAULT_CONTINUOUS_POLICY
-        if self.name not in ONLINE_POLICIES:
+        if self.name not in ONLINE_POLICIES and not (give_back and self.name == "rollout-giveback"):
             raise DecideError("policy", f"{self.name!r} does not decide at events here: choose "
                                         f"{', '.join(ONLINE_POLICIES)}")
         if model is not None and self.name not in ("agent", "agent-search"):
             raise DecideError("model", f"a stream model is for the agent policies, not {self.name}: drop the model or "
                                        "choose agent or agent-search")
-        registry = stream_registry(window=self.window)
+        registry = stream_registry(window=self.window, give_back=give_back)
         if self.name in ("agent", "agent-search"):  # the node's shipped stream model, or the one given
             registry = registry.extended(*stream_agents(node, model, self.window))
         try:
@@ -170,10 +171,10 @@ class Decider:
         self.dnode = self.model.node if self.model is not None else node
         self._solo: dict[str, float] = {}
 
-    def stream_job(self, id: str, profile: str, submit_s: float = 0.0, field: str = "job") -> StreamJob:
+    def stream_job(self, id: str, profile: str, submit_s: float = 0.0, field: str = "job", adapts: bool = False) -> StreamJob:
         """A job as the policy sees it (its program's params and solo time from the node model)."""
         if self.model is None:
-            return StreamJob(id, profile, None, self._profile_solo(profile), submit_s)  # type: ignore[arg-type]
+            return StreamJob(id, profile, None, self._profile_solo(profile), submit_s, adapts)  # type: ignore[arg-type]
         from env.sim.catalogue import catalogue
         from env.sim.world import world_for
 
@@ -182,7 +183,8 @@ class Decider:
             how = "GET /profiles, 'cosched profile'" if self.model.kind == "model" else "'cosched jobs --backend sim'"
             raise DecideError(f"{field}.profile", f"node {self.node.name} does not know program {profile!r}: send a "
                                                   f"profile its node model has ({how})")
-        return StreamJob(id, profile, world.entries[profile].params, catalogue(self.dnode)[profile].solo_s, submit_s)
+        return StreamJob(id, profile, world.entries[profile].params, catalogue(self.dnode)[profile].solo_s, submit_s,
+                         adapts)
 
     def _profile_solo(self, profile: str) -> float:
         if profile not in self._solo:

@@ -12,9 +12,10 @@
   arrive: a window's groups run one after another, each when the whole previous group has ended; the next window is
   planned when the last group of this one has ended. The window planner is given by the caller (``env`` plans
   windows without a model; the agent's planners live in ``training``).
-* ``rollout-giveback`` (``RolloutGiveBack``; simulated nodes only, and only where decisions are run on the node model,
-  ``cosched eval --streams`` and the benches: plans, the real runners, /decide and the Slurm controller cannot yet
-  change a running job's CPUs, and refuse it in one line): ``Rollout`` with one more candidate.
+* ``rollout-giveback`` (``RolloutGiveBack``; decided on a node model, and only where a running job's CPUs can be
+  changed: ``cosched eval --streams``, the benches and online runs, ``cosched run WINDOW.json --mode continuous``, whose
+  runner re-pins the job; plans, /decide and the Slurm controller refuse it in one line): ``Rollout`` with one more
+  candidate.
   Where jobs wait, fewer than Cmax run, fewer than N/Cmax CPUs are free and a running job that adapts
   (``StreamJob.adapts``: its program loses nothing when CPUs are taken from it) holds more than N/Cmax, the one holding
   most keeps N/Cmax of its CPUs dealt over its NUMA domains (``env.plan.allocate.dealt``: near the
@@ -149,8 +150,8 @@ class RolloutGiveBack(Rollout):
 
     def reset(self, node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int) -> None:
         if not node.simulated:
-            raise InputError("rollout-giveback changes a running job's CPUs, which the real runners cannot do yet: "
-                             "use rollout on a real node")
+            raise InputError(f"rollout-giveback decides on a node model, and node {node.name} is none: give it the "
+                             "node's model ('cosched calibrate' writes it), or use packing")
         super().reset(node, jobs, max_concurrency)
         self.node, self.slot, self.given = node, len(node.cpus) // max_concurrency, 0
         self.adapts = {j.id for j in jobs if j.adapts}  # only these may give back (StreamJob.adapts)
@@ -185,9 +186,9 @@ class RolloutGiveBack(Rollout):
 
 
 #: Why ``rollout-giveback`` is refused where its decisions would be carried out or planned.
-_GIVE_BACK_HERE = ("rollout-giveback changes a running job's CPUs, which plans, the real runners, /decide and the Slurm "
-                   "controller cannot carry out yet: evaluate it on the node model with cosched eval --streams; use "
-                   "rollout here")
+_GIVE_BACK_HERE = ("rollout-giveback changes a running job's CPUs, which plans, /decide and the Slurm controller cannot "
+                   "carry out yet: run it online (cosched run WINDOW.json --mode continuous) or evaluate it on the node "
+                   "model (cosched eval --streams); use rollout here")
 
 
 def stream_registry(plan: Callable[[Window], Plan] | None = None, window: int = DEFAULT_STREAM_WINDOW, *,

@@ -12,7 +12,8 @@ continuous``), journaled so that a killed run resumes without starting any job t
   apart from any other.
 * **Journal** (``journal.jsonl``, one fsynced JSON line per event): ``online_start``, ``decision`` (before anything
   it decides is done), ``launch`` (before the process is created), ``job_start`` (its pid, after), ``job_cpus``,
-  ``change``, ``job_end`` (after its process ended), ``job_lost``, ``interrupted``, ``run_end``.
+  ``change`` (before it is applied: new ways / caps, or fewer CPUs for a job that adapts, its threads then re-pinned
+  by ``env.real.repin``), ``job_end`` (after its process ended), ``job_lost``, ``interrupted``, ``run_end``.
 * **Resume** (``resume=True``): a job with a ``job_end`` is done. A job journaled as started whose process still
   runs is waited for (its exit status cannot be read: it is not our child); one whose process is gone is reported
   in one line, recorded without an end it saw, and never started again. A job with a ``launch`` but no
@@ -20,23 +21,24 @@ continuous``), journaled so that a killed run resumes without starting any job t
   and ended, so it is reported in one line and not started again. Only a job the journal proves never launched (at
   most decided) goes back to the queue and is decided again. (``cosched run --resume`` of a window stops the
   processes a killed run left and runs their group again whole; an online run never starts a job twice, so it
-  keeps them.) SIGINT/SIGTERM stop the deciding and leave the running jobs running: ``--resume`` waits for them.
+  keeps them.) A job still running holds the CPUs of its last journaled change, re-pinned onto them again (the run
+  may have been killed between the journal's line and the re-pin). SIGINT/SIGTERM stop the deciding and leave the
+  running jobs running: ``--resume`` waits for them.
+
+The jobs, results, journal records and the stream document are in ``env.real.online_state``.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import signal
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from env.episode.stream import Decision
-from env.errors import InputError, RunError
+from env.errors import RunError
 from env.node.resctrl import create_group, group_path, remove_group, schemata
 from env.node.spec import NodeSpec
 from env.plan.allocate import Allocation, mba_hardware_value
@@ -44,167 +46,9 @@ from env.plan.launch import enforcement, launch_argv
 from env.plan.models import PlanJob
 from env.real.executor import KILL_GRACE_S, Interrupted, Progress, _Job, allowed_cpus
 from env.real.journal import Journal
-
-MARK = "COSCHED_ONLINE_JOB"
-STREAM_FILE = "stream.json"
-
-
-@dataclass(frozen=True)
-class OnlineJob:
-    id: str
-    profile: str
-    command: list[str]
-    env: dict[str, str] = field(default_factory=dict)
-    submit_s: float = 0.0
-
-
-@dataclass(frozen=True)
-class Held:
-    """A running job as ``decide`` sees it."""
-
-    id: str
-    profile: str
-    alloc: Allocation
-    seconds_run: float
-
-
-#: decide(running, queue, jobs still to come, now_s) -> the decision at this event
-Decide = Callable[[list[Held], list[OnlineJob], int, float], Decision]
-
-
-@dataclass
-class JobResult:
-    id: str
-    profile: str
-    submit_s: float
-    cpus: list[int] = field(default_factory=list)
-    memory: str | None = None  # its allocation's memory policy
-    start_s: float | None = None
-    end_s: float | None = None
-    exit_code: int | None = None
-    signal: int | None = None
-    timed_out: bool = False
-    end_seen: bool = True  # False: its process was gone when a resumed run looked (end_s: when it looked)
-    observed_cpus: list[int] | None = None
-    stdout: str | None = None
-    note: str | None = None
-
-
-@dataclass
-class OnlineResult:
-    run_dir: str
-    jobs: list[JobResult]
-    decisions: int
-    notes: list[str]
-
-    @property
-    def makespan_s(self) -> float | None:
-        ends = [j.end_s for j in self.jobs]
-        return None if not ends or None in ends else max(ends) - min(j.submit_s for j in self.jobs)  # type: ignore[type-var]
-
-    @property
-    def failed(self) -> list[str]:
-        return [j.id for j in self.jobs if j.exit_code != 0 and j.end_seen and j.note is None]
-
-
-    def report(self, *, node: str, policy: str, max_concurrency: int, solo: dict[str, float], solo_source: str,
-               decided_on: str) -> dict[str, Any]:
-        """The run's report (``report.json``, ``--json``): each job's start, end and CPUs (seconds after the run
-        started, measured), the most jobs at once, and the stream's metrics (``env.episode.stream``); ``solo``: each
-        job's solo time on the whole node (nan: unknown), which the throughput and the slowdown need."""
-        from env.episode.stream import JobRun, StreamRun
-
-        ended = all(j.start_s is not None and j.end_s is not None for j in self.jobs) and bool(self.jobs)
-        metrics: dict[str, float | None] = dict.fromkeys(("makespan_s", "throughput_vs_timeshare", "mean_turnaround_s",
-                                                          "mean_bounded_slowdown"))
-        if ended:
-            run = StreamRun(policy, [JobRun(j.id, j.profile, j.submit_s, j.start_s, j.end_s, solo.get(j.id, math.nan),  # type: ignore[arg-type]
-                                            tuple(j.cpus)) for j in self.jobs])
-            metrics = {k: None if math.isnan(v) else round(v, 4) for k, v in run.metrics().items()}
-            if any(math.isnan(solo.get(j.id, math.nan)) for j in self.jobs):
-                metrics["throughput_vs_timeshare"] = metrics["mean_bounded_slowdown"] = None
-        spans = sorted([(j.start_s, 1) for j in self.jobs if j.start_s is not None] +
-                       [(j.end_s, -1) for j in self.jobs if j.start_s is not None and j.end_s is not None])
-        most = cur = 0
-        for _, d in spans:
-            cur += d
-            most = max(most, cur)
-        return {"run_dir": self.run_dir, "backend": "real", "mode": "continuous", "simulated": False, "node": node,
-                "policy": policy, "max_concurrency": max_concurrency, "decided_on": decided_on,
-                "decisions": self.decisions, "jobs": [asdict(j) for j in self.jobs], "max_running": most,
-                "metrics": metrics, "solo_source": solo_source, "failed": self.failed, "notes": self.notes}
-
-
-def alloc_record(a: Allocation) -> dict[str, Any]:
-    return {"cpus": list(a.cpus), "numa_nodes": list(a.numa_nodes), "memory": a.memory,
-            "l3": {str(d): [w, m] for d, (w, m) in a.l3.items()}, "mem_bw_percent": {str(d): p for d, p in a.mem_bw_percent.items()}}
-
-
-def alloc_of(rec: dict[str, Any]) -> Allocation:
-    return Allocation(tuple(rec["cpus"]), tuple(rec["numa_nodes"]), rec["memory"],
-                      {int(d): (w, m) for d, (w, m) in rec["l3"].items()}, {int(d): p for d, p in rec["mem_bw_percent"].items()})
-
-
-def read_online_journal(path: Path) -> dict[str, Any]:
-    """What an online run's journal says: its start, decisions, and each job's launch, start, CPUs, end."""
-    out: dict[str, Any] = {"start": None, "decisions": 0, "launch": {}, "job_start": {}, "job_cpus": {}, "job_end": {}}
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}: not an online run directory of 'cosched run'") from None
-    for n, line in enumerate(lines, 1):
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            if n == len(lines):
-                break  # a line cut by a crash mid-write: everything before it stands
-            raise InputError(f"{path}:{n} is not a JSON line: the journal is damaged") from None
-        ev = rec.get("event")
-        if ev == "online_start" and out["start"] is None:
-            out["start"] = rec
-        elif ev == "decision":
-            out["decisions"] = max(out["decisions"], rec["n"])
-        elif ev in ("launch", "job_start", "job_cpus", "job_end"):
-            out[ev][rec["job"]] = rec
-        elif ev == "job_lost":
-            out["job_end"][rec["job"]] = rec
-    if out["start"] is None:
-        raise InputError(f"{path} has no online_start: not an online run directory of 'cosched run'")
-    return out
-
-
-@dataclass(frozen=True)
-class StreamModel:
-    node: NodeSpec  # the simulated node decisions are made on (CPU ids are the real node's)
-    kind: Literal["simulated", "model"]
-    source: str
-
-
-def stream_model(node: NodeSpec) -> StreamModel | None:
-    """The node model decisions are made on: a simulated node itself; for the real node, the model its plans are
-    scored on (``env.planners.scoring.model_node``: its calibrated model with the programs learned since); else None."""
-    if node.simulated:
-        return StreamModel(node, "simulated", f"simulated: the node model of {node.name}")
-    from env.planners.scoring import model_node
-
-    model = model_node(node)
-    if model is None:
-        return None
-    if model.cpus != node.cpus or [sorted(d.cpus) for d in model.numa] != [sorted(d.cpus) for d in node.numa]:
-        raise InputError(f"the node model {model.name} is of another shape than this node: run 'cosched calibrate' again")
-    return StreamModel(model, "model", f"node model {model.name.removeprefix('sim:')}, calibrated on this node")
-
-
-@dataclass
-class HeldCpus:
-    """The node as the model-free policies see it: which CPUs the running jobs hold."""
-
-    node: NodeSpec
-    now: float
-    running: dict[str, Allocation]
-
-    def free_cpus(self) -> set[int]:
-        return set(self.node.cpus) - {c for a in self.running.values() for c in a.cpus}
+from env.real.online_state import (MARK, STREAM_FILE, Decide, Held, HeldCpus, JobResult, OnlineJob, OnlineResult,
+                                   StreamModel, alloc_of, alloc_record, is_online_run, read_online_journal, read_stream,
+                                   stream_model, write_stream)
 
 
 def _alive(pid: int, mark: bytes) -> bool:
@@ -305,6 +149,7 @@ class OnlineRunner:
             if jid in done:
                 continue
             oj, alloc = self.by_id[jid], alloc_of(launch["alloc"])
+            changes = past["change"].get(jid, [])
             mark = self._mark(jid).encode()
             started = past["job_start"].get(jid)
             pid = started["pid"] if started else _find(MARK.encode() + b"=" + mark)
@@ -312,9 +157,18 @@ class OnlineRunner:
             r.cpus, r.memory, r.stdout = list(alloc.cpus), alloc.memory, str(self.run_dir / f"{jid}.out")
             r.start_s = started["at_s"] if started else launch["at_s"]
             r.observed_cpus = past["job_cpus"].get(jid, {}).get("cpus")
+            held = launch["alloc"]["cpus"]
+            for c in changes:
+                if c["alloc"]["cpus"] != held:
+                    held = c["alloc"]["cpus"]
+                    r.gave_back.append({"at_s": c["at_s"], "cpus": held})
             if pid is not None and _alive(pid, MARK.encode() + b"=" + mark):
                 if not started:
                     self.journal.write("job_start", job=jid, pid=pid, at_s=r.start_s, argv=launch["argv"], found=True)
+                if changes:  # its last change, applied again: the kill may have come before its re-pin
+                    alloc = alloc_of(changes[-1]["alloc"])
+                    if set(alloc.cpus) != set(launch["alloc"]["cpus"]):
+                        self._repin(jid, pid, alloc)
                 self.live[jid] = _Live(oj, alloc, r.start_s, pid=pid, group=launch.get("group"))
                 line = f"{jid} was running when the run stopped (pid {pid}): waited for, its exit status unknown"
                 self.journal.write("job_adopted", job=jid, pid=pid)
@@ -420,6 +274,22 @@ class OnlineRunner:
     def _check(self, d: Decision, queue: list[OnlineJob]) -> None:
         queued = {j.id for j in queue}
         free = set(self.node.cpus) - {c for v in self.live.values() for c in v.alloc.cpus}
+        bad = [k for k, _ in d.changes if k not in self.live]
+        if bad:
+            raise RunError(f"the decision changes {', '.join(bad)}, which are not running")
+        for k, a in d.changes:
+            held = set(self.live[k].alloc.cpus)
+            if set(a.cpus) == held:
+                continue
+            if not a.cpus or not set(a.cpus) < held:
+                raise RunError(f"the decision gives {k} CPUs {list(a.cpus)}: a running job may only give CPUs back")
+            if not self.live[k].oj.adapts:
+                raise RunError(f"the decision takes CPUs from {k}, whose program does not adapt to fewer CPUs while it "
+                               "runs (its window job does not say adapts)")
+            if self.pin_runtime is not None:
+                raise RunError(f"the decision takes CPUs from {k}, but the pinning runtime keeps its threads on the CPUs "
+                               "it started with: run without --pin-runtime to give CPUs back")
+            free |= held - set(a.cpus)
         for k, a in d.starts:
             if k not in queued or not a.cpus or not set(a.cpus) <= free:
                 raise RunError(f"the decision starts {k!r} on CPUs {list(a.cpus)}: it is not queued or they are not free")
@@ -427,9 +297,6 @@ class OnlineRunner:
             free -= set(a.cpus)
         if len(self.live) + len(d.starts) > self.cmax:
             raise RunError(f"the decision would run {len(self.live) + len(d.starts)} jobs at once, above Cmax {self.cmax}")
-        bad = [k for k, _ in d.changes if k not in self.live]
-        if bad:
-            raise RunError(f"the decision changes {', '.join(bad)}, which are not running")
 
     def _launch(self, oj: OnlineJob, alloc: Allocation) -> None:
         group = group_path(self.node, self.n, oj.id) if self.partition else None
@@ -453,8 +320,18 @@ class OnlineRunner:
 
     def _change(self, jid: str, alloc: Allocation) -> None:
         """New ways / caps of a running job: written to its resctrl group where this node partitions, else
-        journaled as not enforced (with the reason)."""
+        journaled as not enforced (with the reason). Fewer CPUs (a job that adapts gives some back): journaled, then
+        every thread of the job re-pinned onto the CPUs it keeps, before anything starts on the others."""
         v = self.live[jid]
+        if set(alloc.cpus) != set(v.alloc.cpus):
+            at = round(self.now(), 4)
+            self.journal.write("change", job=jid, alloc=alloc_record(alloc), at_s=at, gives_back=True)
+            self._repin(jid, v.pid, alloc)
+            v.alloc = Allocation(alloc.cpus, alloc.numa_nodes, v.alloc.memory, v.alloc.l3, v.alloc.mem_bw_percent)
+            self.results[jid].gave_back.append({"at_s": at, "cpus": list(alloc.cpus)})
+            self.progress("give_back", {"job": jid, "at_s": at, "cpus": list(alloc.cpus)})
+            if alloc.l3 == v.alloc.l3 and alloc.mem_bw_percent == v.alloc.mem_bw_percent:
+                return
         v.alloc = Allocation(v.alloc.cpus, v.alloc.numa_nodes, v.alloc.memory, alloc.l3, alloc.mem_bw_percent)
         if v.group is None:
             self.journal.write("change", job=jid, alloc=alloc_record(alloc), enforced=False,
@@ -469,21 +346,16 @@ class OnlineRunner:
         self.journal.write("change", job=jid, alloc=alloc_record(alloc), enforced=True, group=v.group)
 
 
-def write_stream(run_dir: Path, doc: dict[str, Any]) -> None:
-    """The run's own record of what it runs (the stream document, policy, window, Cmax): ``--resume`` needs no flags."""
-    (run_dir / STREAM_FILE).write_text(json.dumps(doc, indent=1))
+    def _repin(self, jid: str, pid: int | None, alloc: Allocation) -> None:
+        from env.real.repin import repin
+
+        try:
+            repin(pid, alloc.cpus)  # type: ignore[arg-type] - a live job has a pid
+        except OSError as exc:
+            raise RunError(f"{jid} could not give CPUs back: {exc}; its threads may still run on the CPUs it gave, so "
+                           f"nothing more starts: finish with cosched run --resume {self.run_dir}") from None
 
 
-def read_stream(run_dir: Path) -> dict[str, Any]:
-    try:
-        return json.loads((run_dir / STREAM_FILE).read_text())
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{run_dir}/{STREAM_FILE} is missing or unreadable: {exc}") from None
-
-
-def is_online_run(run_dir: Path) -> bool:
-    return (run_dir / STREAM_FILE).is_file()
-
-
-__all__ = ["MARK", "Decide", "Held", "HeldCpus", "JobResult", "OnlineJob", "OnlineResult", "OnlineRunner", "StreamModel",
-           "is_online_run", "read_online_journal", "read_stream", "stream_model", "write_stream"]
+__all__ = ["MARK", "STREAM_FILE", "Decide", "Held", "HeldCpus", "JobResult", "OnlineJob", "OnlineResult", "OnlineRunner",
+           "StreamModel", "alloc_of", "alloc_record", "is_online_run", "read_online_journal", "read_stream",
+           "stream_model", "write_stream"]

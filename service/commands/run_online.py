@@ -38,8 +38,9 @@ def run_online_command(args: Any) -> int:
         window, policy, w, backend = read_window(args.document), args.policy, getattr(args, "window_size", None), args.backend
         model = getattr(args, "model", None)
     node = load_node(args.node or "sim:reference") if backend == "sim" else load_node("local")
-    decider = Decider(node, policy, w, model)
-    jobs = {j.id: decider.stream_job(j.id, j.profile_name, j.submit_s or 0.0, f"jobs[{i}]") for i, j in enumerate(window.jobs)}
+    decider = Decider(node, policy, w, model, give_back=True)  # both backends carry out give-backs (re-pinned here)
+    jobs = {j.id: decider.stream_job(j.id, j.profile_name, j.submit_s or 0.0, f"jobs[{i}]", j.adapts)
+            for i, j in enumerate(window.jobs)}
     decider.reset(list(jobs.values()), window.max_concurrency)
     decided_on = decider.model.source if decider.model else "which CPUs are held (no node model of this node)"
     if backend == "sim":
@@ -64,7 +65,8 @@ def run_online_command(args: Any) -> int:
 
     from env.plan.launch import PINRT_LIB
 
-    online = [OnlineJob(j.id, j.profile_name, list(j.command or []), dict(j.env), j.submit_s or 0.0) for j in window.jobs]
+    online = [OnlineJob(j.id, j.profile_name, list(j.command or []), dict(j.env), j.submit_s or 0.0, j.adapts)
+              for j in window.jobs]
     result = OnlineRunner(online, node, run_dir, window.max_concurrency, decide, timeout_s=args.timeout, progress=OnlineProgress(),
                           pin_runtime=PINRT_LIB if getattr(args, "pin_runtime", False) else None).run(resume=resume_dir is not None)
     solo, source = _solo(decider, window)

@@ -123,7 +123,7 @@ def test_a_change_may_only_give_back_cpus_the_job_holds() -> None:
 def test_refused_on_a_real_node_in_one_line() -> None:
     real = NODE.model_copy(update={"name": "node01"})
     assert not real.simulated
-    with pytest.raises(InputError, match="use rollout on a real node"):
+    with pytest.raises(InputError, match="decides on a node model, and node node01 is none"):
         RolloutGiveBack().reset(real, [], 2)
 
 
@@ -133,5 +133,5 @@ def test_chosen_by_name_only_where_the_node_model_runs_the_decisions() -> None:
 
     assert isinstance(stream_registry(give_back=True).get("rollout-giveback"), RolloutGiveBack)
     for ask in (lambda: stream_registry().get("rollout-giveback"), lambda: trace_policy("cosched:rollout-giveback")):
-        with pytest.raises(InputError, match="cannot carry out yet: evaluate it on the node model with cosched eval"):
+        with pytest.raises(InputError, match="cannot carry out yet: run it online .* or evaluate it on the node model"):
             ask()

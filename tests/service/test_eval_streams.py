@@ -92,3 +92,29 @@ def test_rollout_giveback_is_evaluated_on_the_model_and_refused_where_plans_are_
                  "rollout-giveback"]) == 2
     err = capsys.readouterr().err
     assert "rollout-giveback changes a running job's CPUs" in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_online_run_takes_rollout_giveback_and_the_jobs_that_adapt(tmp_path: Path, capsys) -> None:
+    """cosched run WINDOW.json --mode continuous (its runner carries out give-backs) accepts rollout-giveback; on the
+    sim backend it is run_stream's run of the same jobs, each job's adapts as its window says."""
+    from dataclasses import replace
+
+    from env.episode.stream import run_stream, sim_stream
+    from env.plan.models import WindowJob
+    from env.planners.streams import RolloutGiveBack
+    from env.sim.nodes import load_node
+
+    jobs = [{"id": "ep", "profile": "EP", "adapts": True}, {"id": "mg", "profile": "MG", "submit_s": 30.0},
+            {"id": "ft", "profile": "FT", "submit_s": 60.0}]
+    window = tmp_path / "window.json"
+    window.write_text(json.dumps({"jobs": jobs, "max_concurrency": 2}))
+    assert main(["run", str(window), "--backend", "sim", "--node", "sim:reference", "--mode", "continuous",
+                 "--policy", "rollout-giveback", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    node = load_node("sim:reference")
+    stream = sim_stream(node, [WindowJob(**j) for j in jobs])
+    assert stream[0].adapts and not stream[1].adapts
+    direct = run_stream(node, stream, 2, RolloutGiveBack())
+    assert doc["policy"] == "rollout-giveback" and doc["metrics"] == pytest.approx(direct.metrics())
+    fixed = run_stream(node, [replace(j, adapts=False) for j in stream], 2, RolloutGiveBack())
+    assert not fixed.changes

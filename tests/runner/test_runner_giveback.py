@@ -1,0 +1,132 @@
+"""Giving CPUs back in the online runner (``env.real.online``), on real processes of this machine: a job that adapts
+is re-pinned onto the CPUs it keeps (every thread, as the kernel reports them) after the change is journaled and before
+anything starts on the rest; a job that does not adapt is never; and a runner SIGKILLed between the journal's line
+and the re-pin, resumed, re-pins the job and starts every job once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from runner_support import LOCAL
+
+from env.errors import RunError
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(len(LOCAL.cpus) < 2 or len(os.sched_getaffinity(0)) < 2,
+                                reason="giving CPUs back needs a node of at least two CPUs allowed to the tests")
+
+#: Two threads spinning for SECS s, each printing the CPUs the kernel allows it when it stops.
+LONG = """
+import os, sys, threading, time
+stop = time.time() + float(sys.argv[1])
+seen = []
+def spin():
+    while time.time() < stop:
+        pass
+    seen.append(sorted(os.sched_getaffinity(0)))
+ts = [threading.Thread(target=spin) for _ in range(2)]
+for t in ts: t.start()
+for t in ts: t.join()
+print(seen, flush=True)
+"""
+
+#: The runner, run in a process of its own (the crash test kills it); argv: run dir, "adapts" or not, "crash" or
+#: "resume". "crash": SIGKILL at the re-pin, after the change is journaled.
+RUNNER = """
+import os, signal, sys
+sys.path.insert(0, {root!r})
+from pathlib import Path
+import env.real.repin
+from env.real.online import OnlineRunner
+from tests.runner.test_runner_giveback import decide, jobs
+from runner_support import LOCAL
+run_dir, adapts, what = Path(sys.argv[1]), sys.argv[2] == "adapts", sys.argv[3]
+if what == "crash":
+    env.real.repin.repin = lambda sid, cpus: os.kill(os.getpid(), signal.SIGKILL)
+OnlineRunner(jobs(adapts), LOCAL, run_dir, 2, decide).run(resume=what == "resume")
+"""
+
+
+def jobs(adapts: bool) -> list:
+    from env.real.online import OnlineJob
+
+    return [OnlineJob("long", "EP", [sys.executable, "-c", LONG, "2.5"], adapts=adapts),
+            OnlineJob("short", "MG", [sys.executable, "-c", "pass"], submit_s=0.5)]
+
+
+def decide(held, queue, pending, now):  # noqa: ANN001, ANN202 - the runner's Decide
+    """long alone on two CPUs; when short comes, long keeps the first and short starts on the second."""
+    from env.episode.stream import Decision
+    from env.plan.allocate import plain_allocation
+
+    both, first, second = LOCAL.cpus[:2], LOCAL.cpus[:1], LOCAL.cpus[1:2]
+    if not held and queue and queue[0].id == "long":
+        return Decision(starts=(("long", plain_allocation(LOCAL, both)),))
+    if not queue:
+        return Decision()
+    if held and len(held[0].alloc.cpus) == 2:
+        return Decision(starts=(("short", plain_allocation(LOCAL, second)),),
+                        changes=(("long", plain_allocation(LOCAL, first)),))
+    return Decision(starts=(("short", plain_allocation(LOCAL, second)),))
+
+
+def _journal(run_dir: Path) -> list[dict]:
+    return [json.loads(x) for x in (run_dir / "journal.jsonl").read_text().splitlines() if x.strip()]
+
+
+def _threads_cpus(run_dir: Path) -> list[list[int]]:
+    return json.loads((run_dir / "long.out").read_text().strip().splitlines()[-1])
+
+
+def test_a_job_that_adapts_is_repinned_before_anything_starts_on_what_it_gave(tmp_path: Path) -> None:
+    from env.real.online import OnlineRunner
+
+    result = OnlineRunner(jobs(True), LOCAL, tmp_path, 2, decide).run()
+    by = {j.id: j for j in result.jobs}
+    assert all(j.exit_code == 0 for j in result.jobs)
+    assert _threads_cpus(tmp_path) == [LOCAL.cpus[:1]] * 2  # both threads, as the kernel allowed them at the end
+    assert [g["cpus"] for g in by["long"].gave_back] == [LOCAL.cpus[:1]] and by["short"].cpus == LOCAL.cpus[1:2]
+    events = [(r["event"], r.get("job")) for r in _journal(tmp_path)]
+    assert events.index(("change", "long")) < events.index(("launch", "short"))
+    assert by["long"].gave_back[0]["at_s"] <= by["short"].start_s
+
+
+def test_a_job_that_does_not_adapt_is_never_asked_and_nothing_starts(tmp_path: Path) -> None:
+    from env.real.online import OnlineRunner
+
+    runner = OnlineRunner(jobs(False), LOCAL, tmp_path, 2, decide)
+    try:
+        with pytest.raises(RunError, match="does not adapt to fewer CPUs") as exc:
+            runner.run()
+        assert "\n" not in str(exc.value)
+        events = [(r["event"], r.get("job")) for r in _journal(tmp_path)]
+        assert ("launch", "short") not in events and ("change", "long") not in events
+    finally:
+        for v in runner.live.values():
+            os.killpg(v.pid, signal.SIGKILL)
+
+
+def test_a_runner_killed_between_the_change_and_the_repin_resumes_with_the_job_repinned(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'tests' / 'runner'}"}
+    script = RUNNER.format(root=str(ROOT))
+    crash = subprocess.run([sys.executable, "-c", script, str(tmp_path), "adapts", "crash"], env=env, cwd=ROOT,
+                           capture_output=True, text=True, timeout=60)
+    assert crash.returncode == -signal.SIGKILL, crash.stderr
+    events = [(r["event"], r.get("job")) for r in _journal(tmp_path)]
+    assert events[-1] == ("change", "long") and ("launch", "short") not in events  # killed before the re-pin
+    resumed = subprocess.run([sys.executable, "-c", script, str(tmp_path), "adapts", "resume"], env=env, cwd=ROOT,
+                             capture_output=True, text=True, timeout=60)
+    assert resumed.returncode == 0, resumed.stderr
+    events = [(r["event"], r.get("job")) for r in _journal(tmp_path)]
+    assert events.count(("launch", "long")) == 1 and events.count(("launch", "short")) == 1
+    assert ("job_adopted", "long") in events
+    # long's exit status is not ours after a resume, but its threads said where they ran at the end: the kept CPU
+    assert _threads_cpus(tmp_path) == [LOCAL.cpus[:1]] * 2
+    short = next(r for r in _journal(tmp_path) if r["event"] == "launch" and r["job"] == "short")
+    assert short["alloc"]["cpus"] == LOCAL.cpus[1:2]
