@@ -74,6 +74,9 @@ class RunningIn(BaseModel):
     profile: Name | None = Field(None, description="its program (a profile or catalogue job); default: the id")
     allocation: DecideAllocation
     seconds_run: float = Field(allow_inf_nan=False, description="seconds it has run so far")
+    adapts: bool = Field(False, description="its program loses nothing when CPUs are taken from it while it runs; "
+                         "only such a job may be asked to give CPUs back (rollout-giveback). The caller then re-pins "
+                         "every thread of it onto the CPUs the change keeps before it starts anything on the others")
 
     @field_validator("seconds_run")
     @classmethod
@@ -97,7 +100,7 @@ class DecideRequest(BaseModel):
     running: list[RunningIn] = Field(default_factory=list, max_length=MAX_CONCURRENCY)
     queue: list[QueuedIn] = Field(default_factory=list, max_length=MAX_JOBS, description="arrived jobs, queue order")
     max_concurrency: int = Field(ge=1, le=MAX_CONCURRENCY, description="Cmax: jobs at most at once")
-    policy: str | None = Field(None, max_length=64, description="a stream policy (rollout, greedy-continuous, packing, timeshare, agent, agent-search); default rollout")
+    policy: str | None = Field(None, max_length=64, description="a stream policy (rollout, greedy-continuous, packing, timeshare, agent, agent-search, rollout-giveback); default rollout")
     window: int | None = Field(None, ge=1, le=MAX_JOBS, description="W: queued jobs the policy chooses among")
     now_s: float | None = Field(None, ge=0, le=1e9, allow_inf_nan=False,
                                 description="the caller's clock now; default the latest submit_s of the queue (or 0)")
@@ -150,9 +153,9 @@ class Decider:
 
         self.node, self.window = node, window or DEFAULT_STREAM_WINDOW
         self.name = policy or DEFAULT_CONTINUOUS_POLICY
-        if self.name not in ONLINE_POLICIES and not (give_back and self.name == "rollout-giveback"):
-            raise DecideError("policy", f"{self.name!r} does not decide at events here: choose "
-                                        f"{', '.join(ONLINE_POLICIES)}")
+        here = ONLINE_POLICIES + (("rollout-giveback",) if give_back else ())
+        if self.name not in here:
+            raise DecideError("policy", f"{self.name!r} does not decide at events here: choose {', '.join(here)}")
         if model is not None and self.name not in ("agent", "agent-search"):
             raise DecideError("model", f"a stream model is for the agent policies, not {self.name}: drop the model or "
                                        "choose agent or agent-search")
@@ -196,7 +199,7 @@ class Decider:
         return self._solo[profile]
 
     def reset(self, jobs: Sequence[StreamJob], max_concurrency: int) -> None:
-        self.cmax = max_concurrency
+        self.cmax, self.adapts = max_concurrency, {j.id for j in jobs if j.adapts}
         try:
             self.policy.reset(self.dnode, jobs, max_concurrency)
         except ValueError as exc:  # packing's slots: Cmax above the node's CPUs
@@ -218,6 +221,9 @@ class Decider:
         d = self.policy.decide(view)
         try:
             check_decision(view, d)
+            taken = [k for k, a in d.changes if k not in self.adapts and set(a.cpus) != set(view.running[k].alloc.cpus)]
+            if taken:
+                raise ValueError(f"it takes CPUs from {', '.join(taken)}, whose program does not adapt")
         except ValueError as exc:
             raise RunError(f"policy {self.name} made a decision it may not: {exc}") from None
         return d
@@ -327,7 +333,7 @@ def decide_state(node: NodeSpec, request: DecideRequest | dict[str, Any]) -> Dec
     if len(req.running) > req.max_concurrency:
         raise DecideError("running", f"{len(req.running)} jobs run, above max_concurrency {req.max_concurrency}: "
                                      "send the jobs running now and the node's Cmax")
-    decider = Decider(node, req.policy, req.window)
+    decider = Decider(node, req.policy, req.window, give_back=True)  # the caller re-pins a job that adapts
     seen: dict[str, str] = {}
     held: dict[int, str] = {}
     running: list[tuple[StreamJob, Allocation, float]] = []
@@ -341,7 +347,7 @@ def decide_state(node: NodeSpec, request: DecideRequest | dict[str, Any]) -> Dec
                 raise DecideError(f"{where}.allocation.cpus", f"CPU {c} is also held by {held[c]}: a CPU runs one "
                                                               "job at a time; send each job's own CPUs")
             held[c] = f"{where} ({r.id!r})"
-        running.append((decider.stream_job(r.id, r.profile or r.id, 0.0, where), alloc, r.seconds_run))
+        running.append((decider.stream_job(r.id, r.profile or r.id, 0.0, where, r.adapts), alloc, r.seconds_run))
     queue = []
     for i, q in enumerate(req.queue):
         _unique(seen, q.id, f"queue[{i}]")

@@ -32,7 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", choices=("real", "sim"), default="real", help="real: run on this node (default); sim: simulate the plan")
     p.add_argument("--node", default=None, help="node to plan for (default: local for real, sim:reference for sim)")
     p.add_argument("--policy", default=None, help="planning policy for a window, as in 'cosched schedule' (its --help lists them and the "
-                   "defaults: agent-search where a model and a node model exist; continuous: rollout)")
+                   "defaults: agent-search where a model and a node model exist; continuous: rollout; --mode continuous "
+                   "also rollout-giveback, which takes CPUs from running jobs that say adapts)")
     p.add_argument("--model", default=None, help="model file for the agent policies (--mode continuous: a stream model, default "
                    "the node's shipped one)")
     p.add_argument("--dry-run", action="store_true", help="print the groups and exact argv without running anything")

@@ -96,8 +96,6 @@ BAD = [
      "running.0.seconds_run", "-2.0 is negative: send the seconds the job has run so far"),
     ("a job twice", {"queue": [{"id": "a", "profile": "EP"}]}, "queue[0].id", "'a' is also running[0]"),
     ("a policy that does not decide online", {"policy": "groups"}, "policy", "choose rollout"),
-    ("a policy whose give-backs no runner carries out", {"policy": "rollout-giveback"}, "policy",
-     "does not decide at events here"),
     ("ways of an L3 domain the job is not in", {"running": [{"id": "a", "profile": "MG", "seconds_run": 1,
                                                              "allocation": {"cpus": [0], "l3": {"1": {"ways": 2, "mask": "0x3"}}}}]},
      "running[0].allocation.l3", "L3 domain 1 holds none of the job's CPUs"),
@@ -114,6 +112,30 @@ def test_bad_state_is_one_422_line(server: Server, what: str, over: dict, field:
     assert "\n" not in doc["message"] and "Traceback" not in r.text
     assert doc["message"].startswith(f"{field}: ") and words in doc["message"], doc["message"]
     assert [d["field"] for d in doc["detail"]] == [field]
+
+
+def test_rollout_giveback_takes_cpus_only_from_a_job_that_adapts(server: Server) -> None:
+    """EP alone on every CPU, MG waiting: a job that adapts keeps a dealt half and MG starts on the rest, with the
+    prediction played through the change; the same job not adapting keeps its CPUs and MG waits."""
+    def body(adapts: bool) -> dict:
+        return {"running": [{"id": "long", "profile": "EP", "seconds_run": 5.0, "adapts": adapts,
+                             "allocation": {"cpus": list(NODE.cpus)}}],
+                "queue": [{"id": "short", "profile": "MG", "submit_s": 5.0}], "max_concurrency": 2,
+                "policy": "rollout-giveback", "now_s": 5.0}
+
+    r = server.client.post("/decide", json=body(True))
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    (change,) = doc["changes"]
+    kept = set(change["allocation"]["cpus"])
+    assert change["id"] == "long" and kept < set(NODE.cpus) and len(kept) == 12
+    assert {c for d in NODE.numa for c in d.cpus} & kept == kept and all(len(kept & set(d.cpus)) == 6 for d in NODE.numa)
+    (start,) = doc["starts"]
+    assert start["id"] == "short" and not set(start["allocation"]["cpus"]) & kept
+    assert doc["note"] == "long gives back 12 CPUs for short"
+    assert {j["id"]: j["state"] for j in doc["predicted"]["jobs"]} == {"long": "running", "short": "started"}
+    fixed = server.client.post("/decide", json=body(False)).json()
+    assert fixed["changes"] == [] and fixed["starts"] == []
 
 
 def test_the_same_refusal_in_process_names_the_field() -> None:
@@ -165,3 +187,19 @@ def test_a_stream_model_for_a_policy_without_one_is_refused(tmp_path) -> None:  
     with pytest.raises(DecideError) as e:
         Decider(NODE, "agent", model=tmp_path / "missing.npz")
     assert e.value.field == "policy" and "missing.npz" in str(e.value)
+
+
+def test_a_policy_that_takes_cpus_from_a_job_that_does_not_adapt_is_stopped_in_one_line() -> None:
+    from env.episode.stream import Decision
+    from env.errors import RunError
+    from env.plan.allocate import plain_allocation
+    from service.decide import Decider
+
+    decider = Decider(NODE, "rollout-giveback", give_back=True)
+    long = decider.stream_job("long", "EP")
+    decider.reset([long], 2)
+    view = decider.view([(long, plain_allocation(NODE, NODE.cpus), 5.0)], [], 5.0)
+    decider.policy.decide = lambda v: Decision(changes=(("long", plain_allocation(NODE, NODE.cpus[:12])),))
+    with pytest.raises(RunError, match="takes CPUs from long, whose program does not adapt") as exc:
+        decider.decide(view)
+    assert "\n" not in str(exc.value)
