@@ -80,14 +80,20 @@ def run_online_command(args: Any) -> int:
     try:
         from service.chart import launches_chart
 
-        bars = [(j["id"], j["cpus"], j["start_s"], j["end_s"], j["exit_code"] == 0) for j in doc["jobs"]
-                if j["start_s"] is not None and j["end_s"] is not None]
+        bars = [bar for j in doc["jobs"] if j["start_s"] is not None and j["end_s"] is not None for bar in _bars(j)]
         launches_chart(bars, f"online run on {node.name} ({decider.name}, Cmax {window.max_concurrency}, measured)",
                        run_dir / "schedule.png", node.cpus, "measured", f"decided on {decided_on}")
     except Exception as exc:  # noqa: BLE001 - the picture is a convenience; the report is written
         doc["notes"].append(f"no picture: {exc}")
     emit(doc, args.json, lambda: render_online(doc))
     return 1 if doc["failed"] else 0
+
+
+def _bars(job: dict[str, Any]) -> list[tuple[str, list[int], float, float, bool]]:
+    """A job's bars in the picture: one per stretch on the same CPUs (a job that gave CPUs back has two or more)."""
+    cuts = [(job["start_s"], job["cpus"])] + [(g["at_s"], g["cpus"]) for g in job.get("gave_back", [])]
+    ends = [t for t, _ in cuts[1:]] + [job["end_s"]]
+    return [(job["id"], cpus, t, end, job["exit_code"] == 0) for (t, cpus), end in zip(cuts, ends)]
 
 
 def _learn(result: Any, node: Any) -> str:

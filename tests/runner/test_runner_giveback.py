@@ -95,6 +95,14 @@ def test_a_job_that_adapts_is_repinned_before_anything_starts_on_what_it_gave(tm
     events = [(r["event"], r.get("job")) for r in _journal(tmp_path)]
     assert events.index(("change", "long")) < events.index(("launch", "short"))
     assert by["long"].gave_back[0]["at_s"] <= by["short"].start_s
+    # the run's picture: long on both CPUs until it gave one back, then on the one it kept
+    from dataclasses import asdict
+
+    from service.commands.run_online import _bars
+
+    at = by["long"].gave_back[0]["at_s"]
+    assert _bars(asdict(by["long"])) == [("long", LOCAL.cpus[:2], by["long"].start_s, at, True),
+                                         ("long", LOCAL.cpus[:1], at, by["long"].end_s, True)]
 
 
 def test_a_job_that_does_not_adapt_is_never_asked_and_nothing_starts(tmp_path: Path) -> None:
