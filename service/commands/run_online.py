@@ -111,6 +111,8 @@ def _learn(result: Any, node: Any) -> str:
           and j.note is None]
     if len(ok) < len(result.jobs):
         return "calibration data: not kept (a job failed or was not seen to end, so the others' times are not clean)"
+    if any(j.gave_back for j in result.jobs):
+        return "calibration data: not kept (a job gave CPUs back, so its time is not that of one allocation)"
     kept, why = record_online_run([(j.profile, j.cpus, j.memory, j.start_s, j.end_s) for j in ok], local_node_id(),
                                   simulated=False)
     return (f"calibration data: {kept} set{'s' if kept != 1 else ''} of jobs kept (the node model learns the programs "
@@ -175,6 +177,8 @@ class OnlineProgress:
             starts = ", ".join(f"{k} on CPUs {_span(c)}" for k, c in info["starts"])
             say(f"{info['at_s']:.2f} s: decision {info['n']}: start {starts} ({info['running']} running, "
                 f"{info['queue']} queued)")
+        elif kind == "give_back":
+            say(f"{info['at_s']:.2f} s: {info['job']} gives CPUs back, keeps CPUs {_span(info['cpus'])} (re-pinned)")
         elif kind == "job_end":
             what = info["note"] or f"exit {info['exit_code']}"
             say(f"{info['at_s']:.2f} s: {info['job']} ended ({what}) after {info['wall_s']:.2f} s")

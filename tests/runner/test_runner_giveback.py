@@ -98,11 +98,14 @@ def test_a_job_that_adapts_is_repinned_before_anything_starts_on_what_it_gave(tm
     # the run's picture: long on both CPUs until it gave one back, then on the one it kept
     from dataclasses import asdict
 
-    from service.commands.run_online import _bars
+    from service.commands.run_online import _bars, _learn
 
     at = by["long"].gave_back[0]["at_s"]
     assert _bars(asdict(by["long"])) == [("long", LOCAL.cpus[:2], by["long"].start_s, at, True),
                                          ("long", LOCAL.cpus[:1], at, by["long"].end_s, True)]
+    # and its times are not one allocation's: the node model does not learn from this run
+    assert _learn(result, LOCAL) == ("calibration data: not kept (a job gave CPUs back, so its time is not that of one "
+                                     "allocation)")
 
 
 def test_a_job_that_does_not_adapt_is_never_asked_and_nothing_starts(tmp_path: Path) -> None:
