@@ -10,7 +10,7 @@ share the kept CPUs, two or more to one. This bench measures the difference, for
 * ``kept``: the same command started on the CPUs a give-back keeps (``env.plan.allocate.dealt``: half of them,
   dealt over the NUMA domains), alone: T_kept, what the model's rate after a give-back stands for;
 * ``giveback``: the program started on every CPU, and at T_full / 2 every thread of its session re-pinned onto the
-  kept CPUs (``env.real.repin.repin``, the runner's own code): T_gb.
+  kept CPUs (``profiler.repin.repin``, the runner's own code): T_gb.
 
 The model's prediction for the give-back run is g + (1 - g / T_full) * T_kept (g: when it gave back); the bench
 prints T_gb over that (1: the model is right; above: the give-back costs more than the model says). A run is
@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 from env.node.cpulist import format_cpulist  # noqa: E402
 from env.node.discover import discover  # noqa: E402
 from env.plan.allocate import dealt  # noqa: E402
-from env.real.repin import repin  # noqa: E402
+from profiler.repin import repin  # noqa: E402
 
 OMP = str(ROOT / "native" / "build" / "cosched-ompbarrier")
 

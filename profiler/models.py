@@ -20,6 +20,11 @@ from profiler.events import PERF_EVENTS
 
 PROFILE_SCHEMA_VERSION = 1
 
+#: A program adapts to CPUs taken from it while it runs when its measured time is at most this many times what the
+#: node model predicts (``profiler.adaptivity``). The measured programs are at 0.98-1.09 or about 100
+#: (``bench/giveback_cost.py``): the bound sits between, nearer the first, with room for a busy node's noise.
+ADAPTS_MAX = 1.25
+
 #: What a profile name (and a job id) may be made of.
 NAME_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
 
@@ -62,6 +67,13 @@ class Profile(BaseModel):
         default=None, gt=0, description="one_core_s / wall_s; None when not measured (--no-scale)"
     )
     one_core_s: float | None = Field(default=None, gt=0, description="wall time of the run bound to one core")
+    giveback_ratio: float | None = Field(
+        default=None, gt=0, description="measured (cosched profile --adapts): its time when half its CPUs are taken "
+        "halfway through, over what a start on those CPUs predicts; a lower bound when the run was stopped; None: not "
+        "measured")
+    adapts: bool | None = Field(
+        default=None, description=f"it loses nothing when CPUs are taken from it while it runs (giveback_ratio <= "
+        f"{ADAPTS_MAX}, not stopped); None: not measured. Only such a program is asked to give CPUs back")
     other_load_cpus: float | None = Field(
         default=None, ge=0, description="CPUs used by other processes during the solo run (0 = the node was idle)"
     )
@@ -93,6 +105,8 @@ class Profile(BaseModel):
         object.__setattr__(self, "available_counters", available)
         if (self.scale_factor is None) != (self.one_core_s is None):
             raise ValueError("scale_factor and one_core_s are both given or both missing")
+        if (self.giveback_ratio is None) != (self.adapts is None):
+            raise ValueError("giveback_ratio and adapts are both given or both missing")
         if self.schema_version != PROFILE_SCHEMA_VERSION:
             raise ValueError(f"profile schema_version {self.schema_version} is not {PROFILE_SCHEMA_VERSION}")
         return self

@@ -74,9 +74,10 @@ class RunningIn(BaseModel):
     profile: Name | None = Field(None, description="its program (a profile or catalogue job); default: the id")
     allocation: DecideAllocation
     seconds_run: float = Field(allow_inf_nan=False, description="seconds it has run so far")
-    adapts: bool = Field(False, description="its program loses nothing when CPUs are taken from it while it runs; "
-                         "only such a job may be asked to give CPUs back (rollout-giveback). The caller then re-pins "
-                         "every thread of it onto the CPUs the change keeps before it starts anything on the others")
+    adapts: bool | None = Field(None, description="its program loses nothing when CPUs are taken from it while it "
+                                "runs; only such a job may be asked to give CPUs back (rollout-giveback). The caller "
+                                "then re-pins every thread of it onto the CPUs the change keeps before it starts "
+                                "anything on the others. Absent: what its profile measured (cosched profile --adapts)")
 
     @field_validator("seconds_run")
     @classmethod
@@ -172,10 +173,14 @@ class Decider:
             raise DecideError("policy", f"{self.name} decides on a node model and node {node.name} has none: run "
                                         "'cosched calibrate', or choose packing or timeshare")
         self.dnode = self.model.node if self.model is not None else node
-        self._solo: dict[str, float] = {}
+        self._profiles: dict[str, Any] = {}
 
-    def stream_job(self, id: str, profile: str, submit_s: float = 0.0, field: str = "job", adapts: bool = False) -> StreamJob:
-        """A job as the policy sees it (its program's params and solo time from the node model)."""
+    def stream_job(self, id: str, profile: str, submit_s: float = 0.0, field: str = "job",
+                   adapts: bool | None = None) -> StreamJob:
+        """A job as the policy sees it (its program's params and solo time from the node model); ``adapts``: as the
+        caller says, else as its profile on this node measured (``cosched profile --adapts``), else False."""
+        if adapts is None:
+            adapts = self._profile_adapts(profile)
         if self.model is None:
             return StreamJob(id, profile, None, self._profile_solo(profile), submit_s, adapts)  # type: ignore[arg-type]
         from env.sim.catalogue import catalogue
@@ -189,14 +194,22 @@ class Decider:
         return StreamJob(id, profile, world.entries[profile].params, catalogue(self.dnode)[profile].solo_s, submit_s,
                          adapts)
 
+    def _profile_adapts(self, profile: str) -> bool:
+        prof = None if self.node.simulated else self._profile(profile)
+        return bool(prof is not None and prof.adapts)
+
     def _profile_solo(self, profile: str) -> float:
-        if profile not in self._solo:
+        prof = self._profile(profile)
+        return prof.duration_s if prof is not None else math.nan
+
+    def _profile(self, profile: str):  # noqa: ANN202 - a Profile or None
+        """The program's stored profile on this node (read once per Decider)."""
+        if profile not in self._profiles:
             from env.node.discover import node_id
             from profiler.store import ProfileStore
 
-            prof = ProfileStore().get(profile, node_id(self.node))
-            self._solo[profile] = prof.duration_s if prof is not None else math.nan
-        return self._solo[profile]
+            self._profiles[profile] = ProfileStore().get(profile, node_id(self.node))
+        return self._profiles[profile]
 
     def reset(self, jobs: Sequence[StreamJob], max_concurrency: int) -> None:
         self.cmax, self.adapts = max_concurrency, {j.id for j in jobs if j.adapts}

@@ -231,4 +231,4 @@ def sim_stream(node: NodeSpec, jobs: Sequence) -> list[StreamJob]:  # noqa: ANN0
     if unknown:
         raise InputError(f"{node.name} does not know {', '.join(dict.fromkeys(unknown))} (see 'cosched jobs --backend sim')")
     return [StreamJob(j.id, j.profile_name, world.entries[j.profile_name].params, cat[j.profile_name].solo_s,
-                      j.submit_s or 0.0, j.adapts) for j in jobs]
+                      j.submit_s or 0.0, bool(j.adapts)) for j in jobs]

@@ -39,9 +39,10 @@ class WindowJob(BaseModel):
     env: dict[EnvName, Arg] = Field(default_factory=dict, max_length=MAX_ENV)
     submit_s: float | None = Field(None, ge=0, le=1e9, allow_inf_nan=False,
                                    description="in a stream: when the job is submitted (s); absent: 0, a saturated queue")
-    adapts: bool = Field(False, description="in a stream: the job's program loses nothing when CPUs are taken from it "
-                         "while it runs (its threads sleep when they wait, or it re-reads its CPUs); only such a job "
-                         "is asked to give CPUs back (docs/continuous.md, 'Giving CPUs back')")
+    adapts: bool | None = Field(None, description="in a stream: the job's program loses nothing when CPUs are taken "
+                                "from it while it runs (its threads sleep when they wait, or it re-reads its CPUs); "
+                                "only such a job is asked to give CPUs back (docs/continuous.md, 'Giving CPUs back'). "
+                                "Absent: what its profile measured ('cosched profile --adapts'), else false")
 
     @field_validator("command")
     @classmethod

@@ -13,7 +13,7 @@ continuous``), journaled so that a killed run resumes without starting any job t
 * **Journal** (``journal.jsonl``, one fsynced JSON line per event): ``online_start``, ``decision`` (before anything
   it decides is done), ``launch`` (before the process is created), ``job_start`` (its pid, after), ``job_cpus``,
   ``change`` (before it is applied: new ways / caps, or fewer CPUs for a job that adapts, its threads then re-pinned
-  by ``env.real.repin``), ``job_end`` (after its process ended), ``job_lost``, ``interrupted``, ``run_end``.
+  by ``profiler.repin``), ``job_end`` (after its process ended), ``job_lost``, ``interrupted``, ``run_end``.
 * **Resume** (``resume=True``): a job with a ``job_end`` is done. A job journaled as started whose process still
   runs is waited for (its exit status cannot be read: it is not our child); one whose process is gone is reported
   in one line, recorded without an end it saw, and never started again. A job with a ``launch`` but no
@@ -347,7 +347,7 @@ class OnlineRunner:
 
 
     def _repin(self, jid: str, pid: int | None, alloc: Allocation) -> None:
-        from env.real.repin import repin
+        from profiler.repin import repin
 
         try:
             repin(pid, alloc.cpus)  # type: ignore[arg-type] - a live job has a pid

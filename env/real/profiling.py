@@ -1,5 +1,5 @@
-"""Profiling one command on this node (``cosched profile``): its solo profile, then (``--curves``) its interference
-curves.
+"""Profiling one command on this node (``cosched profile``): its solo profile, then (``--adapts``) whether it
+adapts to CPUs taken from it while it runs (``profiler.adaptivity``), then (``--curves``) its interference curves.
 
 ``JobProfiling`` checks everything it can before any run (the command, the profile store, the log directory,
 whether curves can be measured here), then ``solo`` runs the command alone on the whole node and on one core
@@ -45,9 +45,14 @@ class JobProfiling:
     why they will not be, where this node cannot)."""
 
     def __init__(self, name: str, command: list[str], *, scale: bool = True, interference: bool = False,
-                 timeout_s: float | None = None) -> None:
+                 adapts: bool = False, timeout_s: float | None = None) -> None:
         resolve_command(command)
         self.name, self.command, self.scale, self.timeout_s = name, command, scale, timeout_s
+        node = load_node("local")
+        #: why this node cannot measure whether the program adapts (None: it can, or it was not asked)
+        self.adapts_skipped = ("this node has one CPU: there is nothing to take from a running program"
+                               if adapts and len(node.cpus) < 2 else None)
+        self.adapts = adapts and self.adapts_skipped is None
         self.store = ProfileStore()  # open (and check) the store before spending time on runs
         self.node_id = local_node_id()
         self.launcher = partial(solo_prefix, load_node("local"))
@@ -73,6 +78,21 @@ class JobProfiling:
                                        stdout=out, stderr=err, timeout_s=self.timeout_s, on_phase=on_phase)
         except ProfilerRunError as exc:
             raise type(exc)(f"{exc} (its output: {self.err_path})") from None
+
+    def giveback(self, profile: Profile) -> Profile:
+        """The solo profile with whether the program adapts (``profiler.adaptivity``: two more runs)."""
+        from env.plan.allocate import dealt
+        from profiler.adaptivity import probe_giveback
+
+        node = load_node("local")
+        kept = dealt(node, node.cpus, len(node.cpus) // 2)
+        try:
+            with self.out_path.open("ab") as out, self.err_path.open("ab") as err:
+                probe = probe_giveback(self.command, self.launcher, kept, profile.duration_s, stdout=out, stderr=err,
+                                       timeout_s=self.timeout_s)
+        except ProfilerRunError as exc:
+            raise type(exc)(f"{exc} (its output: {self.err_path})") from None
+        return profile.model_copy(update={"giveback_ratio": round(probe.ratio, 4), "adapts": probe.adapts})
 
     def keep(self, profile: Profile) -> None:
         """Store the profile; curves stored for an earlier profile of the name go when none are measured now (they

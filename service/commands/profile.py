@@ -35,10 +35,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "optional: the node model learns a program's sensitivity from its co-runs ('cosched run'), and "
         "'cosched calibrate' measures the curves of the programs it calibrates on. CMD is never run "
         "through a shell; its output goes to $COSCHED_HOME/logs/profile-NAME.{out,err}. A failed run is not stored.",
-        usage="cosched profile --name NAME [--no-scale] [--curves] [--timeout S] [--json] -- CMD [ARG...]",
+        usage="cosched profile --name NAME [--no-scale] [--adapts] [--curves] [--timeout S] [--json] -- CMD [ARG...]",
     )
     p.add_argument("--name", required=True, help="profile name: 1-128 characters of [A-Za-z0-9._:-]")
     p.add_argument("--no-scale", action="store_true", help="skip the one-core run (no scale factor)")
+    p.add_argument("--adapts", action="store_true",
+                   help="also measure whether the program adapts to CPUs taken from it while it runs (two more runs: "
+                   "on half the CPUs, then on all with half taken halfway). rollout-giveback asks only a program that "
+                   "adapts to give CPUs back; a window job's own \"adapts\" overrides what its profile says")
     curves = p.add_mutually_exclusive_group()
     curves.add_argument("--curves", action="store_true",
                         help="also measure the interference curves (sensitivity to the pressure generator, pressure on "
@@ -80,14 +84,15 @@ def run_profile(args: argparse.Namespace) -> int:
         raise ProfilerInputError("no command given: cosched profile --name NAME -- CMD [ARG...]")
     if args.timeout is not None and args.timeout <= 0:
         raise ProfilerInputError(f"--timeout must be > 0 seconds, not {args.timeout}")
-    job = JobProfiling(name, command, scale=not args.no_scale, interference=args.curves, timeout_s=args.timeout)
+    job = JobProfiling(name, command, scale=not args.no_scale, interference=args.curves, adapts=args.adapts,
+                       timeout_s=args.timeout)
 
     console = Console(stderr=True)
     shown = shlex.join(command)
     if len(shown) > 60:
         shown = shown[:57] + "..."
     shown = escape(shown)
-    steps = (1 if args.no_scale else 2) + (1 if job.measures_curves else 0)
+    steps = (1 if args.no_scale else 2) + (1 if job.adapts else 0) + (1 if job.measures_curves else 0)
     with Progress(
         SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=False
     ) as progress:
@@ -105,6 +110,14 @@ def run_profile(args: argparse.Namespace) -> int:
         profile = job.solo(on_phase)
         for tid in task_ids.values():
             progress.stop_task(tid)
+        if job.adapts_skipped:
+            console.print(f"[yellow]whether it adapts not measured:[/] {job.adapts_skipped}")
+        if job.adapts:
+            step = steps - (1 if job.measures_curves else 0)
+            task = progress.add_task(f"[{step}/{steps}] {name}: on half the CPUs, then on all with half taken halfway "
+                                     "(does it adapt?)", total=None)
+            profile = job.giveback(profile)
+            progress.stop_task(task)
         job.keep(profile)
         curves = None
         if job.curves_skipped:
@@ -188,6 +201,12 @@ def _render_profile(profile: Profile, store_path: Path, saved: str = "profile", 
     console.print(
         f"solo time {profile.duration_s:.3f} s (wall {profile.wall_s:.3f} s), scale factor {scale}, peak memory {rss}"
     )
+    if profile.adapts is not None and profile.giveback_ratio is not None:
+        from profiler.adaptivity import CAP
+
+        bound = "at least " if profile.giveback_ratio >= CAP else ""
+        console.print(f"adapts to CPUs taken while it runs: {'yes' if profile.adapts else 'no'} (half its CPUs taken "
+                      f"halfway: {bound}{profile.giveback_ratio:.2f} x what the node model predicts)")
     table = Table("event", "value", "per second")
     units = {"duration_time": " ns", "task-clock": " ms"}
     for event in PERF_EVENTS:

@@ -65,7 +65,7 @@ def run_online_command(args: Any) -> int:
 
     from env.plan.launch import PINRT_LIB
 
-    online = [OnlineJob(j.id, j.profile_name, list(j.command or []), dict(j.env), j.submit_s or 0.0, j.adapts)
+    online = [OnlineJob(j.id, j.profile_name, list(j.command or []), dict(j.env), j.submit_s or 0.0, jobs[j.id].adapts)
               for j in window.jobs]
     result = OnlineRunner(online, node, run_dir, window.max_concurrency, decide, timeout_s=args.timeout, progress=OnlineProgress(),
                           pin_runtime=PINRT_LIB if getattr(args, "pin_runtime", False) else None).run(resume=resume_dir is not None)

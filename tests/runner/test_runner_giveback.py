@@ -42,13 +42,13 @@ RUNNER = """
 import os, signal, sys
 sys.path.insert(0, {root!r})
 from pathlib import Path
-import env.real.repin
+import profiler.repin
 from env.real.online import OnlineRunner
 from tests.runner.test_runner_giveback import decide, jobs
 from runner_support import LOCAL
 run_dir, adapts, what = Path(sys.argv[1]), sys.argv[2] == "adapts", sys.argv[3]
 if what == "crash":
-    env.real.repin.repin = lambda sid, cpus: os.kill(os.getpid(), signal.SIGKILL)
+    profiler.repin.repin = lambda sid, cpus: os.kill(os.getpid(), signal.SIGKILL)
 OnlineRunner(jobs(adapts), LOCAL, run_dir, 2, decide).run(resume=what == "resume")
 """
 

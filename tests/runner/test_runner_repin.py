@@ -1,4 +1,4 @@
-"""Re-pinning a running job onto fewer CPUs (``env.real.repin``), on real processes of this machine: every thread of
+"""Re-pinning a running job onto fewer CPUs (``profiler.repin``), on real processes of this machine: every thread of
 every process of the job's session ends up allowed only the kept CPUs, threads started after the re-pin included;
 processes of other sessions are untouched; a refusal is one line."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from env.node.cpulist import parse_cpulist
-from env.real.repin import repin, session_pids
+from profiler.repin import repin, session_pids
 
 CPUS = sorted(os.sched_getaffinity(0))
 
