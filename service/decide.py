@@ -195,8 +195,7 @@ class Decider:
                          adapts)
 
     def _profile_adapts(self, profile: str) -> bool:
-        prof = None if self.node.simulated else self._profile(profile)
-        return bool(prof is not None and prof.adapts)
+        return profile_adapts(self.node, profile, self._profile)
 
     def _profile_solo(self, profile: str) -> float:
         prof = self._profile(profile)
@@ -275,6 +274,22 @@ class Decider:
         last = max(ends) if ends and None not in ends else None  # type: ignore[type-var]
         return Prediction(kind=self.model.kind, source=self.model.source, decided_by=pol.name, jobs=out,
                           makespan_s=round(last - first, 6) if last is not None else None)
+
+
+def profile_adapts(node: NodeSpec, profile: str, stored: Any = None) -> bool:
+    """Whether ``profile``'s program adapts to CPUs taken from it while it runs, as ``cosched profile --adapts``
+    measured it on this node (``stored``: profile name -> its stored profile or None); False where nothing was
+    measured, and on a simulated node (its catalogue says nothing of it)."""
+    if node.simulated:
+        return False
+    if stored is None:
+        from env.node.discover import node_id
+        from profiler.store import ProfileStore
+
+        prof = ProfileStore().get(profile, node_id(node))
+    else:
+        prof = stored(profile)
+    return bool(prof is not None and prof.adapts)
 
 
 def allocation_in(node: NodeSpec, a: DecideAllocation, field: str) -> Allocation:

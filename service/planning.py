@@ -84,11 +84,13 @@ def decision_node(node: NodeSpec) -> tuple[NodeSpec, str]:
 
 
 class _Recorder:
-    """A stream policy whose started allocations are kept (``run_stream`` checks and applies them as they are)."""
+    """A stream policy whose started allocations are kept (``run_stream`` checks and applies them as they are), and
+    its give-backs: (the job, its allocation from then on, the CPUs it held, the start the same decision made)."""
 
     def __init__(self, inner) -> None:
         self.inner, self.name = inner, inner.name
         self.allocs: dict = {}
+        self.gives: list = []
 
     def reset(self, node, jobs, max_concurrency) -> None:
         self.inner.reset(node, jobs, max_concurrency)
@@ -97,6 +99,13 @@ class _Recorder:
         d = self.inner.decide(view)
         for jid, alloc in d.starts:
             self.allocs[jid] = alloc
+        for jid, alloc in d.changes:
+            held = view.running[jid].alloc.cpus if jid in view.running else alloc.cpus
+            if set(alloc.cpus) != set(held):
+                if not d.starts:
+                    raise InputError(f"policy {self.name!r} took CPUs from {jid} with nothing to start on them: a "
+                                     "continuous plan gives CPUs back only to make room for a launch")
+                self.gives.append((jid, alloc, tuple(held), d.starts[0][0]))
         return d
 
 
@@ -105,8 +114,13 @@ def plan_continuous(window: Window, node: NodeSpec, *, policy: str | None = None
     """The continuous plan of ``window`` for ``node``: the stream policy (default ``DEFAULT_CONTINUOUS_POLICY``) decides
     at every event of the node model (``env.episode.stream.run_stream``); its starts become the launches in start
     order with their ``after`` (``after_sets``), predicted starts and ends; its changes, tied to the job ends that
-    trigger them. Jobs the node model does not know are excluded (run alone after the launches, profiled)."""
+    trigger them, and its give-backs (rollout-giveback), tied to the launch each makes room for. A job adapts as the
+    window says, else as its profile measured (``cosched profile --adapts``). Jobs the node model does not know are
+    excluded (run alone after the launches, profiled)."""
+    from dataclasses import replace
+
     from env.episode.stream import DEFAULT_STREAM_WINDOW, run_stream, sim_stream
+    from service.decide import profile_adapts
     from env.plan.models import Excluded
     from env.plan.stream_plan import SAME_EVENT_S, after_sets, build_continuous_plan
     from env.planners.streams import DEFAULT_CONTINUOUS_POLICY, stream_registry
@@ -116,7 +130,7 @@ def plan_continuous(window: Window, node: NodeSpec, *, policy: str | None = None
     w = window_size or DEFAULT_STREAM_WINDOW
     if w < 1:
         raise InputError("the stream window must be at least 1 job")
-    registry = stream_registry(lambda win: plan_window(win, node, seed=seed), w)
+    registry = stream_registry(lambda win: plan_window(win, node, seed=seed), w, give_back=True)  # plans carry them
     if name in ("agent", "agent-search"):  # a stream model: the node's shipped one, or --model
         from training.stream.policy import stream_agents
 
@@ -137,21 +151,32 @@ def plan_continuous(window: Window, node: NodeSpec, *, policy: str | None = None
                   "(then 'cosched calibrate --update')")
         excluded.append(Excluded(id=j.id, profile=j.profile, command=j.command or [], env=j.env, reason=reason))
     notes: dict = {"predictions_source": source}
-    launches, changes = [], []
+    launches, changes, gives = [], [], []
+    adapts = [j.id for j in known if (j.adapts if j.adapts is not None else profile_adapts(node, j.profile_name))]
     if known:
+        stream = [replace(s, adapts=s.id in adapts) for s in sim_stream(mnode, known)]
         try:
-            run = run_stream(mnode, sim_stream(mnode, known), window.max_concurrency, recorder)
+            run = run_stream(mnode, stream, window.max_concurrency, recorder)
         except ValueError as exc:  # the policy's own refusal (packing's slots above the CPUs, ...): bad input here
             raise InputError(f"policy {name!r} cannot plan this window continuously: {exc}") from None
         by_id = {j.id: j for j in known}
         order = sorted(run.jobs, key=lambda r: (r.start_s, list(recorder.allocs).index(r.id)))
-        after = after_sets([(r.start_s, r.cpus) for r in order], [r.end_s for r in order], window.max_concurrency)
+        pos = {r.id: k for k, r in enumerate(order)}
+        releases: dict[int, set[int]] = {}
+        for jid, kept, held, before in recorder.gives:
+            releases.setdefault(pos[before], set()).update(set(held) - set(kept.cpus))
+            gives.append((before, jid, kept))
+        after = after_sets([(r.start_s, r.cpus) for r in order], [r.end_s for r in order], window.max_concurrency,
+                           releases)
         t0 = min(r.start_s for r in order)
         for r, a in zip(order, after):
             wj = by_id[r.id]
             launches.append((wj, recorder.allocs[r.id], [order[i].id for i in a], round(r.start_s - t0, 4),
                              round(r.end_s - t0, 4), wj.submit_s if wj.submit_s else None))
+        given = [(jid, kept) for jid, kept, _, _ in recorder.gives]
         for when, jid, alloc in run.changes:
+            if any(jid == g and alloc is kept for g, kept in given):
+                continue  # a give-back: tied to the launch it makes room for (above)
             ended = [r.id for r in order if abs(r.end_s - when) <= SAME_EVENT_S]
             if not ended:
                 raise InputError(f"policy {name!r} changed {jid} at {when:.1f} s, which is no job's end: a continuous "
@@ -161,8 +186,8 @@ def plan_continuous(window: Window, node: NodeSpec, *, policy: str | None = None
         notes.update(predicted_makespan_s=round(m["makespan_s"], 4),
                      predicted_throughput_vs_timeshare=round(m["throughput_vs_timeshare"], 4))
     return build_continuous_plan(node, launches, policy=name, max_concurrency=window.max_concurrency, window_size=w,
-                                 changes=changes, excluded=excluded, pin_runtime=PINRT_LIB if pin_runtime else None,
-                                 **notes)
+                                 changes=changes, excluded=excluded, give_backs=gives, adapts=adapts,
+                                 pin_runtime=PINRT_LIB if pin_runtime else None, **notes)
 
 
 def as_groups(plan: Plan, reason: str, continuous_s: float | None = None):

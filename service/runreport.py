@@ -30,8 +30,10 @@ def render_continuous_report(report: ContinuousRunReport) -> None:
                       *((pred,) if predicted else ()))
     console.print(table)
     for c in report.changes:
-        console.print(f"change of {c.job} at the end of {c.at_end_of}: "
-                      + ("applied" if c.applied else f"not applied: {c.reason}"), highlight=False)
+        when = f"just before {c.before_launch} (keeps CPUs {','.join(map(str, c.cpus or []))})" if c.before_launch else \
+            f"at the end of {c.at_end_of}"
+        console.print(f"change of {c.job} {when}: " + ("applied" if c.applied else f"not applied: {c.reason}"),
+                      highlight=False)
     console.print(f"total {report.total_s:.2f} s ({kind}), at most {report.max_running} jobs at once "
                   f"(Cmax {report.plan.max_concurrency})")
     if report.predicted_makespan_s is not None:

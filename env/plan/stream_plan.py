@@ -67,14 +67,22 @@ class Launch(PlanJob):
     not_before_s: float | None = Field(None, ge=0, allow_inf_nan=False,
                                        description="its submit time in a stream, s after the run starts: it does not "
                                        "start before; absent: no wait")
+    adapts: bool = Field(False, description="its program loses nothing when CPUs are taken from it while it runs: "
+                         "only such a launch gives CPUs back (a change with cpus)")
 
 
 class Change(BaseModel):
-    """New L3 ways / bandwidth caps of a running job, applied when ``at_end_of`` ends (its CPUs and memory stay)."""
+    """New L3 ways / bandwidth caps of a running job, applied when ``at_end_of`` ends (its CPUs and memory stay); or
+    CPUs a running job that adapts gives back (``cpus``: those it keeps), just before ``before_launch`` starts on
+    them."""
 
     model_config = ConfigDict(extra="forbid")
-    at_end_of: Name = Field(description="the launch whose end is the event that applies this change")
-    job: Name = Field(description="the running launch whose ways / caps change")
+    at_end_of: Name | None = Field(None, description="the launch whose end is the event that applies this change")
+    before_launch: Name | None = Field(None, description="the launch this change makes room for: applied just before "
+                                       "it starts (a give-back, with cpus)")
+    job: Name = Field(description="the running launch whose ways / caps change, or that gives CPUs back")
+    cpus: list[int] | None = Field(None, description="the CPUs the job keeps from then on, fewer than it holds (its "
+                                   "threads re-pinned onto them); absent: its CPUs stay")
     l3: dict[str, L3Alloc] = Field(default_factory=dict, description="L3 domain id -> ways and contiguous mask")
     mem_bw_percent: dict[str, int] = Field(default_factory=dict, description="memory domain id -> percent")
     mem_bw_hw: dict[str, int] | None = Field(None, description="the value given to the hardware where it is not percent")
@@ -102,6 +110,9 @@ class ContinuousPlan(BaseModel):
     @model_validator(mode="after")
     def _well_formed(self) -> ContinuousPlan:
         check_launches(self.launches, self.changes, self.excluded)
+        if self.pin_runtime and any(c.cpus is not None for c in self.changes):
+            raise ValueError("the plan gives CPUs back, but the pinning runtime keeps a job's threads on the CPUs it "
+                             "started with: plan without --pin-runtime")
         return self
 
 
@@ -127,8 +138,28 @@ def check_launches(launches: Sequence[Launch], changes: Sequence[Change], exclud
                 raise ValueError(f"launch {j.id} waits for {a}, which is listed after it: list every launch after "
                                  "the jobs it waits for (launches start in their order)")
     before = closures(launches)
+    freed: dict[int, list[tuple[int, set[int]]]] = {}  # launch position -> (giver, CPUs it gives back) before it
+    for ch in changes:
+        if (ch.at_end_of is None) == (ch.before_launch is None):
+            raise ValueError(f"a change of {ch.job} needs one of at_end_of (ways and caps) or before_launch (a give-back)")
+        if (ch.cpus is None) != (ch.before_launch is None):
+            raise ValueError(f"a change of {ch.job}: CPUs are given back just before a launch (cpus with "
+                             "before_launch), ways and caps change at a job's end (at_end_of without cpus)")
+        for what in (ch.at_end_of or ch.before_launch, ch.job):
+            if what not in pos:
+                raise ValueError(f"a change names {what!r}, which is not a launch of this plan")
+        if ch.at_end_of == ch.job:
+            raise ValueError(f"a change of {ch.job} is tied to its own end: it would never run again")
+        if ch.before_launch is not None:
+            _check_give_back(launches, pos, before, ch)
+            gives = set(launches[pos[ch.job]].cpus) - set(ch.cpus or ())
+            freed.setdefault(pos[ch.before_launch], []).append((pos[ch.job], gives))
     last: dict[int, int] = {}
     for k, j in enumerate(launches):
+        for giver, cpus in freed.get(k, ()):
+            for c in cpus:
+                if last.get(c) == giver:
+                    del last[c]  # given back just before this launch: it need not wait for the giver's end
         for c in j.cpus:
             if c in last and not before[k] >> last[c] & 1:
                 other = launches[last[c]].id
@@ -137,12 +168,21 @@ def check_launches(launches: Sequence[Launch], changes: Sequence[Change], exclud
             last[c] = k
         if len(set(j.cpus)) != len(j.cpus):
             raise ValueError(f"launch {j.id} lists a CPU twice")
-    for ch in changes:
-        for what in (ch.at_end_of, ch.job):
-            if what not in pos:
-                raise ValueError(f"a change names {what!r}, which is not a launch of this plan")
-        if ch.at_end_of == ch.job:
-            raise ValueError(f"a change of {ch.job} is tied to its own end: it would never run again")
+
+
+def _check_give_back(launches: Sequence[Launch], pos: dict[str, int], before: list[int], ch: Change) -> None:
+    """ValueError (one line) unless ``ch`` gives back CPUs a launch that adapts holds, before a later launch that
+    does not wait for its end."""
+    j, k = pos[ch.job], pos[ch.before_launch]  # type: ignore[index]
+    job = launches[j]
+    if not job.adapts:
+        raise ValueError(f"launch {ch.job} gives CPUs back but does not say adapts: only a program that loses nothing "
+                         "when CPUs are taken from it gives them back")
+    if not ch.cpus or not set(ch.cpus) < set(job.cpus):
+        raise ValueError(f"launch {ch.job} would keep CPUs {ch.cpus}: it keeps some, not all, of its CPUs {job.cpus}")
+    if j >= k or before[k] >> j & 1:
+        raise ValueError(f"launch {ch.job} gives CPUs back before {ch.before_launch}, which is listed before it or "
+                         "waits for its end: list the launch after it, not waiting for it")
 
 
 def _cycle(after: dict[str, list[str]]) -> list[str] | None:
@@ -186,13 +226,17 @@ def closures(launches: Sequence[Launch]) -> list[int]:
 class LaunchOrder:
     """The rule of ``cosched run PLAN.json`` (real and simulated): launches start in their order; the next one starts
     once every job of its ``after`` has ended, its CPUs are free, fewer than Cmax jobs run and its ``not_before_s`` has
-    come; each change is due when its ``at_end_of`` job ends. ``done``: launches that ended before (a resumed run)."""
+    come; each change is due when its ``at_end_of`` job ends. A give-back (a change with ``before_launch``) counts its
+    CPUs as free for that launch while its job still runs, and is due just before the launch starts: the runner
+    applies ``before(launch)`` first. ``done``: launches that ended before (a resumed run)."""
 
     def __init__(self, plan: ContinuousPlan, done: Iterable[str] = ()) -> None:
         self.plan = plan
         self.ended: set[str] = set(done)
         self.started: set[str] = set(self.ended)
         self.running: dict[str, Launch] = {}
+        self.cpus: dict[str, set[int]] = {}  # what each running launch holds now
+        self.due: dict[str, list[Change]] = {}
         self.next = 0
 
     @property
@@ -208,15 +252,24 @@ class LaunchOrder:
             if j.id in self.started:
                 self.next += 1
                 continue
-            busy = {c for r in self.running.values() for c in r.cpus}
+            gives = [c for c in self.plan.changes if c.before_launch == j.id and c.job in self.running]
+            kept = {**self.cpus, **{c.job: set(c.cpus or ()) for c in gives}}
+            busy = {c for r in self.running for c in kept[r]}
             if (not set(j.after) <= self.ended or busy & set(j.cpus) or len(self.running) >= self.plan.max_concurrency
                     or (j.not_before_s is not None and now < j.not_before_s)):
                 break
+            self.cpus = kept
+            self.due[j.id] = gives
             self.started.add(j.id)
             self.running[j.id] = j
+            self.cpus[j.id] = set(j.cpus)
             out.append(j)
             self.next += 1
         return out
+
+    def before(self, launch_id: str) -> list[Change]:
+        """The give-backs to apply just before ``launch_id`` starts (once)."""
+        return self.due.pop(launch_id, [])
 
     def wake_at(self) -> float | None:
         """When the next launch is held only by its submit time (the time to wake up for it), or None."""
@@ -229,6 +282,7 @@ class LaunchOrder:
     def end(self, job_id: str) -> list[Change]:
         """``job_id`` has ended: the changes due now (those tied to its end), in plan order."""
         self.running.pop(job_id, None)
+        self.cpus.pop(job_id, None)
         self.ended.add(job_id)
         return [c for c in self.plan.changes if c.at_end_of == job_id]
 
@@ -252,7 +306,7 @@ def plan_job_fields(node: NodeSpec, job: WindowJob, alloc: Allocation, enf: Enfo
             "mem_bw_hw": {str(d): v for d, v in mb_hw.items()} if hw_differs else None, "action": None, "launch": argv}
 
 
-def change_fields(node: NodeSpec, at_end_of: str, job_id: str, alloc: Allocation) -> dict[str, Any]:
+def change_fields(node: NodeSpec, at_end_of: str | None, job_id: str, alloc: Allocation) -> dict[str, Any]:
     mb_hw = {d: v for d, pct in alloc.mem_bw_percent.items() if (v := mba_hardware_value(node, d, pct)) is not None}
     hw_differs = node.mba is not None and node.mba.units != "percent"
     return {"at_end_of": at_end_of, "job": job_id,
@@ -261,7 +315,8 @@ def change_fields(node: NodeSpec, at_end_of: str, job_id: str, alloc: Allocation
             "mem_bw_hw": {str(d): v for d, v in mb_hw.items()} if hw_differs else None}
 
 
-def after_sets(starts: Sequence[tuple[float, tuple[int, ...]]], ends: Sequence[float], max_concurrency: int) -> list[list[int]]:
+def after_sets(starts: Sequence[tuple[float, tuple[int, ...]]], ends: Sequence[float], max_concurrency: int,
+               releases: dict[int, set[int]] | None = None) -> list[list[int]]:
     """Each launch's ``after`` (positions) from a node-model run, launches in start order: the last earlier launch on
     each of its CPUs (ended at or before its start), then, while more than Cmax - 1 earlier launches that it does not
     wait for could still run, the latest of them to have ended at or before its start (the end that made a place)."""
@@ -269,6 +324,8 @@ def after_sets(starts: Sequence[tuple[float, tuple[int, ...]]], ends: Sequence[f
     closure: list[int] = []
     holder: dict[int, int] = {}
     for k, (t, cpus) in enumerate(starts):
+        for c in (releases or {}).get(k, ()):  # given back just before this launch: no longer its holder's
+            holder.pop(c, None)
         after = sorted({holder[c] for c in cpus if c in holder})
         bits = 0
         for a in after:
@@ -293,18 +350,25 @@ def build_continuous_plan(node: NodeSpec, launches: Sequence[tuple[WindowJob, Al
                                                                     float | None, float | None]], *,
                           policy: str, max_concurrency: int, window_size: int,
                           changes: Sequence[tuple[str, str, Allocation]] = (), excluded: Sequence[Excluded] = (),
+                          give_backs: Sequence[tuple[str, str, Allocation]] = (), adapts: Sequence[str] = (),
                           pin_runtime: Any = None, **fields: Any) -> ContinuousPlan:
     """The plan document: ``launches`` of (job, allocation, after ids, predicted start, predicted end, not before),
-    in order; ``changes`` of (at the end of, job, its new allocation); ``fields``: the plan's other fields."""
+    in order; ``changes`` of (at the end of, job, its new allocation); ``give_backs`` of (before which launch, job,
+    its allocation from then on: the CPUs it keeps); ``adapts``: the launches whose program adapts; ``fields``: the
+    plan's other fields."""
     enf = enforcement(node)
     docs = []
     for k, (job, alloc, after, start, end, not_before) in enumerate(launches):
         doc = plan_job_fields(node, job, alloc, enf, k, pin_runtime)
-        doc.update(after=list(after), predicted_start_s=start, predicted_end_s=end, not_before_s=not_before)
+        doc.update(after=list(after), predicted_start_s=start, predicted_end_s=end, not_before_s=not_before,
+                   adapts=job.id in adapts)
         docs.append(doc)
     return ContinuousPlan.model_validate({
         "node": node.summary(), "policy": policy, "window_size": window_size, "max_concurrency": max_concurrency,
-        "launches": docs, "changes": [change_fields(node, *c) for c in changes], "excluded": list(excluded),
+        "launches": docs, "excluded": list(excluded),
+        "changes": [change_fields(node, *c) for c in changes] + [
+            {**change_fields(node, None, jid, kept), "before_launch": b, "cpus": list(kept.cpus)}
+            for b, jid, kept in give_backs],
         "enforcement": enf, "pin_runtime": pin_runtime is not None, **fields})
 
 
@@ -320,8 +384,10 @@ class LaunchRun(RunJob):
 
 class ChangeRun(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    at_end_of: str
+    at_end_of: str | None = None
+    before_launch: str | None = Field(None, description="a give-back: the launch it made room for")
     job: str
+    cpus: list[int] | None = Field(None, description="a give-back: the CPUs the job kept")
     at_s: float | None = Field(None, description="when it was due, seconds after the run started")
     applied: bool
     reason: str | None = Field(None, description="why it was not applied, where it was not")

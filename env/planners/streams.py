@@ -13,9 +13,10 @@
   planned when the last group of this one has ended. The window planner is given by the caller (``env`` plans
   windows without a model; the agent's planners live in ``training``).
 * ``rollout-giveback`` (``RolloutGiveBack``; decided on a node model, and only where a running job's CPUs can be
-  changed: ``cosched eval --streams``, the benches, online runs (``cosched run WINDOW.json --mode continuous``, whose
-  runner re-pins the job) and ``POST /decide`` (whose caller does); plans and the Slurm controller refuse it in one
-  line): ``Rollout`` with one more candidate.
+  changed: ``cosched eval --streams``, the benches, continuous plans (``cosched schedule|run --mode continuous``: a
+  change with ``before_launch``, re-pinned by the plan runner), online runs (re-pinned by their runner) and ``POST
+  /decide`` (by its caller); the Slurm controller and the trace's cluster policy refuse it in one line): ``Rollout``
+  with one more candidate.
   Where jobs wait, fewer than Cmax run, fewer than N/Cmax CPUs are free and a running job that adapts
   (``StreamJob.adapts``: its program loses nothing when CPUs are taken from it) holds more than N/Cmax, the one holding
   most keeps N/Cmax of its CPUs dealt over its NUMA domains (``env.plan.allocate.dealt``: near the
@@ -186,9 +187,9 @@ class RolloutGiveBack(Rollout):
 
 
 #: Why ``rollout-giveback`` is refused where its decisions would be carried out or planned.
-_GIVE_BACK_HERE = ("rollout-giveback changes a running job's CPUs, which plans and the Slurm controller cannot carry out "
-                   "yet: run it online (cosched run WINDOW.json --mode continuous, POST /decide) or evaluate it on the "
-                   "node model (cosched eval --streams); use rollout here")
+_GIVE_BACK_HERE = ("rollout-giveback changes a running job's CPUs, which the Slurm controller and the trace's cluster "
+                   "policy cannot carry out yet: use it in cosched schedule|run --mode continuous, POST /decide or "
+                   "cosched eval --streams; use rollout here")
 
 
 def stream_registry(plan: Callable[[Window], Plan] | None = None, window: int = DEFAULT_STREAM_WINDOW, *,

@@ -2,7 +2,9 @@
 
 Both runners follow ``env.plan.stream_plan.LaunchOrder``: launches start in their order, each once every job of its
 ``after`` has ended (the ends that happen, not the predicted ones), its CPUs are free and fewer than Cmax jobs run;
-the plan's changes are applied when the job they are tied to ends.
+the plan's changes are applied when the job they are tied to ends; a give-back (a change with ``before_launch``) just
+before that launch starts: journaled, then every thread of the job re-pinned onto the CPUs it keeps
+(``profiler.repin``). A resumed run starts a launch cut off again whole, on its own CPUs.
 
 * ``simulate_launches``: on the node model of the simulated node the plan was made for (``env.sim.stream``); every
   figure simulated.
@@ -30,7 +32,7 @@ from typing import Any
 from env.errors import InputError, RunError
 from env.node.resctrl import create_group, group_path, remove_group, schemata
 from env.node.spec import NodeSpec
-from env.plan.allocate import mba_hardware_value
+from env.plan.allocate import Allocation, mba_hardware_value
 from env.plan.stream_plan import (
     Change,
     ChangeRun,
@@ -52,8 +54,15 @@ from env.real.executor import (
     resume_state,
 )
 from env.real.journal import Journal, JournalState
+from profiler.repin import repin
 
 Timeshare = str  # "measure", "profiles" or "none", as env.real.run
+
+
+def kept_allocation(node: NodeSpec, ch: Change, job: Launch) -> Allocation:
+    """A give-back's allocation of ``job`` from then on: the CPUs it keeps, its memory policy, the change's ways and
+    caps."""
+    return allocation_of(ch, ch.cpus or job.cpus, sorted({node.numa_of(c) for c in ch.cpus or job.cpus}), job.memory)
 
 
 def max_running(jobs: list[LaunchRun]) -> int:
@@ -107,6 +116,10 @@ def simulate_launches(plan: ContinuousPlan) -> ContinuousRunReport:
     changes: list[ChangeRun] = []
     while not order.finished:
         for j in order.startable(sim.now):
+            for ch in order.before(j.id):  # a give-back makes room for it first
+                sim.give_back(ch.job, kept_allocation(node, ch, by_id[ch.job]))
+                changes.append(ChangeRun(before_launch=j.id, job=ch.job, cpus=ch.cpus, at_s=round(sim.now, 4),
+                                         applied=True))
             sim.start(j.id, j.profile, world.entries[j.profile].params, allocation_of(j))
             starts[j.id] = sim.now
         wake = order.wake_at()
@@ -274,6 +287,17 @@ def run_launches(plan: ContinuousPlan, node: NodeSpec, run_dir: Path, *, state: 
         while not order.finished:
             now = time.monotonic()
             for j in ([] if stop else order.startable(now - t0 + offset)):
+                for ch in order.before(j.id):  # a give-back makes room for it first: journaled, then re-pinned
+                    cr = ChangeRun(before_launch=j.id, job=ch.job, cpus=ch.cpus, at_s=round(now - t0 + offset, 4),
+                                   applied=True)
+                    journal.write("change", **cr.model_dump())
+                    try:
+                        repin(running[ch.job][0].proc.pid, ch.cpus or [])
+                    except OSError as exc:
+                        raise RunError(f"{ch.job} could not give CPUs back before {j.id}: {exc}; nothing more starts: "
+                                       f"finish with cosched run --resume {run_dir}") from None
+                    changes.append(cr)
+                    say("change", cr.model_dump())
                 group = _resctrl_group(plan, node, index[j.id], j)
                 rj = _Job(j, run_dir, t0)
                 running[j.id] = (rj, group)

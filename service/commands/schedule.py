@@ -87,6 +87,9 @@ def render_continuous(plan: ContinuousPlan, console: Console | None = None) -> N
                       _domains(j.mem_bw_percent), ", ".join(j.after) or "-", *t)
     console.print(table)
     for c in plan.changes:
+        if c.cpus is not None:
+            console.print(f"give-back just before {c.before_launch}: {c.job} keeps CPUs {format_cpulist(c.cpus)}")
+            continue
         console.print(f"change at the end of {c.at_end_of}: {c.job} to ways {_domains({d: a.ways for d, a in c.l3.items()})}, "
                       f"bandwidth {_domains(c.mem_bw_percent) if c.mem_bw_percent else '-'} %")
     for e in plan.excluded:

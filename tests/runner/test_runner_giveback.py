@@ -141,3 +141,68 @@ def test_a_runner_killed_between_the_change_and_the_repin_resumes_with_the_job_r
     assert _threads_cpus(tmp_path) == [LOCAL.cpus[:1]] * 2
     short = next(r for r in _journal(tmp_path) if r["event"] == "launch" and r["job"] == "short")
     assert short["alloc"]["cpus"] == LOCAL.cpus[1:2]
+
+
+# -- a continuous plan that gives CPUs back (cosched schedule --policy rollout-giveback, cosched run PLAN.json) --------
+
+
+def _plan(adapts: bool = True, keep: list[int] | None = None, before: str = "short"):  # noqa: ANN202
+    from env.plan.allocate import plain_allocation
+    from env.plan.models import WindowJob
+    from env.plan.stream_plan import build_continuous_plan
+
+    both, first, second = LOCAL.cpus[:2], LOCAL.cpus[:1], LOCAL.cpus[1:2]
+    return build_continuous_plan(
+        LOCAL, [(WindowJob(id="long", command=[sys.executable, "-c", LONG, "2.5"]), plain_allocation(LOCAL, both), [],
+                 None, None, None),
+                (WindowJob(id="short", command=[sys.executable, "-c", "pass"]), plain_allocation(LOCAL, second), [],
+                 None, None, 0.5)],
+        policy="hand", max_concurrency=2, window_size=8, adapts=["long"] if adapts else [],
+        give_backs=[(before, "long", plain_allocation(LOCAL, keep if keep is not None else first))])
+
+
+def test_a_plan_gives_cpus_back_just_before_the_launch_it_makes_room_for(tmp_path: Path) -> None:
+    from env.real.launches import run_launches
+
+    report = run_launches(_plan(), LOCAL, tmp_path, timeshare="none")
+    by = {j.id: j for j in report.jobs}
+    assert all(j.exit_code == 0 for j in report.jobs)
+    assert _threads_cpus(tmp_path) == [LOCAL.cpus[:1]] * 2  # re-pinned: both threads ended on the CPU it kept
+    assert by["short"].start_s < by["long"].end_s  # short did not wait for long's end
+    (ch,) = report.changes
+    assert ch.before_launch == "short" and ch.job == "long" and ch.cpus == LOCAL.cpus[:1] and ch.applied
+    events = [(r["event"], r.get("job")) for r in _journal(tmp_path)]
+    assert events.index(("change", "long")) < events.index(("job_start", "short"))
+
+
+def test_a_plan_refuses_give_backs_it_cannot_carry_out_in_one_line() -> None:
+    from pydantic import ValidationError
+
+    for plan, words in ((lambda: _plan(adapts=False), "does not say adapts"),
+                        (lambda: _plan(keep=LOCAL.cpus[:2]), "keeps some, not all"),
+                        (lambda: _plan(before="long"), "listed before it or waits for its end")):
+        with pytest.raises(ValidationError, match=words) as exc:
+            plan()
+        assert len(str(exc.value.errors()[0]["msg"]).splitlines()) == 1
+
+
+def test_a_simulated_plan_with_give_backs_runs_as_the_policy_decided() -> None:
+    """cosched schedule --mode continuous --policy rollout-giveback on the node model: the plan's launches, run by
+    the plan runner, start and end as the policy's own run of the stream."""
+    from env.episode.stream import run_stream, sim_stream
+    from env.plan.models import Window
+    from env.planners.streams import RolloutGiveBack
+    from env.real.launches import simulate_launches
+    from env.sim.nodes import load_node
+    from service.planning import plan_continuous
+
+    node = load_node("sim:reference")
+    window = Window.model_validate({"jobs": [{"id": "long", "profile": "EP", "adapts": True},
+                                             {"id": "short", "profile": "MG", "submit_s": 5.0},
+                                             {"id": "x", "profile": "FT", "submit_s": 10.0}], "max_concurrency": 2})
+    plan = plan_continuous(window, node, policy="rollout-giveback")
+    (give,) = [c for c in plan.changes if c.cpus is not None]
+    assert give.job == "long" and give.before_launch == "short" and "long" not in plan.launches[1].after
+    ran = {j.id: (j.start_s, j.end_s) for j in simulate_launches(plan).jobs}
+    direct = run_stream(node, sim_stream(node, window.jobs), 2, RolloutGiveBack())
+    assert ran == {j.id: (pytest.approx(j.start_s, abs=1e-3), pytest.approx(j.end_s, abs=1e-3)) for j in direct.jobs}

@@ -72,7 +72,7 @@ def test_windows_and_streams_are_one_or_the_other(tmp_path: Path, capsys) -> Non
     assert "not allowed with argument" in capsys.readouterr().err
 
 
-def test_rollout_giveback_is_evaluated_on_the_model_and_refused_where_plans_are_made(tmp_path: Path, capsys) -> None:
+def test_rollout_giveback_is_evaluated_on_the_model_and_planned(tmp_path: Path, capsys) -> None:
     from env.episode.stream import run_stream, sim_stream
     from env.plan.models import WindowJob
     from env.planners.streams import RolloutGiveBack
@@ -89,9 +89,10 @@ def test_rollout_giveback_is_evaluated_on_the_model_and_refused_where_plans_are_
     window = tmp_path / "window.json"
     window.write_text(json.dumps({"jobs": jobs, "max_concurrency": 2}))
     assert main(["schedule", str(window), "--node", "sim:reference", "--mode", "continuous", "--policy",
-                 "rollout-giveback"]) == 2
-    err = capsys.readouterr().err
-    assert "rollout-giveback changes a running job's CPUs" in err and len(err.strip().splitlines()) == 1
+                 "rollout-giveback", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["policy"] == "rollout-giveback" and [j["adapts"] for j in plan["launches"]].count(True) <= 1
+    assert {c["job"] for c in plan["changes"] if c["cpus"] is not None} <= {"ep"}  # only the job that adapts
 
 
 def test_an_online_run_takes_rollout_giveback_and_the_jobs_that_adapt(tmp_path: Path, capsys) -> None:
