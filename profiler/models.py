@@ -13,7 +13,8 @@ import re
 from datetime import datetime, timezone
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer,
+                      model_validator)
 
 from profiler.errors import ProfilerInputError
 from profiler.events import PERF_EVENTS
@@ -110,6 +111,16 @@ class Profile(BaseModel):
         if self.schema_version != PROFILE_SCHEMA_VERSION:
             raise ValueError(f"profile schema_version {self.schema_version} is not {PROFILE_SCHEMA_VERSION}")
         return self
+
+    @model_serializer(mode="wrap")
+    def _unmeasured_left_out(self, handler: SerializerFunctionWrapHandler) -> dict:
+        """Where whether it adapts was not measured, the document is as before those fields existed (node-model files
+        embed profiles and are compared byte for byte)."""
+        doc = handler(self)
+        if self.giveback_ratio is None and isinstance(doc, dict):
+            doc.pop("giveback_ratio", None)
+            doc.pop("adapts", None)
+        return doc
 
     @property
     def missing_counters(self) -> list[str]:
