@@ -13,8 +13,7 @@ import re
 from datetime import datetime, timezone
 from typing import Annotated
 
-from pydantic import (BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer,
-                      model_validator)
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from profiler.errors import ProfilerInputError
 from profiler.events import PERF_EVENTS
@@ -68,12 +67,14 @@ class Profile(BaseModel):
         default=None, gt=0, description="one_core_s / wall_s; None when not measured (--no-scale)"
     )
     one_core_s: float | None = Field(default=None, gt=0, description="wall time of the run bound to one core")
+    # Not measured: left out of the document, which is then as before these fields existed (node-model files embed
+    # profiles and are compared byte for byte).
     giveback_ratio: float | None = Field(
-        default=None, gt=0, description="measured (cosched profile --adapts): its time when half its CPUs are taken "
+        default=None, gt=0, exclude_if=lambda v: v is None, description="measured (cosched profile --adapts): its time when half its CPUs are taken "
         "halfway through, over what a start on those CPUs predicts; a lower bound when the run was stopped; None: not "
         "measured")
     adapts: bool | None = Field(
-        default=None, description=f"it loses nothing when CPUs are taken from it while it runs (giveback_ratio <= "
+        default=None, exclude_if=lambda v: v is None, description=f"it loses nothing when CPUs are taken from it while it runs (giveback_ratio <= "
         f"{ADAPTS_MAX}, not stopped); None: not measured. Only such a program is asked to give CPUs back")
     other_load_cpus: float | None = Field(
         default=None, ge=0, description="CPUs used by other processes during the solo run (0 = the node was idle)"
@@ -111,16 +112,6 @@ class Profile(BaseModel):
         if self.schema_version != PROFILE_SCHEMA_VERSION:
             raise ValueError(f"profile schema_version {self.schema_version} is not {PROFILE_SCHEMA_VERSION}")
         return self
-
-    @model_serializer(mode="wrap")
-    def _unmeasured_left_out(self, handler: SerializerFunctionWrapHandler) -> dict:
-        """Where whether it adapts was not measured, the document is as before those fields existed (node-model files
-        embed profiles and are compared byte for byte)."""
-        doc = handler(self)
-        if self.giveback_ratio is None and isinstance(doc, dict):
-            doc.pop("giveback_ratio", None)
-            doc.pop("adapts", None)
-        return doc
 
     @property
     def missing_counters(self) -> list[str]:
