@@ -13,6 +13,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 from env.errors import InputError
@@ -50,23 +51,29 @@ class JournalState:
         return [r for j, r in self.started.items() if j not in ended]
 
 
-def read_journal(path: Path) -> JournalState:
-    state = JournalState()
+def journal_records(path: Path, what: str = "a run directory of 'cosched run'") -> Iterator[dict[str, Any]]:
+    """The journal's records in order; a last line cut by a crash mid-write is left out (everything before it
+    stands); any other bad line, or a missing journal, is InputError (one line; ``what``: what the directory is not)."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
-        raise InputError(f"{path} does not exist: not a run directory of 'cosched run'") from None
+        raise InputError(f"{path} does not exist: not {what}") from None
     except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}") from exc
+        raise InputError(f"cannot read {path}: {exc.strerror}: not {what}") from None
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            yield json.loads(line)
         except json.JSONDecodeError:
             if n == len(lines):
-                break  # a line cut by a crash mid-write: everything before it stands
+                return
             raise InputError(f"{path}:{n} is not a JSON line: the journal is damaged") from None
+
+
+def read_journal(path: Path) -> JournalState:
+    state = JournalState()
+    for rec in journal_records(path):
         ev = rec.get("event")
         if ev == "job_end":
             state.jobs.setdefault(rec["group"], {})[rec["job"]] = rec

@@ -119,17 +119,9 @@ def read_online_journal(path: Path) -> dict[str, Any]:
     """What an online run's journal says: its start, decisions, and each job's launch, start, CPUs, end."""
     out: dict[str, Any] = {"start": None, "decisions": 0, "launch": {}, "job_start": {}, "job_cpus": {}, "job_end": {},
                            "change": {}}
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}: not an online run directory of 'cosched run'") from None
-    for n, line in enumerate(lines, 1):
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            if n == len(lines):
-                break  # a line cut by a crash mid-write: everything before it stands
-            raise InputError(f"{path}:{n} is not a JSON line: the journal is damaged") from None
+    from env.real.journal import journal_records
+
+    for rec in journal_records(path, "an online run directory of 'cosched run'"):
         ev = rec.get("event")
         if ev == "online_start" and out["start"] is None:
             out["start"] = rec
