@@ -20,7 +20,8 @@ from service.documents import read_window
 from service.output import emit
 from training.registry import policy_registry
 
-_STREAM_POLICIES = tuple(p for p in STREAM_POLICIES if p != "groups") + ("best-found", "agent", "agent-search")
+_STREAM_POLICIES = tuple(p for p in STREAM_POLICIES if p != "groups") + ("best-found", "agent", "agent-search",
+                                                                         "rollout-giveback")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
