@@ -120,11 +120,11 @@ def plan_continuous(window: Window, node: NodeSpec, *, policy: str | None = None
     from dataclasses import replace
 
     from env.episode.stream import DEFAULT_STREAM_WINDOW, run_stream, sim_stream
-    from service.decide import profile_adapts
     from env.plan.models import Excluded
     from env.plan.stream_plan import SAME_EVENT_S, after_sets, build_continuous_plan
     from env.planners.streams import DEFAULT_CONTINUOUS_POLICY, stream_registry
     from env.sim.world import world_for
+    from service.decide import profile_adapts
 
     name = policy or DEFAULT_CONTINUOUS_POLICY
     w = window_size or DEFAULT_STREAM_WINDOW
