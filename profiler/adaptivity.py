@@ -12,7 +12,9 @@ the node model predicts, programs whose threads sleep or take work from a shared
   times the prediction (a program that spins would otherwise run for minutes).
 
 The prediction is ``full_s / 2 + kept_s / 2``; the ratio, measured / predicted, is at least ``cap`` when stopped. The
-program adapts when the ratio is at most ``ADAPTS_MAX``.
+program adapts when the ratio is at most ``ADAPTS_MAX``. The re-pin must come after the launcher has handed over to
+the program (``numactl`` and ``taskset`` exec at once): a program of a few tens of milliseconds is not measured
+faithfully this way (it would start on the kept CPUs alone and look as if it adapts).
 """
 
 from __future__ import annotations
