@@ -14,7 +14,8 @@ the node model predicts, programs whose threads sleep or take work from a shared
 The prediction is ``full_s / 2 + kept_s / 2``; the ratio, measured / predicted, is at least ``cap`` when stopped. The
 program adapts when the ratio is at most ``ADAPTS_MAX``. The re-pin must come after the launcher has handed over to
 the program (``numactl`` and ``taskset`` exec at once): a program of a few tens of milliseconds is not measured
-faithfully this way (it would start on the kept CPUs alone and look as if it adapts).
+faithfully this way (it would start on the kept CPUs alone and look as if it adapts), nor one on a busy node:
+``cosched profile --adapts`` says why and stores no verdict (``why_not_probed``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,22 @@ from profiler.repin import repin
 
 #: A give-back run is stopped at this many times its prediction.
 CAP = 4.0
+#: A program shorter than this alone is not probed (its launcher's start would be a large part of half its time).
+MIN_SOLO_S = 0.5
+#: Nor on a node where other processes used this many CPUs or more during the solo run: a spinning program's times
+#: depend on what else runs (under a test run's load the OpenMP program of bench/giveback_cost.py measured 0.8 x, not
+#: 100 x), so a busy node would call it adaptive.
+MAX_OTHER_LOAD_CPUS = 0.25
+
+
+def why_not_probed(solo_s: float, other_load_cpus: float | None) -> str | None:
+    """Why a program with this solo run is not probed (one line), or None."""
+    if solo_s < MIN_SOLO_S:
+        return f"its solo run took {solo_s:.2f} s; the probe needs {MIN_SOLO_S} s or more (give it more work)"
+    if other_load_cpus is not None and other_load_cpus >= MAX_OTHER_LOAD_CPUS:
+        return (f"other processes used {other_load_cpus:.2f} CPUs during its solo run: on a busy node a program whose "
+                "threads spin can look as if it adapts; profile --adapts on an idle node")
+    return None
 
 
 @dataclass(frozen=True)
@@ -107,4 +124,4 @@ def _kill(p: subprocess.Popen) -> None:
     p.wait()
 
 
-__all__ = ["CAP", "GiveBackProbe", "probe_giveback"]
+__all__ = ["CAP", "MAX_OTHER_LOAD_CPUS", "MIN_SOLO_S", "GiveBackProbe", "probe_giveback", "why_not_probed"]

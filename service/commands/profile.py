@@ -110,6 +110,11 @@ def run_profile(args: argparse.Namespace) -> int:
         profile = job.solo(on_phase)
         for tid in task_ids.values():
             progress.stop_task(tid)
+        from profiler.adaptivity import why_not_probed
+
+        why = why_not_probed(profile.duration_s, profile.other_load_cpus) if job.adapts else None
+        if why is not None:
+            job.adapts, job.adapts_skipped = False, why
         if job.adapts_skipped:
             console.print(f"[yellow]whether it adapts not measured:[/] {job.adapts_skipped}")
         if job.adapts:
