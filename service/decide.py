@@ -232,10 +232,7 @@ class Decider:
     def decide(self, view: StreamView) -> Decision:
         d = self.policy.decide(view)
         try:
-            check_decision(view, d)
-            taken = [k for k, a in d.changes if k not in self.adapts and set(a.cpus) != set(view.running[k].alloc.cpus)]
-            if taken:
-                raise ValueError(f"it takes CPUs from {', '.join(taken)}, whose program does not adapt")
+            check_decision(view, d, self.adapts)
         except ValueError as exc:
             raise RunError(f"policy {self.name} made a decision it may not: {exc}") from None
         return d

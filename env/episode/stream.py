@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Container, Protocol, Sequence
 
 from env.errors import InputError
 from env.node.spec import NodeSpec
@@ -131,8 +131,9 @@ class StreamRun:
                 "mean_bounded_slowdown": sum(j.bounded_slowdown for j in self.jobs) / n}
 
 
-def check_decision(view: StreamView, d: Decision) -> None:
-    """One line naming what is wrong with ``d`` in this state (ValueError), or nothing."""
+def check_decision(view: StreamView, d: Decision, adapts: Container[str] | None = None) -> None:
+    """One line naming what is wrong with ``d`` in this state (ValueError), or nothing. ``adapts``: the jobs that may
+    give CPUs back (``StreamJob.adapts``); None: not checked."""
     queued = {j.id for j in view.queue}
     free = set(view.free_cpus())
     for jid, alloc in d.changes:  # CPUs given back are free for this decision's starts
@@ -159,6 +160,9 @@ def check_decision(view: StreamView, d: Decision) -> None:
         if not alloc.cpus or not set(alloc.cpus) <= held:
             raise ValueError(f"the decision gives {jid!r} CPUs {sorted(set(alloc.cpus) - held) or '[]'} it does not hold "
                              "(a running job may only give CPUs back)")
+        if adapts is not None and jid not in adapts and set(alloc.cpus) != held:
+            raise ValueError(f"it takes CPUs from {jid}, whose program does not adapt to fewer CPUs while it runs (its "
+                             "job does not say adapts)")
 
 
 def run_stream(node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int, policy: StreamPolicy, *,
@@ -171,6 +175,7 @@ def run_stream(node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int, 
     order = sorted(range(len(jobs)), key=lambda i: (jobs[i].submit_s, i))
     pending = [jobs[i] for i in order]
     by_id = {j.id: j for j in jobs}
+    adapting = {j.id for j in jobs if j.adapts}
     if len(by_id) != len(jobs):
         raise InputError("job ids must be unique in a stream")
     sim = StreamNode(node, params if params is not None else world_for(node).params)
@@ -186,13 +191,10 @@ def run_stream(node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int, 
         view = StreamView(sim, queue, max_concurrency, len(pending))
         d = policy.decide(view)
         out.decisions += 1
-        check_decision(view, d)
+        check_decision(view, d, adapting)
         if d.note:
             out.notes.append((sim.now, d.note))
         for jid, alloc in d.changes:
-            if not by_id[jid].adapts and set(alloc.cpus) != set(sim.running[jid].alloc.cpus):
-                raise ValueError(f"policy {policy.name!r} takes CPUs from {jid!r}, whose program does not adapt to "
-                                 "fewer CPUs while it runs (its stream job does not say adapts)")
             sim.apply(jid, alloc)
             out.changes.append((sim.now, jid, alloc))
         for jid, alloc in d.starts:

@@ -122,6 +122,7 @@ class Cosched:
         self.slot = len(cluster.node.cpus) // self.cmax
         self.slots = slots(cluster.node, self.cmax)
         self.kept = plain_allocation(cluster.node, dealt(cluster.node, cluster.node.cpus, self.slot))
+        self.placed_adapting = False  # a job that adapts was placed: only then can a lone job give back
 
     def give_back(self, cluster: Cluster, queue: list[TraceJob]) -> list[tuple[str, Allocation]]:
         """The lone jobs that keep a slot's share of their CPUs now (the rule in the module's docstring), latest
@@ -152,8 +153,8 @@ class Cosched:
 
     def _alone(self, cluster: Cluster):  # noqa: ANN202 - a boolean array or None
         """Which nodes one job that adapts holds whole (each could give back), or None when none does."""
-        if self.shared or self.cmax < 2:
-            return None
+        if self.shared or self.cmax < 2 or not (self.adapting or self.placed_adapting):
+            return None  # on an SWF trace no job adapts: nothing to look at on every pass
         alone = (cluster.count == 1) & (cluster.idle_cpus == 0)
         if not self.adapting and alone.any():
             adapts = {jid for jid, r in cluster.running.items() if r.job.adapts}
@@ -166,6 +167,7 @@ class Cosched:
     def place(self, cluster: Cluster, job: TraceJob, candidates: list[int]) -> list[tuple[int, Allocation]] | None:
         if len(candidates) < job.nodes:
             return None
+        self.placed_adapting |= job.adapts
         if not self.shared:  # nobody else needs the idle nodes: the job alone on whole nodes (time sharing's)
             idle = [n for n in candidates if cluster.count[n] == 0]
             if len(idle) - job.nodes >= cluster.waiting_nodes:
