@@ -107,6 +107,13 @@ def main() -> int:
             return 2
         runs += [r for r in doc["runs"] if r["policy"] in policies and r["seed"] in seeds]
     loads = sorted(set(loads) | {r["load"] for r in runs})
+
+    def save() -> None:  # after every run too: a long run stopped part way keeps the runs it finished
+        if args.json:
+            Path(args.json).write_text(json.dumps({"trace": args.trace, "skip": args.skip, "jobs": len(trace.jobs),
+                                                   "nodes": args.nodes, "cmax": args.cmax, "simulated": True,
+                                                   "runs": runs}, indent=1))
+
     done = {(r["load"], r["seed"], r["policy"]) for r in runs}
     for load in loads:
         for seed in seeds:
@@ -120,6 +127,7 @@ def main() -> int:
                       f"bsld {m['mean_bounded_slowdown']:7.2f}  util {m['node_utilisation']:.3f}  "
                       f"{m['decisions_per_s']:7.0f} decisions/s" + (f"  {m['give_backs']} given back" if m["give_backs"] else "")
                       + f"  ({runs[-1]['wall_s']:.0f} s)", flush=True)
+                save()
     print("\nsimulated; median over seeds [min, max]; decisions/s measured (CPU time of the scheduling passes, one core)")
     for load in loads:
         print(f"\nload x{load:g}")
@@ -135,10 +143,7 @@ def main() -> int:
                   f"{_cell([r['mean_bounded_slowdown'] for r in rs], '.2f')} | "
                   f"{_cell([r['node_utilisation'] for r in rs], '.3f')} | {_cell([r['work_utilisation'] for r in rs], '.3f')} | "
                   f"{_cell([r['decisions_per_s'] for r in rs], '.0f')} |")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"trace": args.trace, "skip": args.skip, "jobs": len(trace.jobs),
-                                               "nodes": args.nodes, "cmax": args.cmax, "simulated": True,
-                                               "runs": runs}, indent=1))
+    save()
     if args.plot:
         _plot(runs, policies, loads, args)
     return 0
