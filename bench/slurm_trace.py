@@ -109,10 +109,11 @@ def main() -> int:
     loads = sorted(set(loads) | {r["load"] for r in runs})
 
     def save() -> None:  # after every run too: a long run stopped part way keeps the runs it finished
-        if args.json:
-            Path(args.json).write_text(json.dumps({"trace": args.trace, "skip": args.skip, "jobs": len(trace.jobs),
-                                                   "nodes": args.nodes, "cmax": args.cmax, "simulated": True,
-                                                   "runs": runs}, indent=1))
+        if args.json:  # written aside, then renamed: a run killed while it writes leaves the last whole file
+            tmp = Path(f"{args.json}.part")
+            tmp.write_text(json.dumps({"trace": args.trace, "skip": args.skip, "jobs": len(trace.jobs),
+                                       "nodes": args.nodes, "cmax": args.cmax, "simulated": True, "runs": runs}, indent=1))
+            tmp.replace(args.json)
 
     done = {(r["load"], r["seed"], r["policy"]) for r in runs}
     for load in loads:
