@@ -78,7 +78,7 @@ class Continuous(Recovery):
         drain = None
         if queue and usable and (not _NAME.match(queue[0].profile) or queue[0].profile in unknown):
             drain = min(usable, key=lambda n: len(running.get(n.name, []))).name
-        kept = self._kept_off(jobs) if self._ran else {}  # a slurmd that ran a job's id lately refuses it
+        kept = self._kept_off(jobs, [n.name for n in usable])  # a slurmd that ran a job's id refuses it
         for node in usable:
             if not queue:
                 break

@@ -98,6 +98,8 @@ class Controller(Continuous):
     _stale_checked: float = field(default=float("-inf"), repr=False)
     _read_at: float = field(default=0.0, repr=False)
     _ran: dict[int, dict[str, tuple[int, float]]] = field(default_factory=dict, repr=False)  # id -> node -> (submit, t)
+    _old: dict | None = field(default=None, repr=False)  # id -> earlier jobs of it, records aside (recovery.OldRun)
+    _all_off_said: set[int] = field(default_factory=set, repr=False)  # ids every node ran before, said once
     _pending_since: dict[tuple[int, int], float] = field(default_factory=dict, repr=False)  # released group -> seen pending
     _stuck_on: dict[tuple[int, int], dict[str, float]] = field(default_factory=dict, repr=False)  # group -> node left -> t
     _planned_ids: set[int] = field(default_factory=set, repr=False)  # jobs of groups waiting for a node, this step
@@ -121,6 +123,7 @@ class Controller(Continuous):
             self.log("slurmctld answers again")
             self._slurm_down_logged = False
         self._note_nodes(jobs)
+        self._late_ends()
         self._hold_started(jobs)
         self._reconcile(jobs, {n.name: n for n in nodes})
         self._see(jobs)
@@ -293,7 +296,7 @@ class Controller(Continuous):
         todo = [(g, by_name[g.node]) for g in self.journal.groups(("dispatched",)) if g.node in by_name]
         free = [n for n in nodes if n.idle and n.name not in ours]
         fresh = []
-        avoid = self._avoided(jobs) if self._ran else {}
+        avoid = self._avoided(jobs, [n.name for n in nodes if not n.unusable])
         for key, left in self._stuck_on.items():  # a node a group could not start on, kept off for AVOID_S
             avoid.setdefault(key, set()).update(n for n, t in left.items() if self.clock() - t < AVOID_S)
         # (In continuous mode a group back to waiting is decided again, node and all: _decide_nodes.)

@@ -15,7 +15,7 @@ restarts, and exit or signal in an end record.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from env.node.cpulist import format_cpulist
@@ -196,3 +196,37 @@ def retire(directory: Path, slurm_job_id: int, tag: str) -> list[str]:
             finally:
                 os.close(fd)
     return moved
+
+
+def retired_starts(directory: Path, slurm_job_id: int | None = None) -> list[tuple[str, str, Record]]:
+    """Start records moved aside by ``retire`` (all, or one job id's): (NAME, TAG, record) each. Each is an earlier
+    job of that id, which ran on the record's node."""
+    d = directory / "started"
+    try:
+        names = os.listdir(d)
+    except FileNotFoundError:
+        return []
+    prefix = f"{slurm_job_id}." if slurm_job_id is not None else ""
+    out = []
+    for full in sorted(names):
+        if "~" not in full or not full.startswith(prefix):
+            continue
+        name, tag = full.split("~", 1)
+        rec = _read_record(d / full)
+        if rec is not None:
+            out.append((name, tag, replace(rec, name=name)))
+    return out
+
+
+def late_end(directory: Path, name: str, tag: str, start: Record) -> bool:
+    """Whether the step of the moved-aside start record ``start`` (NAME~TAG) has an end record. An earlier job
+    that ran on after its id went to a new job writes its end under the plain NAME (it knows no tag): an end made by
+    the same process on the same node is that job's, and moves aside too, so that the new job's end is its own."""
+    d = directory / "ended"
+    if (d / f"{name}~{tag}").exists():
+        return True
+    rec = _read_record(d / name)
+    if rec is None or rec.node != start.node or rec.fields.get("pid") != start.fields.get("pid"):
+        return False
+    os.replace(d / name, d / f"{name}~{tag}")
+    return True

@@ -9,7 +9,8 @@ older state.
   lost before it was planned is reported too.
 * Slurm gives a lost job's id to the next submission: a job whose submit time differs (and that was not requeued
   since) is a new job; the old one's journal row and records go aside (_retire), and it keeps off every node
-  that ran a job of that id in the last AVOID_S (that slurmd refuses the id again, and Slurm drains the node).
+  that ran a job of that id (_kept_off: that slurmd refuses the id again, and Slurm drains the node). An old job
+  that ran on meanwhile writes its end under the plain name; that end goes aside too (_late_ends).
   A start record made before a held job was submitted is an earlier job's of that id, journaled or not (a new
   journal on an old placement directory): it goes aside at the job's first sight (_earlier_holder).
 * Each second start the plugin refused is reported once; a job whose end was recorded stale_after_s ago and that
@@ -21,6 +22,7 @@ Every report is said once, across restarts of the controller (the journal's even
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from env.errors import RunError
@@ -31,8 +33,21 @@ from service.slurm.slurmcmd import SlurmAPI, SlurmJob, SlurmNode
 if TYPE_CHECKING:
     from service.slurm.controller import ControllerConfig
 
-AVOID_S = 150.0  # a node that ran a job id is kept off by another job given that id this long (slurmd remembers it)
+AVOID_S = 150.0  # a node a group could not start on is kept off this long; as is, when every node ran a job of its
+#                 id, the least recent of them
+RAN_KEEP_S = 3600.0  # which node ran each job id is remembered this long at least (a restarted slurmctld reuses ids)
 CLOCK_SKEW_S = 1.0  # a start record this much older than a submission may still be that job's (nodes' clocks)
+
+
+@dataclass
+class OldRun:
+    """An earlier job of an id Slurm gave again: its start record, moved aside as NAME~TAG, and whether its end is
+    recorded (aside too)."""
+
+    name: str
+    tag: str
+    start: placement.Record
+    ended: bool = False
 
 
 class Recovery:
@@ -49,6 +64,8 @@ class Recovery:
     _stale_checked: float
     _read_at: float
     _ran: dict[int, dict[str, tuple[int, float]]]
+    _old: dict[int, list[OldRun]] | None
+    _all_off_said: set[int]
     _pending_since: dict[tuple[int, int], float]
     _stuck_on: dict[tuple[int, int], dict[str, float]]
 
@@ -277,10 +294,8 @@ class Recovery:
     def _retire(self, j: SlurmJob, old_submit: int) -> None:
         """``j`` has the id of a journaled job Slurm lost (reported by _reconcile): the old job's journal row and
         records go aside, so that ``j`` is planned and starts as itself."""
-        first = placement.started(self.cfg.placement_dir, j.job_id)
-        if first is not None:
-            self._ran.setdefault(j.job_id, {})[first.node] = (old_submit, self.clock())
         moved = placement.retire(self.cfg.placement_dir, j.job_id, str(old_submit))
+        self._note_retired(j.job_id)
         self.journal.retire(j.job_id)
         self.log(f"job {j.job_id} is a new job with the id of a job Slurm lost (submitted at {j.submit_time}, not "
                  f"{old_submit}): planned as itself" + (f"; the old job's records moved aside ({', '.join(moved)})"
@@ -290,46 +305,82 @@ class Recovery:
         """At first sight of the held job ``j``: a start record under its id made before ``j`` was submitted (and
         ``j`` never requeued, which moves the submit time on) belongs to an earlier job that had the id (slurmctld
         restarted from older state, or a new journal on an old placement directory). Its records go aside, so that
-        ``j`` is planned and starts as itself, and ``j`` keeps off the node that ran that job for AVOID_S."""
+        ``j`` is planned and starts as itself, and ``j`` keeps off the node that ran that job (_kept_off)."""
         if j.job_id in self._journaled():
             return  # a journaled job's id given to j: _retire sees to it
         first = placement.started(self.cfg.placement_dir, j.job_id)
         if first is None or j.restarts or first.time >= j.submit_time - CLOCK_SKEW_S:
             return
-        end = placement.ended(self.cfg.placement_dir, j.job_id)
-        self._ran.setdefault(j.job_id, {})[first.node] = (-1, max(first.time, end.time if end else 0.0))
         moved = placement.retire(self.cfg.placement_dir, j.job_id, f"before{j.submit_time}")
+        self._note_retired(j.job_id)
         self.log(f"job {j.job_id} ({j.name}) has the id of an earlier job, which started {first.describe()}, before "
                  f"this one was submitted: the earlier job's records moved aside ({', '.join(moved)}); planned as itself")
 
     def _note_nodes(self, jobs: dict[int, SlurmJob]) -> None:
-        """Remembers for AVOID_S which node ran each job id (any job, co-scheduled or plain): a slurmd that ran an
-        id refuses it for a while, and Slurm drains the node, when a restarted slurmctld gives the id to a new job."""
+        """Remembers which node ran each job id (any job, co-scheduled or plain): a slurmd that ran an id refuses it,
+        and Slurm drains the node, when a restarted slurmctld gives the id to a new job."""
         now = self.clock()
         for j in jobs.values():
             if j.state == "RUNNING" and j.nodes:
                 self._ran.setdefault(j.job_id, {})[j.nodes] = (j.submit_time, now)
         if len(self._ran) > 4 * len(jobs) + 1000:
-            for jid in [k for k, v in self._ran.items() if all(now - t > AVOID_S for _, t in v.values())]:
+            for jid in [k for k, v in self._ran.items()
+                        if k not in jobs and all(now - t > RAN_KEEP_S for _, t in v.values())]:
                 del self._ran[jid]
 
-    def _kept_off(self, jobs: dict[int, SlurmJob]) -> dict[int, set[str]]:
-        """Held job id -> the nodes it keeps off: those that ran another job of the same id lately."""
+    def _old_runs(self) -> dict[int, list[OldRun]]:
+        """Job id -> the earlier jobs of that id whose records went aside (read from the placement directory once a
+        life, so that a restarted controller knows them too; then kept here)."""
+        if self._old is None:
+            self._old = {}
+            for name, tag, rec in placement.retired_starts(self.cfg.placement_dir):
+                self._old.setdefault(rec.job_id, []).append(OldRun(name, tag, rec))
+        return self._old
+
+    def _note_retired(self, jid: int) -> None:
+        self._old_runs()[jid] = [OldRun(n, t, r) for n, t, r in placement.retired_starts(self.cfg.placement_dir, jid)]
+
+    def _late_ends(self) -> None:
+        """The ends of earlier jobs that ran on after their id went to a new job, moved aside (placement.late_end)."""
+        for runs in self._old_runs().values():
+            for r in runs:
+                if not r.ended:
+                    r.ended = placement.late_end(self.cfg.placement_dir, r.name, r.tag, r.start)
+
+    def _kept_off(self, jobs: dict[int, SlurmJob], usable: list[str]) -> dict[int, set[str]]:
+        """Held job id -> the nodes it keeps off: those that ran another job of its id (seen running, or its start
+        record aside). A slurmd refuses to launch an id it launched before and slurmctld never ended (slurmctld
+        lost that job), for minutes after that job ended at least (seen on real daemons: it did not forget in
+        150 s), and Slurm drains the node. Kept off for good while another of the ``usable`` nodes could take the
+        job; when every one ran a job of its id, only those that did within AVOID_S (said once)."""
         now = self.clock()
+        old = self._old_runs()
         out: dict[int, set[str]] = {}
-        for jid, seen in self._ran.items():
-            sj = jobs.get(jid)
-            if sj is None or not sj.held:
+        for jid, sj in jobs.items():
+            if not sj.held or (jid not in self._ran and jid not in old):
                 continue
-            nodes = {n for n, (submit, t) in seen.items() if submit != sj.submit_time and now - t < AVOID_S}
+            seen = {n: t for n, (submit, t) in self._ran.get(jid, {}).items() if submit != sj.submit_time}
+            for r in old.get(jid, ()):
+                seen[r.start.node] = max(seen.get(r.start.node, 0.0), r.start.time)
+            if not seen:
+                continue
+            nodes = set(seen)
+            if usable and nodes >= set(usable):
+                nodes = {n for n, t in seen.items() if now - t < AVOID_S}
+                if jid not in self._all_off_said:
+                    self._all_off_said.add(jid)
+                    self.log(f"job {jid}: every usable node of partition {self.cfg.partition} ran an earlier job of "
+                             f"its id; it may start on one {AVOID_S:.0f} s after that job was last seen there (if that "
+                             "slurmd refuses the id, Slurm drains the node: 'scontrol update NodeName=... "
+                             "State=RESUME' after the job has gone elsewhere)")
             if nodes:
                 out[jid] = nodes
         return out
 
-    def _avoided(self, jobs: dict[int, SlurmJob]) -> dict[tuple[int, int], set[str]]:
+    def _avoided(self, jobs: dict[int, SlurmJob], usable: list[str]) -> dict[tuple[int, int], set[str]]:
         """(window, group) -> the nodes it keeps off (_kept_off of its planned jobs)."""
         out: dict[tuple[int, int], set[str]] = {}
-        for jid, nodes in self._kept_off(jobs).items():
+        for jid, nodes in self._kept_off(jobs, usable).items():
             r = self.journal.job(jid)
             if r is not None and r.status == "planned":
                 out.setdefault((r.window_id, r.group_idx), set()).update(nodes)

@@ -8,9 +8,12 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from env.sim.nodes import load_node
 from service.slurm import placement
 from service.slurm.controller import Controller, ControllerConfig
+from service.slurm.recovery import AVOID_S
 from service.slurm.journal import Journal
 from service.slurm.planner import in_process
 from service.slurm.simcluster import SimCluster
@@ -28,7 +31,11 @@ class Plugin:
 
     def _write(self, kind: str, name: str, text: str) -> None:
         (self.pdir / kind).mkdir(parents=True, exist_ok=True)
-        (self.pdir / kind / name).write_text(text)
+        try:
+            with open(self.pdir / kind / name, "x") as f:  # O_CREAT|O_EXCL, as native/src/spank/marker.c
+                f.write(text)
+        except FileExistsError:
+            pass  # the plugin says so in slurmd's log; the record stays the first one
 
     def advance(self, dt: float) -> None:
         self.sim.advance(dt)
@@ -46,9 +53,9 @@ class Plugin:
             self.state[i] = j.job.state
 
 
-def make(tmp_path: Path, sim: SimCluster, log: list[str], gather_s: float = 0.0) -> Controller:
+def make(tmp_path: Path, sim: SimCluster, log: list[str], gather_s: float = 0.0, mode: str = "groups") -> Controller:
     return Controller(ControllerConfig(partition="cosched", placement_dir=tmp_path / "placements", window=8, cmax=4,
-                                       gather_s=gather_s, stale_after_s=30.0),
+                                       gather_s=gather_s, stale_after_s=30.0, mode=mode),
                       sim, in_process(NODE, "greedy", None), Journal(tmp_path / "journal.sqlite"),
                       plan_node=lambda: load_node(NODE), log=log.append, clock=sim.clock)
 
@@ -163,6 +170,68 @@ def test_a_reused_id_keeps_off_the_node_its_old_job_ran_on(tmp_path: Path) -> No
     run(ctl, plugin, 5.0)
     assert j.job.state == "COMPLETED" and j.node == "n2" and plugin.runs[i] == 2  # two jobs, each once
     assert (tmp_path / "placements" / "started" / f"{i}.batch.0~0").exists()
+
+
+def lose_running(sim: SimCluster, plugin: Plugin, i: int, name: str) -> int:
+    """slurmctld restarts from state saved before job ``i`` started: it forgets ``i``, which runs on where it started
+    (its slurmd still has it), and gives the id to the next submission, ``name``. Returns the lost job's submit time."""
+    old_submit = sim._jobs[i].job.submit_time
+    del sim._jobs[i]
+    top, sim._next_id = sim._next_id, i
+    assert sim.submit(name, runtime_s=5.0) == i
+    sim._next_id = top
+    plugin.state[i] = "PENDING"
+    return old_submit
+
+
+@pytest.mark.parametrize("mode", ["groups", "continuous"])
+def test_a_reused_id_keeps_off_its_old_jobs_node_for_good_and_that_jobs_late_end_goes_aside(
+        tmp_path: Path, mode: str) -> None:
+    # Seen on real daemons (a fresh-clone CI run): 150 s after the old job of a reused id had ended, its slurmd still
+    # refused the id as a duplicate and Slurm drained the node. While another node can take it, the new job waits
+    # for that one, however long.
+    sim = SimCluster(n_nodes=2, cpus=24)
+    pdir = tmp_path / "placements"
+    i = sim.submit("MG", runtime_s=1000.0)
+    plugin, log = Plugin(sim, pdir), []
+    ctl = make(tmp_path, sim, log, mode=mode)
+    run(ctl, plugin, 2.0)
+    blocker = sim.submit("CG", runtime_s=250.0)
+    run(ctl, plugin, 2.0)
+    assert sim._jobs[i].node == "n1" and sim._jobs[blocker].node == "n2", log
+    old_submit = lose_running(sim, plugin, i, "EP")
+    lost_at, calls_before = sim.now, len(sim.calls)
+    for k in range(175):  # 350 s: the old job runs on on n1 unseen until t=100 s, then writes its end there
+        if k == 20:  # the controller restarts: what it knew of the id is in the placement directory
+            ctl = make(tmp_path, sim, log, mode=mode)
+        if sim.now - lost_at >= 100.0 and not (pdir / "ended" / f"{i}.batch.0~{old_submit}").exists():
+            plugin._write("ended", f"{i}.batch.0", f"node=n1 time={sim.now} pid=1 restarts=0 exit=0")
+        run(ctl, plugin, 2.0, dt=2.0)
+    assert ("pin", (i,), "n1") not in sim.calls[calls_before:], log
+    j = sim._jobs[i]
+    assert j.job.state == "COMPLETED" and j.node == "n2" and plugin.runs[i] == 2, log  # two jobs, each once
+    if mode == "groups":  # a group takes a whole idle node: it waited for the blocker's end, past AVOID_S
+        assert j.job.start_time >= lost_at + 200.0
+    # the old job's late end went aside, so the new job's end is its own
+    assert "node=n1" in (pdir / "ended" / f"{i}.batch.0~{old_submit}").read_text()
+    assert "node=n2" in (pdir / "ended" / f"{i}.batch.0").read_text()
+    assert {r.job_id: r.status for r in ctl.journal.all_jobs()}[i] == "done"
+
+
+def test_a_reused_id_every_node_ran_goes_to_one_after_a_while_and_says_so(tmp_path: Path) -> None:
+    sim = SimCluster(n_nodes=1, cpus=24)
+    i = sim.submit("MG", runtime_s=1000.0)
+    plugin, log = Plugin(sim, tmp_path / "placements"), []
+    ctl = make(tmp_path, sim, log)
+    run(ctl, plugin, 2.0)
+    assert sim._jobs[i].node == "n1"
+    lose_running(sim, plugin, i, "EP")
+    last_seen = sim.now - 0.5
+    run(ctl, plugin, 200.0, dt=1.0)
+    j = sim._jobs[i]
+    assert j.job.state == "COMPLETED" and j.node == "n1" and j.job.start_time >= last_seen + AVOID_S - 1.0, log
+    said = [ln for ln in log if ln.startswith(f"job {i}: every usable node of partition cosched ran an earlier job")]
+    assert len(said) == 1, log
 
 
 def sim_name(ids: list[int], i: int) -> str:
