@@ -59,7 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--window", type=int, default=8, metavar="W", help="jobs planned together at most (default 8)")
     r.add_argument("--cmax", type=int, default=4, metavar="C", help="jobs at most in one group (default 4)")
     r.add_argument("--gather", type=float, default=2.0, metavar="S",
-                   help="seconds a partial window waits for more jobs (default 2)")
+                   help="seconds a partial window waits for more jobs; in continuous mode, a job waits this long before it "
+                   "takes a whole idle node alone (default 2)")
     r.add_argument("--poll", type=float, default=1.0, metavar="S", help="seconds between cycles (default 1)")
     r.add_argument("--stale-after", type=float, default=30.0, metavar="S",
                    help="a job whose end the SPANK plugin recorded S seconds ago and that a restarted slurmctld shows "

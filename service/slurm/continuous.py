@@ -12,6 +12,12 @@ node the moment the job's script ends, before slurmd tells slurmctld) or, for an
 anyway. The record comes first: Slurm shows the job COMPLETING a while longer (epilog, its report), and a decision
 need not wait for that; the partition's OverSubscribe=FORCE:Cmax lets the next job in beside a completing one.
 
+Which nodes: while the idle usable nodes could give every held job one of its own, the oldest runs alone with a
+whole idle node (time sharing's allocation: sharing would only slow it down) once it has waited ``--gather``
+seconds for others (a burst submitted one job at a time then lands together); the trace simulation's ``cosched``
+makes the same choice (service/slurm/tracesim_policies.Cosched, docs/slurm-scale.md). Otherwise every node with room
+decides from the queue's head.
+
 Exactly once holds as in group mode: a decision is journaled before any Slurm call, a journaled job is never
 decided again unless its group went back to waiting with none of it started, and every recovery path of
 service/slurm/recovery.py applies to these one-group windows unchanged.
@@ -79,6 +85,7 @@ class Continuous(Recovery):
         if queue and usable and (not _NAME.match(queue[0].profile) or queue[0].profile in unknown):
             drain = min(usable, key=lambda n: len(running.get(n.name, []))).name
         kept = self._kept_off(jobs, [n.name for n in usable])  # a slurmd that ran a job's id refuses it
+        queue = self._alone_while_nobody_waits(queue, usable, running, kept, res)
         for node in usable:
             if not queue:
                 break
@@ -131,6 +138,25 @@ class Continuous(Recovery):
             started = {j.job_id for j, _ in chosen}
             queue = [j for j in queue if j.job_id not in started]
             last[node.name] = (tuple(sorted([*sig[0], *started])), sig[1])
+
+    def _alone_while_nobody_waits(self, queue: list[SlurmJob], usable: list[SlurmNode], running: dict,
+                                  kept: dict[int, set[str]], res: StepResult) -> list[SlurmJob]:
+        """While the idle usable nodes are at least as many as the held jobs, the oldest starts alone with a whole
+        idle node (the first it need not keep off), once it has waited gather_s for others (a burst submitted one
+        job at a time lands together, and shares); returns the queue left to the nodes' decisions."""
+        idle = [n.name for n in usable if not running.get(n.name)]
+        while queue and len(idle) >= len(queue):
+            j = queue[0]
+            if self.clock() - j.submit_time < self.cfg.gather_s:
+                return []  # nobody waits yet: it waits for the rest of a burst, if one comes
+            node = next((n for n in idle if n not in kept.get(j.job_id, ())), None)
+            if node is None:
+                break
+            self._start(node, [(j, None)], "runs alone with the whole node (nobody waits for a node)", None, res)
+            idle.remove(node)
+            running[node] = [None]
+            queue = queue[1:]
+        return queue
 
     def _start(self, node: str, chosen: list[tuple[SlurmJob, object]], why: str, d: object, res: StepResult) -> None:
         """Journals the decision (before any Slurm call); _dispatch writes the placements and releases the jobs."""

@@ -95,6 +95,47 @@ def test_jobs_spread_over_nodes_and_a_job_without_a_profile_runs_alone(tmp_path:
     assert all(w.end_t[i] <= started_alone or w.start_t[i] >= w.end_t[alone] for i in others)
 
 
+def test_a_job_runs_alone_on_a_whole_idle_node_while_nobody_waits_and_shares_once_others_do(tmp_path: Path) -> None:
+    # the trace simulation's cosched rule (service/slurm/tracesim_policies.Cosched), in the controller itself
+    sim = SimCluster(n_nodes=3, cpus=24)
+    first = [sim.submit(n, runtime_s=30.0) for n in ("MG", "EP")]
+    pdir = tmp_path / "placements"
+    plugin, log = Plugin(sim, pdir), []
+    ctl = make(tmp_path, sim, log)
+    w = Watch(sim, plugin, pdir)
+    w.run(ctl, 2.0)
+    # three idle nodes, two held jobs: each alone with a whole node of its own
+    assert {sim._jobs[i].node for i in first} == {"n1", "n2"}, log
+    assert all(w.cpus[i] == set(range(24)) for i in first)
+    assert sum("runs alone with the whole node (nobody waits for a node)" in ln for ln in log) == 2, log
+    # then four arrive for the one idle node left: they share it (and nothing joins the lone jobs' nodes)
+    later = [sim.submit(n, runtime_s=3.0) for n in ("CG", "FT", "SP", "fft")]
+    w.run(ctl, 20.0)
+    assert all(plugin.runs.get(i) == 1 for i in [*first, *later]), plugin.runs
+    assert {sim._jobs[i].node for i in later} == {"n3"} and w.most["n3"] == 2 and not w.overlap, log
+    assert all(len(w.cpus[i]) == 12 for i in later)
+    assert w.most["n1"] == w.most["n2"] == 1
+
+
+def test_a_lone_job_waits_the_gather_time_for_a_burst_and_then_shares_with_it(tmp_path: Path) -> None:
+    sim = SimCluster(n_nodes=2, cpus=24)
+    first = sim.submit("MG", runtime_s=30.0)
+    pdir = tmp_path / "placements"
+    plugin, log = Plugin(sim, pdir), []
+    ctl = Controller(ControllerConfig(partition="cosched", placement_dir=pdir, window=8, cmax=2, gather_s=2.0,
+                                      stale_after_s=30.0, mode="continuous", policy="greedy-continuous"),
+                     sim, in_process(NODE, "greedy", None), Journal(tmp_path / "journal.sqlite"),
+                     plan_node=lambda: load_node(NODE), log=log.append, clock=sim.clock)
+    w = Watch(sim, plugin, pdir)
+    w.run(ctl, 1.0)
+    assert sim.started(first) == 0  # alone it would be: it waits for more first
+    burst = [sim.submit(n, runtime_s=30.0) for n in ("EP", "CG", "FT")]
+    w.run(ctl, 3.0)
+    assert all(sim.started(i) == 1 for i in [first, *burst]), log  # four jobs, two nodes: they share
+    assert all(len(w.cpus[i]) == 12 for i in [first, *burst]) and not w.overlap
+    assert not any("nobody waits" in ln for ln in log), log
+
+
 @pytest.mark.parametrize("cut", range(1, 7))
 def test_a_controller_killed_anywhere_and_restarted_starts_each_job_once(tmp_path: Path, cut: int) -> None:
     sim = SimCluster(n_nodes=2, cpus=24)
