@@ -239,22 +239,26 @@ class Run:
             "plain_touched": sum(p["journaled"] or (p["partition"] not in (None, self.st.plain_partition)) for p in plain),
             "plain_ran_twice": sum(p["runs"] >= 2 for p in plain),
         }
-        counts["nodes_drained"] = len(drained(self.st))
+        why = drained(self.st)
+        counts["nodes_drained"] = len(why)
         return {"label": "measured (real slurmctld, slurmd and controller on this machine)", "counts": counts,
-                "notes": self.notes, "jobs": per_job, "plain": plain}
+                "notes": self.notes, "jobs": per_job, "plain": plain, "drained": why,
+                "drain_lines": self.ctld_lines(re.compile(r"Duplicate|drain", re.I)) if why else []}
+
+    def ctld_lines(self, pat: re.Pattern) -> list[str]:
+        """slurmctld's log lines of this run that match ``pat`` (the last 30)."""
+        ctld_log = Path(self.st.state_dir) / "log" / "slurmctld.log"
+        if not ctld_log.exists():
+            return []
+        since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(self.t0))
+        return [ln for ln in ctld_log.read_text(errors="replace").splitlines() if pat.search(ln) and ln[1:20] >= since][-30:]
 
     def diagnose(self, jid: int, j: dict, log: str) -> dict:
         """Why a job Slurm knows never ran: its Slurm state, reason and node (squeue), the lines of the controller's
         log and of slurmctld's that name it, and the nodes' states."""
         word = re.compile(rf"(?<![\w.:-]){jid}(?![\w.:])")
         ctl = [ln for ln in log.splitlines() if word.search(ln.split(" ", 1)[-1])]
-        ctld_log = Path(self.st.state_dir) / "log" / "slurmctld.log"
-        since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(self.t0))
-        ctld = []
-        if ctld_log.exists():
-            pat = re.compile(rf"(JobId={jid}\b|job_id={jid}\b|JobId={jid}$)")
-            ctld = [ln for ln in ctld_log.read_text(errors="replace").splitlines()
-                    if pat.search(ln) and ln[1:20] >= since][-30:]
+        ctld = self.ctld_lines(re.compile(rf"(JobId={jid}\b|job_id={jid}\b|JobId={jid}$)"))
         nodes = self.sh("sinfo", "-h", "-N", "-o", "%N|%T|%E", check=False).split()
         return {"slurm_reason": j.get("state_reason"), "slurm_nodes": j.get("nodes"),
                 "slurm_required_nodes": j.get("required_nodes"), "slurm_priority": j.get("priority"),

@@ -294,6 +294,12 @@ class Recovery:
     def _retire(self, j: SlurmJob, old_submit: int) -> None:
         """``j`` has the id of a journaled job Slurm lost (reported by _reconcile): the old job's journal row and
         records go aside, so that ``j`` is planned and starts as itself."""
+        row = self.journal.job(j.job_id)
+        if row is not None:  # released onto a node, the old job may have reached its slurmd with no start recorded
+            node = next((g.node for g in self.journal.groups() if (g.window_id, g.idx) == (row.window_id, row.group_idx)
+                         and g.node and g.status != "waiting"), None)
+            if node:
+                self._ran.setdefault(j.job_id, {})[node] = (old_submit, self.clock())
         moved = placement.retire(self.cfg.placement_dir, j.job_id, str(old_submit))
         self._note_retired(j.job_id)
         self.journal.retire(j.job_id)

@@ -218,6 +218,23 @@ def test_a_reused_id_keeps_off_its_old_jobs_node_for_good_and_that_jobs_late_end
     assert {r.job_id: r.status for r in ctl.journal.all_jobs()}[i] == "done"
 
 
+def test_a_reused_id_keeps_off_the_node_its_old_job_was_released_onto_though_no_start_was_recorded(
+        tmp_path: Path) -> None:
+    # A released job may reach its node's slurmd before slurmctld loses it, with no start recorded yet: the likely
+    # cause of one 'Duplicate jobid' drain in 13 runs of bench/slurm_crash.py (2026-11-28), no job run twice
+    sim = SimCluster(n_nodes=2, cpus=24)
+    i = sim.submit("MG", runtime_s=5.0)
+    plugin, log = Plugin(sim, tmp_path / "placements"), []
+    ctl = make(tmp_path, sim, log)
+    ctl.step()  # released onto n1; Slurm loses it before any start is recorded
+    assert sim._jobs[i].node == "n1" and i not in plugin.runs
+    sim.now += 5.0  # slurmctld is down a while: the new job is a later submission
+    lose_running(sim, plugin, i, "EP")
+    run(ctl, plugin, 10.0)
+    j = sim._jobs[i]
+    assert j.job.state == "COMPLETED" and j.node == "n2" and plugin.runs[i] == 1, log
+
+
 def test_a_reused_id_every_node_ran_goes_to_one_after_a_while_and_says_so(tmp_path: Path) -> None:
     sim = SimCluster(n_nodes=1, cpus=24)
     i = sim.submit("MG", runtime_s=1000.0)
