@@ -33,8 +33,8 @@ from service.slurm.slurmcmd import SlurmAPI, SlurmJob, SlurmNode
 if TYPE_CHECKING:
     from service.slurm.controller import ControllerConfig
 
-AVOID_S = 150.0  # a node a group could not start on is kept off this long; as is, when every node ran a job of its
-#                 id, the least recent of them
+AVOID_S = 150.0  # a node a group could not start on is kept off this long; so is one that ran a job of a held job's
+#                 id, when every node did
 RAN_KEEP_S = 3600.0  # which node ran each job id is remembered this long at least (a restarted slurmctld reuses ids)
 CLOCK_SKEW_S = 1.0  # a start record this much older than a submission may still be that job's (nodes' clocks)
 
