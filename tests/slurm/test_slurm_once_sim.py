@@ -184,17 +184,24 @@ def lose_running(sim: SimCluster, plugin: Plugin, i: int, name: str) -> int:
     return old_submit
 
 
+def one_job(tmp_path: Path, n_nodes: int, runtime_s: float, mode: str = "groups"
+            ) -> tuple[SimCluster, int, Plugin, list[str], Controller]:
+    """A cluster of ``n_nodes``, one MG job of ``runtime_s`` submitted, the plugin and a controller."""
+    sim = SimCluster(n_nodes=n_nodes, cpus=24)
+    i = sim.submit("MG", runtime_s=runtime_s)
+    log: list[str] = []
+    plugin = Plugin(sim, tmp_path / "placements")
+    return sim, i, plugin, log, make(tmp_path, sim, log, mode=mode)
+
+
 @pytest.mark.parametrize("mode", ["groups", "continuous"])
 def test_a_reused_id_keeps_off_its_old_jobs_node_for_good_and_that_jobs_late_end_goes_aside(
         tmp_path: Path, mode: str) -> None:
     # Seen on real daemons (a fresh-clone CI run): 150 s after the old job of a reused id had ended, its slurmd still
     # refused the id as a duplicate and Slurm drained the node. While another node can take it, the new job waits
     # for that one, however long.
-    sim = SimCluster(n_nodes=2, cpus=24)
+    sim, i, plugin, log, ctl = one_job(tmp_path, 2, 1000.0, mode)
     pdir = tmp_path / "placements"
-    i = sim.submit("MG", runtime_s=1000.0)
-    plugin, log = Plugin(sim, pdir), []
-    ctl = make(tmp_path, sim, log, mode=mode)
     run(ctl, plugin, 2.0)
     blocker = sim.submit("CG", runtime_s=250.0)
     run(ctl, plugin, 2.0)
@@ -222,10 +229,7 @@ def test_a_reused_id_keeps_off_the_node_its_old_job_was_released_onto_though_no_
         tmp_path: Path) -> None:
     # A released job may reach its node's slurmd before slurmctld loses it, with no start recorded yet: the likely
     # cause of one 'Duplicate jobid' drain in 13 runs of bench/slurm_crash.py (2026-11-28), no job run twice
-    sim = SimCluster(n_nodes=2, cpus=24)
-    i = sim.submit("MG", runtime_s=5.0)
-    plugin, log = Plugin(sim, tmp_path / "placements"), []
-    ctl = make(tmp_path, sim, log)
+    sim, i, plugin, log, ctl = one_job(tmp_path, 2, 5.0)
     ctl.step()  # released onto n1; Slurm loses it before any start is recorded
     assert sim._jobs[i].node == "n1" and i not in plugin.runs
     sim.now += 5.0  # slurmctld is down a while: the new job is a later submission
@@ -236,10 +240,7 @@ def test_a_reused_id_keeps_off_the_node_its_old_job_was_released_onto_though_no_
 
 
 def test_a_reused_id_every_node_ran_goes_to_one_after_a_while_and_says_so(tmp_path: Path) -> None:
-    sim = SimCluster(n_nodes=1, cpus=24)
-    i = sim.submit("MG", runtime_s=1000.0)
-    plugin, log = Plugin(sim, tmp_path / "placements"), []
-    ctl = make(tmp_path, sim, log)
+    sim, i, plugin, log, ctl = one_job(tmp_path, 1, 1000.0)
     run(ctl, plugin, 2.0)
     assert sim._jobs[i].node == "n1"
     lose_running(sim, plugin, i, "EP")
