@@ -361,6 +361,7 @@ class Recovery:
         job; when every one ran a job of its id, only those that did within AVOID_S (said once)."""
         now = self.clock()
         old = self._old_runs()
+        every = set(usable)
         out: dict[int, set[str]] = {}
         for jid, sj in jobs.items():
             if not sj.held or (jid not in self._ran and jid not in old):
@@ -371,7 +372,7 @@ class Recovery:
             if not seen:
                 continue
             nodes = set(seen)
-            if usable and nodes >= set(usable):
+            if every and nodes >= every:
                 nodes = {n for n, t in seen.items() if now - t < AVOID_S}
                 if jid not in self._all_off_said:
                     self._all_off_said.add(jid)
