@@ -8,7 +8,8 @@ import pytest
 
 from env.episode.stream import StreamJob, StreamView, run_stream, sim_stream
 from env.plan.models import WindowJob
-from env.planners.continuous import BestFound, Fill, Proposals, Rollout
+from env.planners.continuous import Fill, Proposals, Rollout
+from env.planners.streams import BestFound
 from env.planners.streams import Packing, stream_registry
 from env.sim.nodes import load_node
 from env.sim.world import world_for
