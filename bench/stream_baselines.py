@@ -26,7 +26,8 @@ sys.path.insert(0, str(ROOT))
 from env.episode.stream import StreamJob, run_stream  # noqa: E402
 import statistics  # noqa: E402
 
-from env.planners.continuous import BestFound, Rollout  # noqa: E402
+from env.planners.continuous import Rollout  # noqa: E402
+from env.planners.streams import BestFound  # noqa: E402
 from env.planners.streams import GreedyContinuous, Groups, Packing, TimeShare  # noqa: E402
 from env.sim.nodes import load_node  # noqa: E402
 from training.stream.streams import saturated  # noqa: E402

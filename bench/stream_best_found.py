@@ -27,7 +27,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.stream_baselines import saturated_stream  # noqa: E402
 from env.episode.stream import run_stream  # noqa: E402
-from env.planners.continuous import BestFound, Rollout  # noqa: E402
+from env.planners.continuous import Rollout  # noqa: E402
+from env.planners.streams import BestFound  # noqa: E402
 from env.planners.streams import Packing  # noqa: E402
 from env.sim.nodes import load_node  # noqa: E402
 

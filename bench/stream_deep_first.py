@@ -25,7 +25,8 @@ sys.path.insert(0, str(ROOT))
 from bench.stream_baselines import saturated_stream  # noqa: E402
 from bench.stream_best_found import run_streams  # noqa: E402
 from env.episode.stream import run_stream  # noqa: E402
-from env.planners.continuous import BestFound, Rollout, Start  # noqa: E402
+from env.planners.continuous import Rollout, Start  # noqa: E402
+from env.planners.streams import BestFound  # noqa: E402
 from env.planners.streams import Packing  # noqa: E402
 from env.sim.nodes import load_node  # noqa: E402
 
