@@ -109,7 +109,12 @@ def slots(node: NodeSpec, max_concurrency: int) -> list[tuple[int, ...]]:
 
 
 class PackingBase:
-    """packing as a base policy for ``play_out``: the queue's head in the lowest free slot (the search's guard)."""
+    """packing as a base policy for ``play_out``: the queue's head in the lowest free slot (the search's guard).
+    With ``window`` W, packing's slots but the job of the first W that runs longest alone on that slot (longest
+    processing time first: what ends a makespan is then a short job, not a long one started last)."""
+
+    def __init__(self, window: int | None = None) -> None:
+        self.window = window  # None: queue order
 
     def reset(self, node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int) -> None:
         self.allocs = [plain_allocation(node, s) for s in slots(node, max_concurrency)]
@@ -119,7 +124,10 @@ class PackingBase:
             return None
         free = sim.free_cpus()
         slot = next((a for a in self.allocs if free.issuperset(a.cpus)), None)
-        return None if slot is None else (queue[0], slot)
+        if slot is None or self.window is None:
+            return None if slot is None else (queue[0], slot)
+        alone = {j.id: sim.memo.solve(sim.g, [sim.sim_job(j.params, slot)])[0] for j in _distinct(queue, self.window)}
+        return next(j for j in queue if j.id == max(alone, key=alone.__getitem__)), slot
 
 
 class Fill:
@@ -269,8 +277,9 @@ def objective_value(ends: list[float], held: float, objective: str) -> float:
 class Rollout:
     """The continuous decision by rollouts on the node model (see the module docstring). With ``guard`` (the
     default), at its first decision it plays itself forward over the jobs it knows and compares with packing from
-    the same state; when packing is predicted better, it decides as packing for the rest of the stream and says why
-    in every decision's note (so it is never below packing's predicted outcome on the model). Otherwise the decisions
+    the same state (under the makespan objective, packing's slots in queue order or longest first, whichever the model
+    predicts shorter); when that is predicted better, it decides so for the rest of the stream and says why in every
+    decision's note (so it is never below packing's predicted outcome on the model). Otherwise the decisions
     of that play are given again at each later event where the node is where the play had it (same time, running
     jobs and queue: on the node model, always, so the guard costs nothing); elsewhere it searches anew."""
 
@@ -299,6 +308,8 @@ class Rollout:
         self.proposals.reset(node, jobs, max_concurrency)
         self.packing = PackingBase()
         self.packing.reset(node, jobs, max_concurrency)
+        self.longest = PackingBase(self.window)  # packing's slots, longest first: the guard's other reference
+        self.longest.reset(node, jobs, max_concurrency)
         self.inner: Rollout | None = None  # the play-outs' policy one level deeper (turnaround: DEEP_MAX)
         if self.deep:
             self.inner = Rollout(self.window, self.candidates, self.goal, guard=False, margin=0.0, deep=False)
@@ -306,6 +317,7 @@ class Rollout:
         self.checked = not self.guard  # the first decision checks against packing
         self.played: list[tuple[float, frozenset[str], frozenset[str], Decision]] = []  # the check's decisions
         self.fallback = ""  # why it decides as packing, once the check said so
+        self.fallback_base = self.packing  # and in which order: packing's, or longest first
 
     def _value(self, sim: StreamNode, queue: list[StreamJob], start: Start | None) -> float:
         if self.inner is not None and self.goal == "turnaround" and len(queue) + len(sim.running) <= DEEP_MAX:
@@ -349,7 +361,7 @@ class Rollout:
             self.checked = True
             self.fallback = self._check(view)
         if self.fallback:
-            return Decision(starts=tuple(self._starts(view.sim, list(view.queue), view.places(), self.packing)),
+            return Decision(starts=tuple(self._starts(view.sim, list(view.queue), view.places(), self.fallback_base)),
                             note=self.fallback)
         while self.played:  # the check's own play, while the node is where it predicted (the model is deterministic)
             (t, running, queued, d), self.played = self.played[0], self.played[1:]
@@ -445,17 +457,23 @@ class Rollout:
         own = objective_value(ends, held, self.goal)
         self.played = played
         packed = play_out(view.sim.fork(), list(view.queue), self.cmax, self.packing, self.goal)
+        name, self.fallback_base = "packing", self.packing
+        if self.goal == "makespan":  # the same slots, the longest job first, where predicted shorter than queue order
+            longest = play_out(view.sim.fork(), list(view.queue), self.cmax, self.longest, self.goal)
+            if longest < packed * (1.0 - 1e-9):
+                packed, name, self.fallback_base = longest, "packing's slots, longest first", self.longest
         if packed < own * (1.0 - 1e-9):
             what = "makespan" if self.goal == "makespan" else "sum of ends and node-seconds held"
-            return (f"decided as packing: packing's predicted {what} ({packed:.1f} s) beats this policy's "
+            return (f"decided as packing ({name}): its predicted {what} ({packed:.1f} s) beats this policy's "
                     f"({own:.1f} s) on the node model for the {len(view.queue)} jobs known at the first decision")
         if self.margin > 0 and self.goal == "makespan" and packed - own <= self.margin * (packed - view.now):
             # a model that stands for a real node may be wrong by its error: a gain within it is no gain (measured on
             # this node, packing ran windows of new programs as well as or better than every plan predicted a few
             # per cent better: docs/real-node.md)
-            return (f"decided as packing: this policy's predicted makespan ({own - view.now:.1f} s) is not shorter "
-                    f"than packing's ({packed - view.now:.1f} s) by more than the node model's error "
+            return (f"decided as packing ({name}): this policy's predicted makespan ({own - view.now:.1f} s) is not "
+                    f"shorter than that ({packed - view.now:.1f} s) by more than the node model's error "
                     f"({self.margin * 100:.0f} %, the p90 of its held-out errors)")
+        self.fallback_base = self.packing
         return ""
 
 
