@@ -136,7 +136,10 @@ def run_mode(mode: str, rep: int, env: dict[str, str], work: Path, data: Path, s
     return {"makespan_s": max(j["end"] for j in jobs) - t0, "jobs": [
         {**j, "start": round(j["start"] - t0, 3), "end": round(j["end"] - t0, 3)} for j in jobs],
         "decided_with": next((ln.split("deciding with ")[1] for ln in ctl_log.splitlines() if "deciding with" in ln),
-                             None)}
+                             None),
+        # the controller's starts whose decision its policy's guard made as packing, by the order it took
+        "guard_starts": {k: sum(f"decided as packing ({k})" in ln for ln in ctl_log.splitlines())
+                         for k in ("packing", "packing's slots, longest first")}}
 
 
 def lanes(jobs: list[dict]) -> list[int]:

@@ -133,7 +133,7 @@ class Continuous(Recovery):
             chosen = [(by_id[i], a) for i, a in d.starts]
             why = (f"after {','.join(map(str, ended))} ended" if ended else "with room") + f" ({d.policy}" + (
                 f", predicted makespan of its known jobs {d.predicted_makespan_s:.1f} s)" if d.predicted_makespan_s
-                else ")")
+                else ")") + (f"; {d.note}" if d.note else "")
             self._start(node.name, chosen, why, d, res)
             started = {j.job_id for j, _ in chosen}
             queue = [j for j in queue if j.job_id not in started]
@@ -177,7 +177,8 @@ class Continuous(Recovery):
                         "allocation": alloc.model_dump(mode="json") if alloc is not None else None})  # type: ignore[attr-defined]
         pred = getattr(d, "predicted_makespan_s", None)
         wid = self.journal.add_decision(node, json.dumps({"mode": "continuous", "node": node, "starts": doc,
-                                                          "policy": getattr(d, "policy", None), "predicted_makespan_s": pred}),
+                                                          "policy": getattr(d, "policy", None), "predicted_makespan_s": pred,
+                                                          "note": getattr(d, "note", None)}),
                                         alloc is None, pred, new)
         known = self._journaled()
         for nj in new:

@@ -50,6 +50,7 @@ class Decided:
     predicted_makespan_s: float | None = None  # the known jobs of this node, on the node model; None without one
     unknown: list[int] = field(default_factory=list)  # queued jobs whose program the node model does not know
     fallback: str | None = None  # why the policy asked for did not decide (no node model), else None
+    note: str | None = None  # why the policy departed from its own rule (its guard decided as packing), else None
 
 
 def max_jobs(node: NodeSpec, cmax: int) -> int:
@@ -85,7 +86,7 @@ def decide(node: NodeSpec, running: list[Running], queue: list[Queued], max_conc
         pred = out.predicted.makespan_s if out.predicted is not None else None
         return Decided(policy=out.policy, starts=[(int(s.id), s.allocation) for s in out.starts],
                        changes=[(int(c.id), c.allocation) for c in out.changes], predicted_makespan_s=pred,
-                       unknown=unknown, fallback=fallback)
+                       unknown=unknown, fallback=fallback, note=out.note)
 
 
 def _queue_index(name: str) -> int | None:
