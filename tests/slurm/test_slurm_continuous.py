@@ -4,6 +4,8 @@ decision on that node, no group waits for another, every job is released once, c
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -250,3 +252,21 @@ def test_a_start_record_older_than_its_job_is_an_earlier_jobs_and_goes_aside(tmp
     assert sum(f"job {i} (MG) has the id of an earlier job" in ln for ln in log) == 1, log
     # a record made after its job's submission is its own: that job is never released
     assert sim.started(later) == 0 and later not in plugin.runs
+
+
+def test_a_start_its_policys_guard_decided_as_packing_says_so_in_the_log_and_the_journal(tmp_path: Path) -> None:
+    # rollout's guard on these six jobs (sim:reference, Cmax 3, W 6): packing's slots, longest first, are predicted
+    # shorter than its own play, so it decides so; the operator reads why on the start's line and in its decision
+    sim = SimCluster(n_nodes=1, cpus=24)
+    for name in ("cholesky", "fft", "fft", "BT", "lu_ncb", "water_nsquared"):
+        sim.submit(name, runtime_s=5.0)
+    journal, log = Journal(tmp_path / "journal.sqlite"), []
+    ctl = Controller(ControllerConfig(partition="cosched", placement_dir=tmp_path / "placements", window=6, cmax=3,
+                                      gather_s=0.0, stale_after_s=30.0, mode="continuous", policy="rollout"),
+                     sim, in_process(NODE, "greedy", None), journal, plan_node=lambda: load_node(NODE),
+                     log=log.append, clock=sim.clock)
+    ctl.step()
+    starts = [ln for ln in log if ": start " in ln]
+    assert starts and "decided as packing (packing's slots, longest first)" in starts[0], log
+    docs = [json.loads(r[0]) for r in sqlite3.connect(tmp_path / "journal.sqlite").execute("SELECT plan FROM windows")]
+    assert docs and all("decided as packing" in (d.get("note") or "") for d in docs), docs
