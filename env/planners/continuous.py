@@ -99,6 +99,11 @@ def _params(node: NodeSpec):  # noqa: ANN202 - the node's SimParams
     return world_for(node).params
 
 
+def _alone(sim: StreamNode, job: StreamJob, alloc: Allocation) -> float:
+    """``job``'s time alone on ``alloc`` (the node model's, memoised with the node's solves)."""
+    return sim.memo.solve(sim.g, [sim.sim_job(job.params, alloc)])[0]
+
+
 def slots(node: NodeSpec, max_concurrency: int) -> list[tuple[int, ...]]:
     """packing's slots: the CPUs listed NUMA domain by domain, cut into Cmax runs of floor(N/Cmax) CPUs."""
     cpus = [c for d in node.numa for c in sorted(d.cpus)]
@@ -126,8 +131,7 @@ class PackingBase:
         slot = next((a for a in self.allocs if free.issuperset(a.cpus)), None)
         if slot is None or self.window is None:
             return None if slot is None else (queue[0], slot)
-        alone = {j.id: sim.memo.solve(sim.g, [sim.sim_job(j.params, slot)])[0] for j in _distinct(queue, self.window)}
-        return next(j for j in queue if j.id == max(alone, key=alone.__getitem__)), slot
+        return max(_distinct(queue, self.window), key=lambda j: _alone(sim, j, slot)), slot  # ties: the earlier job
 
 
 class Fill:
@@ -419,12 +423,7 @@ class Rollout:
         if self.goal != "makespan":
             return first
         near = [k for k in starts if values[k] - sim.now <= (1.0 + self.margin) * (values[first] - sim.now)]
-
-        def length(k: int) -> float:
-            j, alloc = options[k]  # type: ignore[misc]
-            return sim.memo.solve(sim.g, [sim.sim_job(j.params, alloc)])[0]
-
-        return max(near, key=lambda k: (length(k), -values[k], -k))
+        return max(near, key=lambda k: (_alone(sim, *options[k]), -values[k], -k))  # type: ignore[misc]
 
     @staticmethod
     def _starts(sim: StreamNode, queue: list[StreamJob], places: int, base: Fill | PackingBase
@@ -457,24 +456,26 @@ class Rollout:
         own = objective_value(ends, held, self.goal)
         self.played = played
         packed = play_out(view.sim.fork(), list(view.queue), self.cmax, self.packing, self.goal)
-        name, self.fallback_base = "packing", self.packing
+        base, name = self.packing, "packing"
         if self.goal == "makespan":  # the same slots, the longest job first, where predicted shorter than queue order
             longest = play_out(view.sim.fork(), list(view.queue), self.cmax, self.longest, self.goal)
             if longest < packed * (1.0 - 1e-9):
-                packed, name, self.fallback_base = longest, "packing's slots, longest first", self.longest
+                packed, base, name = longest, self.longest, "packing's slots, longest first"
+        note = ""
         if packed < own * (1.0 - 1e-9):
             what = "makespan" if self.goal == "makespan" else "sum of ends and node-seconds held"
-            return (f"decided as packing ({name}): its predicted {what} ({packed:.1f} s) beats this policy's "
+            note = (f"decided as packing ({name}): its predicted {what} ({packed:.1f} s) beats this policy's "
                     f"({own:.1f} s) on the node model for the {len(view.queue)} jobs known at the first decision")
-        if self.margin > 0 and self.goal == "makespan" and packed - own <= self.margin * (packed - view.now):
+        elif self.margin > 0 and self.goal == "makespan" and packed - own <= self.margin * (packed - view.now):
             # a model that stands for a real node may be wrong by its error: a gain within it is no gain (measured on
             # this node, packing ran windows of new programs as well as or better than every plan predicted a few
             # per cent better: docs/real-node.md)
-            return (f"decided as packing ({name}): this policy's predicted makespan ({own - view.now:.1f} s) is not "
+            note = (f"decided as packing ({name}): this policy's predicted makespan ({own - view.now:.1f} s) is not "
                     f"shorter than that ({packed - view.now:.1f} s) by more than the node model's error "
                     f"({self.margin * 100:.0f} %, the p90 of its held-out errors)")
-        self.fallback_base = self.packing
-        return ""
+        if note:
+            self.fallback_base = base
+        return note
 
 
 __all__ = ["Fill", "PackingBase", "Proposals", "Rollout", "play_out", "advance", "objective_value",
