@@ -7,7 +7,8 @@
 * cosched groups: `sbatch --cosched`, `cosched slurm run --mode groups --once`: windows planned into groups, each
   group released together with its placements, the next when the node is free again;
 * cosched continuous: `cosched slurm run --mode continuous --once`: at each job's end a decision for the node starts
-  held jobs beside those still running, pinned to the CPUs decided (one job per CPU at most).
+  held jobs beside those still running, pinned to the CPUs decided (one job per CPU at most); each program's length
+  learned from its jobs that ended (``cosched-continuous-profiles``, on request: the profiles' lengths only).
 
 The programs do fixed work (a Python loop, sysbench cpu, xz of a fixed file, a memory stream), each sized once at
 the start so that it runs about --target seconds alone on one CPU of this machine (``--sizes`` gives the sizes of an
@@ -55,6 +56,9 @@ PROGRAMS: dict[str, tuple[str, int]] = {
 STREAM = ["py", "mem", "sb", "xz", "mem", "py", "xz", "sb", "py", "mem", "xz", "sb"]
 LENGTHS = [1.0, 0.8, 1.2, 1.0, 1.2, 0.8, 0.9, 1.1, 1.2, 0.9, 1.1, 0.8]  # x --target, so jobs differ in length
 MODES = ["one-at-a-time", "packing", "cosched-groups", "cosched-continuous"]
+# on request (--modes): continuous mode deciding with the profiles' lengths only (--no-learn-lengths), the ablation of
+# the lengths the controller learns from the jobs that ended
+ALL_MODES = [*MODES, "cosched-continuous-profiles"]
 
 
 def sh(argv: list[str], env: dict[str, str], **kw) -> str:  # type: ignore[no-untyped-def]
@@ -119,16 +123,17 @@ def read_jobs(work: Path, tags: list[str], progs: list[str]) -> list[dict]:
 def run_mode(mode: str, rep: int, env: dict[str, str], work: Path, data: Path, sizes: dict[str, int], cpus: int,
              state: Path, cmax: int, target: float) -> dict:
     tags = [f"{mode}-{rep}-{k:02d}" for k in range(len(STREAM))]
-    extra = {"cosched-groups": ["--cosched", "-c", str(cpus)], "cosched-continuous": ["--cosched", "-c", str(cpus)],
-             "one-at-a-time": ["-p", "batch", "-c", str(cpus)], "packing": ["-p", "cosched", "-c", str(cpus)]}[mode]
+    extra = {"one-at-a-time": ["-p", "batch", "-c", str(cpus)], "packing": ["-p", "cosched", "-c", str(cpus)]}.get(
+        mode, ["--cosched", "-c", str(cpus)])
     ids = [submit(env, work, t, command(p, max(1, round(sizes[p] * f)), data), p, extra)
            for t, p, f in zip(tags, STREAM, LENGTHS)]
     ctl_log = ""
     if mode.startswith("cosched-"):
         cdir = work / f"ctl-{mode}-{rep}"
         sh([sys.executable, "-m", "service.cli", "slurm", "run", "--once", "--poll", "0.3", "--state-dir", str(cdir),
-            "--placement-dir", str(state / "placements"), "--mode", mode.split("-", 1)[1], "--window", "6",
-            "--cmax", str(cmax)], env, timeout=len(STREAM) * target * 10)
+            "--placement-dir", str(state / "placements"), "--mode", mode.split("-")[1], "--window", "6",
+            "--cmax", str(cmax), *(["--no-learn-lengths"] if mode.endswith("-profiles") else [])], env,
+           timeout=len(STREAM) * target * 10)
         ctl_log = (cdir / "controller" / "controller.log").read_text()
     wait_done(env, ids, timeout=len(STREAM) * target * 10)
     jobs = read_jobs(work, tags, STREAM)
@@ -164,8 +169,9 @@ def picture(doc: dict, path: str) -> None:
     import matplotlib.pyplot as plt
 
     colors = {"py": "#3b7dd0", "sb": "#d08a3b", "xz": "#5aa469", "mem": "#b04a8b"}
-    fig, axes = plt.subplots(len(MODES), 1, figsize=(9, 1.3 + 1.25 * len(MODES)), sharex=True)
-    for ax, mode in zip(axes, MODES):
+    modes = [m for m in ALL_MODES if m in doc["runs"]]
+    fig, axes = plt.subplots(len(modes), 1, figsize=(9, 1.3 + 1.25 * len(modes)), sharex=True, squeeze=False)
+    for ax, mode in zip(axes[:, 0], modes):
         runs = doc["runs"][mode]
         med = sorted(runs, key=lambda r: r["makespan_s"])[len(runs) // 2]
         ls = lanes(med["jobs"])
@@ -175,7 +181,7 @@ def picture(doc: dict, path: str) -> None:
         ax.set_yticks(range(max(ls) + 1))
         ax.set_ylabel("lane")
         ax.set_title(f"{mode}: makespan {med['makespan_s']:.1f} s (median run of {len(runs)})", fontsize=9, loc="left")
-    axes[-1].set_xlabel("seconds since the first start (labels: program, CPUs allowed)")
+    axes[-1, 0].set_xlabel("seconds since the first start (labels: program, CPUs allowed)")
     fig.suptitle(f"{len(STREAM)} jobs on one Slurm node of this machine's {doc['cpus_per_node']} CPUs (measured; "
                  f"{doc['load']})", fontsize=9)
     fig.text(0.01, 0.005, "bench/slurm_makespan.py " + doc["argv"], fontsize=6)
@@ -188,7 +194,8 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--target", type=float, default=25.0, help="seconds each program runs alone (20-60; default 25)")
     ap.add_argument("--sizes", default=None, help="the programs' sizes of an earlier run, JSON ({\"py\": N, ...})")
-    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated, of " + ", ".join(MODES))
+    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated, of " + ", ".join(ALL_MODES) +
+                    f" (default {','.join(MODES)})")
     ap.add_argument("--cmax", type=int, default=None, help="jobs at once for cosched (default: the node's CPUs)")
     ap.add_argument("--home", type=Path, default=None, help="a COSCHED_HOME to use (its calibrated node model lets "
                     "continuous mode decide with rollout); default: a new one")
@@ -199,8 +206,8 @@ def main() -> int:
     ap.add_argument("--png", default=None, help="the picture of each mode's median run (matplotlib)")
     args = ap.parse_args()
     modes = [m for m in args.modes.split(",") if m]
-    if any(m not in MODES for m in modes) or not modes:
-        raise SystemExit(f"--modes takes some of {', '.join(MODES)}, not {args.modes!r}")
+    if any(m not in ALL_MODES for m in modes) or not modes:
+        raise SystemExit(f"--modes takes some of {', '.join(ALL_MODES)}, not {args.modes!r}")
     if not 5 <= args.target <= 120 or args.repeats < 1:
         raise SystemExit("--target must be 5..120 seconds and --repeats at least 1")
     load0 = os.getloadavg()[0]
@@ -257,12 +264,15 @@ def main() -> int:
            "makespan_s": {m: {"median": statistics.median(v), "min": min(v), "max": max(v), "all": v}
                           for m, v in spans.items()},
            "speedup_vs_one_at_a_time": {m: base_med / statistics.median(v) for m, v in spans.items()} if base_med else {},
+           # packing's makespan over each mode's, repeat by repeat (the runs of one repeat are side by side)
+           "vs_packing": {m: {"median": statistics.median(r := [p / x for p, x in zip(spans["packing"], v)]),
+                              "min": min(r), "max": max(r), "all": r} for m, v in spans.items()} if "packing" in spans else {},
            "continuous_decided_with": next((r["decided_with"] for r in runs.get("cosched-continuous", [])
                                             if r["decided_with"]), "the controller's policy (rollout)"),
            "runs": runs}
     if args.json:
         Path(args.json).write_text(json.dumps(doc, indent=1))
-    if args.png and set(MODES) <= set(modes):
+    if args.png:
         picture(doc, args.png)
     print(f"{len(STREAM)} jobs ({', '.join(STREAM)}) through Slurm on {doc['node']} (measured; median of "
           f"{args.repeats} [min, max]; {doc['load']})")
@@ -271,7 +281,9 @@ def main() -> int:
         s = doc["makespan_s"][m]
         ratio = doc["speedup_vs_one_at_a_time"].get(m)
         print(f"  {m:19s} makespan {s['median']:7.1f} s [{s['min']:.1f}, {s['max']:.1f}]" +
-              (f"   vs one at a time {ratio:.2f}x" if ratio else ""))
+              (f"   vs one at a time {ratio:.2f}x" if ratio else "") + (
+                  f"   packing's / its {doc['vs_packing'][m]['median']:.3f} [{doc['vs_packing'][m]['min']:.3f}, "
+                  f"{doc['vs_packing'][m]['max']:.3f}]" if doc["vs_packing"] else ""))
     print(f"  continuous decided with: {doc['continuous_decided_with']}")
     print(f"  rerun: .venv/bin/python bench/slurm_makespan.py {doc['argv']}")
     return 0

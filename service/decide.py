@@ -68,12 +68,18 @@ class DecideAllocation(BaseModel):
     mem_bw_percent: dict[str, int] | None = Field(None, description="NUMA id -> bandwidth cap (1-100); absent: none")
 
 
+SOLO_HELP = ("its time alone on the whole node where the caller knows it better than its program's profile (from the "
+             "program's jobs that ended on this node, say): the node model's program scaled to it (its work and "
+             "traffic; its character stays). Absent: its profile's")
+
+
 class RunningIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: Name
     profile: Name | None = Field(None, description="its program (a profile or catalogue job); default: the id")
     allocation: DecideAllocation
     seconds_run: float = Field(allow_inf_nan=False, description="seconds it has run so far")
+    solo_s: float | None = Field(None, gt=0, le=1e9, allow_inf_nan=False, description=SOLO_HELP)
     adapts: bool | None = Field(None, description="its program loses nothing when CPUs are taken from it while it "
                                 "runs; only such a job may be asked to give CPUs back (rollout-giveback). The caller "
                                 "then re-pins every thread of it onto the CPUs the change keeps before it starts "
@@ -92,6 +98,7 @@ class QueuedIn(BaseModel):
     id: Name
     profile: Name | None = None
     submit_s: float = Field(0.0, ge=0, le=1e9, allow_inf_nan=False, description="when it was submitted (caller's clock)")
+    solo_s: float | None = Field(None, gt=0, le=1e9, allow_inf_nan=False, description=SOLO_HELP)
 
 
 class DecideRequest(BaseModel):
@@ -112,6 +119,8 @@ class DecidedJob(BaseModel):
     id: str
     profile: str
     allocation: DecideAllocation
+    solo_s: float | None = Field(None, description="its time alone on the whole node as the decision took it (the "
+                                 "caller's solo_s, else its profile's); null where neither says")
 
 
 class PredictedJob(BaseModel):
@@ -176,13 +185,15 @@ class Decider:
         self._profiles: dict[str, Any] = {}
 
     def stream_job(self, id: str, profile: str, submit_s: float = 0.0, field: str = "job",
-                   adapts: bool | None = None) -> StreamJob:
-        """A job as the policy sees it (its program's params and solo time from the node model); ``adapts``: as the
-        caller says, else as its profile on this node measured (``cosched profile --adapts``), else False."""
+                   adapts: bool | None = None, solo_s: float | None = None) -> StreamJob:
+        """A job as the policy sees it (its program's params and solo time from the node model, scaled to
+        ``solo_s`` where the caller gives its time alone); ``adapts``: as the caller says, else as its profile on
+        this node measured (``cosched profile --adapts``), else False."""
         if adapts is None:
             adapts = self._profile_adapts(profile)
         if self.model is None:
-            return StreamJob(id, profile, None, self._profile_solo(profile), submit_s, adapts)  # type: ignore[arg-type]
+            solo = solo_s if solo_s is not None else self._profile_solo(profile)
+            return StreamJob(id, profile, None, solo, submit_s, adapts)  # type: ignore[arg-type]
         from env.sim.catalogue import catalogue
         from env.sim.world import world_for
 
@@ -191,8 +202,10 @@ class Decider:
             how = "GET /profiles, 'cosched profile'" if self.model.kind == "model" else "'cosched jobs --backend sim'"
             raise DecideError(f"{field}.profile", f"node {self.node.name} does not know program {profile!r}: send a "
                                                   f"profile its node model has ({how})")
-        return StreamJob(id, profile, world.entries[profile].params, catalogue(self.dnode)[profile].solo_s, submit_s,
-                         adapts)
+        params, solo = world.entries[profile].params, catalogue(self.dnode)[profile].solo_s
+        if solo_s is not None:
+            params, solo = params.scaled(solo_s / solo), solo_s
+        return StreamJob(id, profile, params, solo, submit_s, adapts)
 
     def _profile_adapts(self, profile: str) -> bool:
         return profile_adapts(self.node, profile, self._profile)
@@ -372,26 +385,29 @@ def decide_state(node: NodeSpec, request: DecideRequest | dict[str, Any]) -> Dec
                 raise DecideError(f"{where}.allocation.cpus", f"CPU {c} is also held by {held[c]}: a CPU runs one "
                                                               "job at a time; send each job's own CPUs")
             held[c] = f"{where} ({r.id!r})"
-        running.append((decider.stream_job(r.id, r.profile or r.id, 0.0, where, r.adapts), alloc, r.seconds_run))
+        running.append((decider.stream_job(r.id, r.profile or r.id, 0.0, where, r.adapts, r.solo_s), alloc,
+                        r.seconds_run))
     queue = []
     for i, q in enumerate(req.queue):
         _unique(seen, q.id, f"queue[{i}]")
         if q.submit_s > now:
             raise DecideError(f"queue[{i}].submit_s", f"{q.submit_s} is after now_s {now}: queue only the jobs "
                                                       "submitted by now")
-        queue.append(decider.stream_job(q.id, q.profile or q.id, q.submit_s, f"queue[{i}]"))
+        queue.append(decider.stream_job(q.id, q.profile or q.id, q.submit_s, f"queue[{i}]", solo_s=q.solo_s))
     known = [j for j, _, _ in running] + queue
     decider.reset(known, req.max_concurrency)
     view = decider.view(running, queue, now)
     d = decider.decide(view)
     names = {j.id: j.name for j in known}
+    solos = {j.id: j.solo_s if math.isfinite(j.solo_s) else None for j in known}
     pred = decider.predict(view, d, known) if req.predict else None
     from env.plan.launch import enforcement
 
     return DecideResponse(
         node=node.name, policy=decider.name, now_s=now,
-        starts=[DecidedJob(id=k, profile=names[k], allocation=allocation_out(a)) for k, a in d.starts],
-        changes=[DecidedJob(id=k, profile=names[k], allocation=allocation_out(a)) for k, a in d.changes],
+        starts=[DecidedJob(id=k, profile=names[k], allocation=allocation_out(a), solo_s=solos[k]) for k, a in d.starts],
+        changes=[DecidedJob(id=k, profile=names[k], allocation=allocation_out(a), solo_s=solos[k])
+                 for k, a in d.changes],
         predicted=pred,
         no_prediction=None if pred is not None else "not asked for (predict: false)" if not req.predict else
         f"no node model for node {node.name}: run 'cosched calibrate'",

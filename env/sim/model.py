@@ -37,7 +37,7 @@ a seeded log-normal factor. Without noise the model is a pure function of its in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Annotated
 
@@ -80,6 +80,13 @@ class JobParams:
     def latency_sensitivity(self) -> float:
         """How much of a remote access's extra latency shows: prefetched regular streams hide most of it."""
         return 0.25 + 0.75 * self.irregular
+
+    def scaled(self, k: float) -> "JobParams":
+        """The same program doing ``k`` times its work: its compute and every traffic scale, its working sets and
+        character do not. Its time on any allocation, beside any co-runners, is ``k`` times as long (every rate the
+        model solves for is traffic over time, which stays)."""
+        return replace(self, work_s=self.work_s * k, comm_gb=self.comm_gb * k, stream_gb=self.stream_gb * k,
+                       reuse_gb=self.reuse_gb * k)
 
 
 #: How sharply a working set's misses fall as the cache comes to hold it: m(r) = 1 / (1 + r^STEEP) is 0.5 at

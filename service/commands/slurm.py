@@ -74,6 +74,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "held jobs beside those still running, no barrier (docs/slurm.md)")
     r.add_argument("--policy", default=None, help="groups: the planning policy (default: as 'cosched schedule'); "
                    "continuous: the stream policy, rollout (default), greedy-continuous, packing or timeshare")
+    r.add_argument("--no-learn-lengths", dest="learn_lengths", action="store_false",
+                   help="continuous: decide with the profiles' lengths only (default: each program's time alone is "
+                   "learned from its jobs that ended on the node, the plugin's start and end records)")
     r.add_argument("--model", default=None, help="model file for the agent policy")
     r.add_argument("--pinrt-env", action="append", default=[], metavar="KEY=VALUE",
                    help="a PINRT_* setting for jobs run with --cosched=pinrt (repeatable)")
@@ -182,7 +185,8 @@ def _run(args: argparse.Namespace) -> int:
     journal = Journal(cdir / "journal.sqlite")
     ctl = Controller(ControllerConfig(partition=args.partition, placement_dir=pdir, window=args.window, cmax=args.cmax,
                                       gather_s=args.gather, pinrt_env=pinrt_env, stale_after_s=args.stale_after,
-                                      mode=args.mode, policy=args.policy if args.mode == "continuous" else None),
+                                      mode=args.mode, policy=args.policy if args.mode == "continuous" else None,
+                                      learn_lengths=args.learn_lengths),
                      SlurmCommands(env), plan, journal, plan_node=lambda: plan_node, log=log)
     stopping = {"now": False}
 

@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from env.errors import CoschedError
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
     from service.slurm.controller import StepResult
 
 _NAME = re.compile(NAME_PATTERN)
+LEARN_LAST = 5  # a program's jobs that ended here its learned length is the median of
 _MEMORY = {v: k for k, v in placement.MEMPOLICY.items()}  # the plugin's memory policy -> the decision's
 
 
@@ -64,6 +67,7 @@ class Continuous(Recovery):
         queue = self._held_queue(jobs)
         c["queued"] = len(queue)
         running = self._running(jobs, spec)
+        lengths = self._learned_lengths() if self.cfg.learn_lengths else {}
         foreign = _foreign_nodes(jobs, self.cfg.partition)
         unknown: set[str] = c.setdefault("unknown", set())
         last: dict[str, tuple] = c.setdefault("last", {})  # node -> (running ids, queue head ids) last decided at
@@ -110,8 +114,9 @@ class Continuous(Recovery):
             if not head or last.get(node.name) == sig:
                 continue
             try:
-                d = decide(spec, runs, [Queued(j.job_id, j.profile, j.submit_time - t0) for j in head], self.cfg.cmax,
-                           now_s=max(0.0, now - t0), policy=self.cfg.policy, window=self.cfg.window)
+                d = decide(spec, [replace(r, solo_s=lengths.get(r.profile)) for r in runs],
+                           [Queued(j.job_id, j.profile, j.submit_time - t0, lengths.get(j.profile)) for j in head],
+                           self.cfg.cmax, now_s=max(0.0, now - t0), policy=self.cfg.policy, window=self.cfg.window)
             except CoschedError as exc:  # the node's state as the controller sees it was refused: said, not retried
                 last[node.name] = sig
                 self.log(f"node {node.name}: no decision ({exc}); its held jobs wait for the next event")
@@ -173,8 +178,12 @@ class Continuous(Recovery):
                 alloc, spec, pinrt="pinrt" in sj.options, pinrt_env=self.cfg.pinrt_env,
                 resctrl_group=group_name(0, str(sj.job_id)) if resctrl else None)
             new.append(NewJob(sj.job_id, 0, sj.profile, sj.options, lines, float(sj.submit_time)))
+            expect = getattr(d, "expected", {}).get(sj.job_id)
             doc.append({"id": sj.job_id, "profile": sj.profile,
-                        "allocation": alloc.model_dump(mode="json") if alloc is not None else None})  # type: ignore[attr-defined]
+                        "allocation": alloc.model_dump(mode="json") if alloc is not None else None,  # type: ignore[attr-defined]
+                        **({"solo_s": round(expect[0], 3), "predicted_s": round(expect[1], 3)} if expect else {})})
+            if expect:
+                self._c.setdefault("expect", {})[sj.job_id] = (sj.profile, *expect)
         pred = getattr(d, "predicted_makespan_s", None)
         wid = self.journal.add_decision(node, json.dumps({"mode": "continuous", "node": node, "starts": doc,
                                                           "policy": getattr(d, "policy", None), "predicted_makespan_s": pred,
@@ -193,6 +202,32 @@ class Continuous(Recovery):
         what = ", ".join(f"{sj.job_id} ({sj.profile}) on CPUs {format_cpulist(alloc.cpus)}"  # type: ignore[attr-defined]
                          if alloc is not None else f"{sj.job_id} ({sj.profile})" for sj, alloc in chosen)
         self.log(f"node {node}: start {what} {why} [decision {wid}]")
+
+    def _learned_lengths(self) -> dict[str, float]:
+        """Each program's time alone on the node as its jobs that ended here show it (system-generated runtime
+        predictions, as Tsafrir, Etsion and Feitelson's backfilling takes a user's last jobs' runtimes): a job that
+        exited 0 gives its time alone as its decision took it, times the seconds it ran (the plugin's start and end
+        records) over the seconds the decision predicted; a program's length is the median of its last LEARN_LAST.
+        Programs none of whose jobs ended here yet keep their profile's. Kept for the controller's life."""
+        c = self._c
+        expect: dict[int, tuple[str, float, float]] = c.setdefault("expect", {})
+        seen: dict[str, list[float]] = c.setdefault("lengths", {})
+        pdir = self.cfg.placement_dir
+        for jid in list(expect):
+            end = placement.ended(pdir, jid)
+            if end is None:
+                continue
+            profile, solo, predicted = expect.pop(jid)
+            start = placement.started(pdir, jid)
+            ran = end.time - start.time if start is not None and start.time > 0 else 0.0
+            if end.fields.get("exit") != "0" or "signal" in end.fields or ran <= 0:
+                continue  # a failed or cancelled job says nothing of its program's length
+            xs = seen.setdefault(profile, [])
+            xs.append(solo * ran / predicted)
+            del xs[:-LEARN_LAST]
+            self.log(f"job {jid} ({profile}) ran {ran:.1f} s where {predicted:.1f} s was predicted: {profile} alone "
+                     f"now taken as {statistics.median(xs):.1f} s (its last {len(xs)} ended here)")
+        return {p: statistics.median(xs) for p, xs in seen.items()}
 
     def _held_queue(self, jobs: dict[int, SlurmJob]) -> list[SlurmJob]:
         """The partition's held jobs no decision has started, oldest first (a job of a group that waits for a node

@@ -66,6 +66,8 @@ class ControllerConfig:
     # 'continuous': a decision at every event on each node (service/slurm/continuous.py), no barrier.
     mode: str = "groups"
     policy: str | None = None  # continuous mode's stream policy (default rollout; packing on a node without a model)
+    # continuous mode: each program's length from its jobs that ended here (else its profile's alone)
+    learn_lengths: bool = True
 
 
 @dataclass

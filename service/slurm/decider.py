@@ -33,6 +33,7 @@ class Running:
     profile: str
     allocation: DecideAllocation
     seconds_run: float
+    solo_s: float | None = None  # its time alone on the node where the caller knows it better than the profile
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class Queued:
     id: int
     profile: str
     submit_s: float  # on the caller's clock, as ``now_s``
+    solo_s: float | None = None
 
 
 @dataclass
@@ -51,6 +53,9 @@ class Decided:
     unknown: list[int] = field(default_factory=list)  # queued jobs whose program the node model does not know
     fallback: str | None = None  # why the policy asked for did not decide (no node model), else None
     note: str | None = None  # why the policy departed from its own rule (its guard decided as packing), else None
+    # each started job: (its time alone as the decision took it, the seconds to its end the node model predicts);
+    # only jobs both are known for
+    expected: dict[int, tuple[float, float]] = field(default_factory=dict)
 
 
 def max_jobs(node: NodeSpec, cmax: int) -> int:
@@ -68,9 +73,10 @@ def decide(node: NodeSpec, running: list[Running], queue: list[Queued], max_conc
     queue = list(queue)
     while True:
         req = DecideRequest(
-            running=[RunningIn(id=str(r.id), profile=r.profile, allocation=r.allocation, seconds_run=max(0.0, r.seconds_run))
-                     for r in running],
-            queue=[QueuedIn(id=str(q.id), profile=q.profile, submit_s=min(max(0.0, q.submit_s), now_s)) for q in queue],
+            running=[RunningIn(id=str(r.id), profile=r.profile, allocation=r.allocation,
+                               seconds_run=max(0.0, r.seconds_run), solo_s=r.solo_s) for r in running],
+            queue=[QueuedIn(id=str(q.id), profile=q.profile, submit_s=min(max(0.0, q.submit_s), now_s), solo_s=q.solo_s)
+                   for q in queue],
             max_concurrency=cmax, policy=policy, window=window, now_s=now_s)
         try:
             out = decide_state(node, req)
@@ -84,9 +90,12 @@ def decide(node: NodeSpec, running: list[Running], queue: list[Queued], max_conc
             unknown.append(queue.pop(k).id)
             continue
         pred = out.predicted.makespan_s if out.predicted is not None else None
+        ends = {p.id: p.end_s for p in out.predicted.jobs} if out.predicted is not None else {}
+        expected = {int(s.id): (s.solo_s, ends[s.id] - out.now_s) for s in out.starts
+                    if s.solo_s is not None and ends.get(s.id) is not None and ends[s.id] > out.now_s}
         return Decided(policy=out.policy, starts=[(int(s.id), s.allocation) for s in out.starts],
                        changes=[(int(c.id), c.allocation) for c in out.changes], predicted_makespan_s=pred,
-                       unknown=unknown, fallback=fallback, note=out.note)
+                       unknown=unknown, fallback=fallback, note=out.note, expected=expected)
 
 
 def _queue_index(name: str) -> int | None:

@@ -119,3 +119,26 @@ def test_catalogue_equals_model_solo_and_one_core(ref_node):
         assert job.one_core_s == pytest.approx(solo_time(ref_node, p, cpus=[0]))
         assert 10 <= job.solo_s <= 1000, name
         assert job.scale_factor > 1
+
+
+def test_a_program_scaled_to_k_times_its_work_takes_k_times_as_long_beside_any_corunner(ref_node):
+    # what POST /decide's solo_s rests on: scaling work and traffic keeps every rate, so contention is the same
+    from env.plan.allocate import plain_allocation
+    from env.sim.stream import StreamNode
+    from env.sim.world import world_for
+
+    world = world_for(ref_node)
+    mg, ep, ft = (world.entries[n].params for n in ("MG", "EP", "FT"))
+
+    def ends(k):
+        sim = StreamNode(ref_node, world.params)
+        for jid, p, cpus in (("mg", mg, range(0, 8)), ("ep", ep, range(8, 16)), ("ft", ft, range(16, 24))):
+            sim.start(jid, p.name, p.scaled(k), plain_allocation(ref_node, tuple(cpus)))
+        while sim.running:
+            sim.advance()
+        return sim.ended
+
+    one, more = ends(1.0), ends(2.5)
+    assert len(set(one.values())) == 3  # three different ends: the contention changes twice on the way
+    assert all(more[j] == pytest.approx(2.5 * one[j]) for j in one)
+    assert solo_time(ref_node, ft.scaled(0.4)) == pytest.approx(0.4 * solo_time(ref_node, ft))

@@ -163,6 +163,29 @@ def test_a_running_job_carries_the_work_the_model_says_is_left() -> None:
     assert late.running["a"].left == pytest.approx(0.01)  # past the model's end: taken to end soon
 
 
+def test_a_jobs_time_alone_from_the_caller_scales_its_program_on_the_node_model() -> None:
+    # FT alone on an empty node: the caller says it runs twice its profile's time alone; the node model plays it
+    # twice as long, a running job with a solo_s is as far through its work as that says, and the answer says
+    # which time alone each start was decided with
+    from env.sim.catalogue import catalogue
+
+    solo = catalogue(NODE)["FT"].solo_s
+    base = decide_state(NODE, {"queue": [{"id": "c", "profile": "FT"}], "max_concurrency": 1})
+    long_ = decide_state(NODE, {"queue": [{"id": "c", "profile": "FT", "solo_s": 2 * solo}], "max_concurrency": 1})
+    assert [s.allocation.cpus for s in long_.starts] == [s.allocation.cpus for s in base.starts]
+    assert base.starts[0].solo_s == pytest.approx(solo) and long_.starts[0].solo_s == pytest.approx(2 * solo)
+    assert long_.predicted.jobs[0].end_s == pytest.approx(2 * base.predicted.jobs[0].end_s)
+    alloc = base.starts[0].allocation.model_dump()
+    t = base.predicted.jobs[0].end_s
+    run = {"id": "c", "profile": "FT", "allocation": alloc, "seconds_run": t / 2}
+    half = decide_state(NODE, {"running": [run], "max_concurrency": 1})
+    slow = decide_state(NODE, {"running": [{**run, "solo_s": 2 * solo}], "max_concurrency": 1})
+    assert half.predicted.jobs[0].end_s == pytest.approx(t / 2)  # halfway through its profile's work
+    assert slow.predicted.jobs[0].end_s == pytest.approx(1.5 * t)  # a quarter through twice that work
+    with pytest.raises(InputError, match=r"solo_s"):
+        decide_state(NODE, {"queue": [{"id": "c", "profile": "FT", "solo_s": 0}], "max_concurrency": 1})
+
+
 def test_the_controllers_fast_path_decides_the_same_without_predicting() -> None:
     full, fast = decide_state(NODE, state()), decide_state(NODE, state(predict=False))
     assert fast.predicted is None and "predict: false" in fast.no_prediction

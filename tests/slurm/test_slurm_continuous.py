@@ -270,3 +270,41 @@ def test_a_start_its_policys_guard_decided_as_packing_says_so_in_the_log_and_the
     assert starts and "decided as packing (packing's slots, longest first)" in starts[0], log
     docs = [json.loads(r[0]) for r in sqlite3.connect(tmp_path / "journal.sqlite").execute("SELECT plan FROM windows")]
     assert docs and all("decided as packing" in (d.get("note") or "") for d in docs), docs
+
+
+@pytest.mark.parametrize("learn", [True, False])
+def test_a_programs_length_is_learned_from_its_jobs_that_ended_and_decides_its_next_ones(tmp_path: Path,
+                                                                                           learn: bool) -> None:
+    # MG's jobs run 30 s here whatever the node model says; one job at a time (Cmax 1), so each is predicted alone.
+    # Once the first ended, the next is decided with MG's time alone as the records show it: the time its decision
+    # took, times the seconds it ran over the seconds predicted. --no-learn-lengths keeps the profile's. (The last
+    # job, with nobody waiting, runs alone with the whole node: no decision.)
+    from env.sim.catalogue import catalogue
+
+    sim = SimCluster(n_nodes=1, cpus=24)
+    ids = [sim.submit("MG", runtime_s=30.0) for _ in range(3)]
+    pdir, log = tmp_path / "placements", []
+    plugin = Plugin(sim, pdir)
+    ctl = Controller(ControllerConfig(partition="cosched", placement_dir=pdir, window=8, cmax=1, gather_s=0.0,
+                                      stale_after_s=30.0, mode="continuous", policy="greedy-continuous",
+                                      learn_lengths=learn),
+                     sim, in_process(NODE, "greedy", None), Journal(tmp_path / "journal.sqlite"),
+                     plan_node=lambda: load_node(NODE), log=log.append, clock=sim.clock)
+    Watch(sim, plugin, pdir).run(ctl, 100.0)
+    assert all(plugin.runs.get(i) == 1 for i in ids), plugin.runs
+    docs = [json.loads(r[0])["starts"][0] for r in
+            sqlite3.connect(tmp_path / "journal.sqlite").execute("SELECT plan FROM windows ORDER BY id")]
+    assert [d["id"] for d in docs] == ids
+    profile = catalogue(load_node(NODE))["MG"].solo_s
+    first = docs[0]
+    assert first["solo_s"] == pytest.approx(profile, abs=1e-3) and first["predicted_s"] > 0
+    ran = placement.ended(pdir, ids[0]).time - placement.started(pdir, ids[0]).time
+    learned = first["solo_s"] * ran / first["predicted_s"]
+    taken = [ln for ln in log if "alone now taken as" in ln]
+    if learn:
+        assert abs(learned - profile) > 1.0  # the profile was off; the records say by how much
+        assert docs[1]["solo_s"] == pytest.approx(learned, abs=1e-2)
+        assert docs[1]["predicted_s"] == pytest.approx(ran, rel=0.02)  # predicted as it then ran
+        assert taken and f"job {ids[0]} (MG) ran {ran:.1f} s" in taken[0], log
+    else:
+        assert [d.get("solo_s") for d in docs[:2]] == pytest.approx([profile] * 2, abs=1e-3) and not taken, docs
