@@ -286,6 +286,20 @@ class Decider:
                           makespan_s=round(last - first, 6) if last is not None else None)
 
 
+def profile_solo_s(node: NodeSpec, profile: str) -> float | None:
+    """``profile``'s time alone on the whole node as the node's model has it from its profile, what a ``solo_s``
+    replaces (None: no node model, or a program it does not know)."""
+    model = stream_model(node)
+    if model is None:
+        return None
+    from env.sim.catalogue import catalogue
+    from env.sim.world import world_for
+
+    if not world_for(model.node).is_known(profile):
+        return None
+    return catalogue(model.node)[profile].solo_s
+
+
 def profile_adapts(node: NodeSpec, profile: str, stored: Any = None) -> bool:
     """Whether ``profile``'s program adapts to CPUs taken from it while it runs, as ``cosched profile --adapts``
     measured it on this node (``stored``: profile name -> its stored profile or None); False where nothing was

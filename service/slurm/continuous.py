@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import re
-import statistics
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -38,7 +37,7 @@ from env.node.resctrl import group_name
 from env.node.spec import NodeSpec
 from env.plan.models import NAME_PATTERN
 from service.slurm import placement
-from service.slurm.decider import Queued, Running, decide, max_jobs
+from service.slurm.decider import Lengths, Queued, Running, decide, max_jobs
 from service.slurm.journal import JobRow, NewJob
 from service.slurm.recovery import Recovery
 from service.slurm.slurmcmd import SlurmJob, SlurmNode
@@ -47,7 +46,6 @@ if TYPE_CHECKING:
     from service.slurm.controller import StepResult
 
 _NAME = re.compile(NAME_PATTERN)
-LEARN_LAST = 5  # a program's jobs that ended here its learned length is the median of
 _MEMORY = {v: k for k, v in placement.MEMPOLICY.items()}  # the plugin's memory policy -> the decision's
 
 
@@ -67,7 +65,8 @@ class Continuous(Recovery):
         queue = self._held_queue(jobs)
         c["queued"] = len(queue)
         running = self._running(jobs, spec)
-        lengths = self._learned_lengths() if self.cfg.learn_lengths else {}
+        profiles = {j.profile for j in queue} | {r.profile for rs in running.values() for r in rs if r is not None}
+        lengths = self._lengths(spec, profiles) if self.cfg.learn_lengths else {}
         foreign = _foreign_nodes(jobs, self.cfg.partition)
         unknown: set[str] = c.setdefault("unknown", set())
         last: dict[str, tuple] = c.setdefault("last", {})  # node -> (running ids, queue head ids) last decided at
@@ -182,8 +181,8 @@ class Continuous(Recovery):
             doc.append({"id": sj.job_id, "profile": sj.profile,
                         "allocation": alloc.model_dump(mode="json") if alloc is not None else None,  # type: ignore[attr-defined]
                         **({"solo_s": round(expect[0], 3), "predicted_s": round(expect[1], 3)} if expect else {})})
-            if expect:
-                self._c.setdefault("expect", {})[sj.job_id] = (sj.profile, *expect)
+            if expect and self.cfg.learn_lengths and spec is not None:
+                self._c.setdefault("lengths", Lengths(spec)).started(sj.job_id, sj.profile, expect)
         pred = getattr(d, "predicted_makespan_s", None)
         wid = self.journal.add_decision(node, json.dumps({"mode": "continuous", "node": node, "starts": doc,
                                                           "policy": getattr(d, "policy", None), "predicted_makespan_s": pred,
@@ -203,31 +202,21 @@ class Continuous(Recovery):
                          if alloc is not None else f"{sj.job_id} ({sj.profile})" for sj, alloc in chosen)
         self.log(f"node {node}: start {what} {why} [decision {wid}]")
 
-    def _learned_lengths(self) -> dict[str, float]:
-        """Each program's time alone on the node as its jobs that ended here show it (system-generated runtime
-        predictions, as Tsafrir, Etsion and Feitelson's backfilling takes a user's last jobs' runtimes): a job that
-        exited 0 gives its time alone as its decision took it, times the seconds it ran (the plugin's start and end
-        records) over the seconds the decision predicted; a program's length is the median of its last LEARN_LAST.
-        Programs none of whose jobs ended here yet keep their profile's. Kept for the controller's life."""
-        c = self._c
-        expect: dict[int, tuple[str, float, float]] = c.setdefault("expect", {})
-        seen: dict[str, list[float]] = c.setdefault("lengths", {})
+    def _lengths(self, spec: NodeSpec, profiles: set[str]) -> dict[str, float]:
+        """Each program's time alone to decide with (service/slurm/decider.Lengths), after learning from the jobs
+        whose ends the plugin recorded since the last cycle (their start and end records)."""
+        lengths: Lengths = self._c.setdefault("lengths", Lengths(spec))
         pdir = self.cfg.placement_dir
-        for jid in list(expect):
+        for jid in list(lengths.waiting):
             end = placement.ended(pdir, jid)
             if end is None:
                 continue
-            profile, solo, predicted = expect.pop(jid)
             start = placement.started(pdir, jid)
-            ran = end.time - start.time if start is not None and start.time > 0 else 0.0
-            if end.fields.get("exit") != "0" or "signal" in end.fields or ran <= 0:
-                continue  # a failed or cancelled job says nothing of its program's length
-            xs = seen.setdefault(profile, [])
-            xs.append(solo * ran / predicted)
-            del xs[:-LEARN_LAST]
-            self.log(f"job {jid} ({profile}) ran {ran:.1f} s where {predicted:.1f} s was predicted: {profile} alone "
-                     f"now taken as {statistics.median(xs):.1f} s (its last {len(xs)} ended here)")
-        return {p: statistics.median(xs) for p, xs in seen.items()}
+            ok = end.fields.get("exit") == "0" and "signal" not in end.fields and start is not None and start.time > 0
+            line = lengths.ended(jid, end.time - start.time if ok else None)  # type: ignore[union-attr]
+            if line:
+                self.log(line)
+        return lengths.solo_s(profiles)
 
     def _held_queue(self, jobs: dict[int, SlurmJob]) -> list[SlurmJob]:
         """The partition's held jobs no decision has started, oldest first (a job of a group that waits for a node

@@ -308,3 +308,32 @@ def test_a_programs_length_is_learned_from_its_jobs_that_ended_and_decides_its_n
         assert taken and f"job {ids[0]} (MG) ran {ran:.1f} s" in taken[0], log
     else:
         assert [d.get("solo_s") for d in docs[:2]] == pytest.approx([profile] * 2, abs=1e-3) and not taken, docs
+
+
+def test_learned_lengths_take_the_median_of_a_programs_last_jobs_and_scale_the_programs_not_yet_seen() -> None:
+    # the profiles were taken alike (here: each 1/3 of the work the jobs do), so a program none of whose jobs ended
+    # yet is scaled by what the others showed, never left at its profile's length beside them
+    from env.sim.catalogue import catalogue
+    from service.slurm.decider import LEARN_LAST, Lengths
+
+    node = load_node(NODE)
+    solo = {p: catalogue(node)[p].solo_s for p in ("MG", "EP", "FT")}
+    lengths = Lengths(node)
+    assert lengths.solo_s(solo) == {}  # nothing learned: the profiles' own
+    lengths.started(1, "MG", (solo["MG"], 50.0))
+    assert lengths.ended(1, None) is None and lengths.solo_s(solo) == {}  # a failed job teaches nothing
+    for jid, ran in enumerate([150.0, 140.0, 400.0, 160.0, 150.0, 155.0, 145.0], start=2):  # one outlier among 7
+        lengths.started(jid, "MG", (solo["MG"], 50.0))
+        line = lengths.ended(jid, ran)
+    assert line.startswith("job 8 (MG) ran 145.0 s where 50.0 s was predicted: MG alone now taken as")
+    got = lengths.solo_s(["MG", "EP", "FT", "no-such-program"])
+    assert len(lengths.seen["MG"]) == LEARN_LAST
+    assert got["MG"] == pytest.approx(3 * solo["MG"] * 155.0 / 150.0)  # median of the last five: 155 s of 50 predicted
+    assert got["EP"] == pytest.approx(solo["EP"] * got["MG"] / solo["MG"])
+    assert got["FT"] == pytest.approx(solo["FT"] * got["MG"] / solo["MG"]) and "no-such-program" not in got
+    lengths.started(9, "EP", (got["EP"], 10.0))
+    lengths.ended(9, 5.0)  # EP ran half what was predicted with its scaled length
+    after = lengths.solo_s(["MG", "EP", "FT"])
+    assert after["EP"] == pytest.approx(got["EP"] / 2) and after["MG"] == got["MG"]
+    k = sorted([got["MG"] / solo["MG"], after["EP"] / solo["EP"]])
+    assert after["FT"] == pytest.approx(solo["FT"] * (k[0] + k[1]) / 2)  # the median of the two programs' ratios
