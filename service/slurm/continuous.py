@@ -181,8 +181,8 @@ class Continuous(Recovery):
             doc.append({"id": sj.job_id, "profile": sj.profile,
                         "allocation": alloc.model_dump(mode="json") if alloc is not None else None,  # type: ignore[attr-defined]
                         **({"solo_s": round(expect[0], 3), "predicted_s": round(expect[1], 3)} if expect else {})})
-            if expect and self.cfg.learn_lengths and spec is not None:
-                self._c.setdefault("lengths", Lengths(spec)).started(sj.job_id, sj.profile, expect)
+            if expect and "lengths" in self._c:
+                self._c["lengths"].started(sj.job_id, sj.profile, expect)
         pred = getattr(d, "predicted_makespan_s", None)
         wid = self.journal.add_decision(node, json.dumps({"mode": "continuous", "node": node, "starts": doc,
                                                           "policy": getattr(d, "policy", None), "predicted_makespan_s": pred,
@@ -204,9 +204,33 @@ class Continuous(Recovery):
 
     def _lengths(self, spec: NodeSpec, profiles: set[str]) -> dict[str, float]:
         """Each program's time alone to decide with (service/slurm/decider.Lengths), after learning from the jobs
-        whose ends the plugin recorded since the last cycle (their start and end records)."""
-        lengths: Lengths = self._c.setdefault("lengths", Lengths(spec))
-        pdir = self.cfg.placement_dir
+        whose ends the plugin recorded since the last cycle (their start and end records). A new life of the
+        controller first learns again from its journal: each start's decision keeps the time alone and the seconds
+        predicted it was made with, and the plugin's records stay, so a restart forgets nothing."""
+        lengths: Lengths | None = self._c.get("lengths")
+        if lengths is None:
+            lengths = self._c["lengths"] = Lengths(spec)
+            current = {r.job_id: r.window_id for r in self.journal.all_jobs()}
+            for wid, _, text in self.journal.windows():
+                try:
+                    doc = json.loads(text)
+                except ValueError:
+                    continue
+                if not isinstance(doc, dict) or doc.get("mode") != "continuous":
+                    continue
+                for st in doc.get("starts") or []:  # a job id Slurm gave again is learned from its latest start only
+                    if current.get(st.get("id")) == wid and st.get("solo_s") and st.get("predicted_s"):
+                        lengths.started(st["id"], st["profile"], (st["solo_s"], st["predicted_s"]))
+            n = self._learn(lengths, quiet=True)
+            if n:
+                self.log(f"continuous: lengths learned again from the journal ({n} of its jobs ended): " + ", ".join(
+                    f"{p} {t:.1f} s" for p, t in sorted(lengths.solo_s(lengths.seen).items())))
+        self._learn(lengths)
+        return lengths.solo_s(profiles)
+
+    def _learn(self, lengths: Lengths, quiet: bool = False) -> int:
+        """Learns from the waiting jobs whose end the plugin recorded; how many taught something."""
+        pdir, n = self.cfg.placement_dir, 0
         for jid in list(lengths.waiting):
             end = placement.ended(pdir, jid)
             if end is None:
@@ -214,9 +238,10 @@ class Continuous(Recovery):
             start = placement.started(pdir, jid)
             ok = end.fields.get("exit") == "0" and "signal" not in end.fields and start is not None and start.time > 0
             line = lengths.ended(jid, end.time - start.time if ok else None)  # type: ignore[union-attr]
-            if line:
+            n += line is not None
+            if line and not quiet:
                 self.log(line)
-        return lengths.solo_s(profiles)
+        return n
 
     def _held_queue(self, jobs: dict[int, SlurmJob]) -> list[SlurmJob]:
         """The partition's held jobs no decision has started, oldest first (a job of a group that waits for a node

@@ -337,3 +337,35 @@ def test_learned_lengths_take_the_median_of_a_programs_last_jobs_and_scale_the_p
     assert after["EP"] == pytest.approx(got["EP"] / 2) and after["MG"] == got["MG"]
     k = sorted([got["MG"] / solo["MG"], after["EP"] / solo["EP"]])
     assert after["FT"] == pytest.approx(solo["FT"] * (k[0] + k[1]) / 2)  # the median of the two programs' ratios
+
+
+def test_a_restarted_controller_learns_the_lengths_again_from_its_journal(tmp_path: Path) -> None:
+    # the first controller decides MG's first two jobs and is dropped while the second runs (as a SIGKILL leaves
+    # it: only the journal and the plugin's records stay); the next one learns from the first again, waits for the
+    # second's end as if it had started it, and decides the third with MG's learned length
+    from env.sim.catalogue import catalogue
+
+    sim = SimCluster(n_nodes=1, cpus=24)
+    ids = [sim.submit("MG", runtime_s=30.0) for _ in range(4)]
+    pdir = tmp_path / "placements"
+    plugin = Plugin(sim, pdir)
+    w = Watch(sim, plugin, pdir)
+    logs: list[list[str]] = [[], []]
+    for life, seconds in ((0, 45.0), (1, 100.0)):
+        ctl = Controller(ControllerConfig(partition="cosched", placement_dir=pdir, window=8, cmax=1, gather_s=0.0,
+                                          stale_after_s=30.0, mode="continuous", policy="greedy-continuous"),
+                         sim, in_process(NODE, "greedy", None), Journal(tmp_path / "journal.sqlite"),
+                         plan_node=lambda: load_node(NODE), log=logs[life].append, clock=sim.clock)
+        w.run(ctl, seconds)
+    assert all(plugin.runs.get(i) == 1 for i in ids), plugin.runs
+    docs = [json.loads(r[0])["starts"][0] for r in
+            sqlite3.connect(tmp_path / "journal.sqlite").execute("SELECT plan FROM windows ORDER BY id")]
+    assert [d["id"] for d in docs[:3]] == ids[:3]
+    assert any(f"job {ids[0]} (MG) ran" in ln for ln in logs[0]) and not any(f"job {ids[1]} (MG) ran" in ln
+                                                                              for ln in logs[0])
+    again = [ln for ln in logs[1] if "learned again from the journal" in ln]
+    assert again and "(1 of its jobs ended): MG " in again[0], logs[1]  # the first; the second still ran
+    assert any(f"job {ids[1]} (MG) ran" in ln for ln in logs[1])  # and was waited for, its start a journaled one
+    profile = catalogue(load_node(NODE))["MG"].solo_s
+    assert abs(docs[2]["solo_s"] - profile) > 1.0
+    assert docs[2]["solo_s"] == pytest.approx(docs[1]["solo_s"], rel=0.03)  # both jobs ran 30 s
