@@ -24,10 +24,12 @@ from service.decide import (
     QueuedIn,
     RunningIn,
     decide_state,
+    profile_solo_s,
 )
 
 FALLBACK_POLICY = "packing"
 LEARN_LAST = 5  # a program's learned length: the median of its last LEARN_LAST jobs that ended
+MIN_SOLO_S, MAX_SOLO_S = 1e-3, 1e8  # a learned length stays within what POST /decide takes as solo_s (0, 1e9]
 
 
 @dataclass(frozen=True)
@@ -138,7 +140,7 @@ class Lengths:
         if ran_s is None or ran_s <= 0:
             return None
         xs = self.seen.setdefault(profile, [])
-        xs.append(solo * ran_s / predicted)
+        xs.append(min(MAX_SOLO_S, max(MIN_SOLO_S, solo * ran_s / predicted)))
         del xs[:-LEARN_LAST]
         k = self.profile_ratio()
         return (f"job {job_id} ({profile}) ran {ran_s:.1f} s where {predicted:.1f} s was predicted: {profile} alone "
@@ -148,8 +150,6 @@ class Lengths:
     def profile_solo_s(self, profile: str) -> float | None:
         """The program's time alone as its profile on the node model has it (None: no node model, or unknown)."""
         if profile not in self._profile:
-            from service.decide import profile_solo_s
-
             self._profile[profile] = profile_solo_s(self.node, profile)
         return self._profile[profile]
 

@@ -369,3 +369,20 @@ def test_a_restarted_controller_learns_the_lengths_again_from_its_journal(tmp_pa
     profile = catalogue(load_node(NODE))["MG"].solo_s
     assert abs(docs[2]["solo_s"] - profile) > 1.0
     assert docs[2]["solo_s"] == pytest.approx(docs[1]["solo_s"], rel=0.03)  # both jobs ran 30 s
+
+
+def test_a_learned_length_stays_within_what_a_decision_takes() -> None:
+    # a job predicted to end at once that ran for hours (or the reverse) must not make the next decision refuse
+    from service.slurm.decider import MAX_SOLO_S, MIN_SOLO_S, Lengths
+
+    lengths = Lengths(load_node(NODE))
+    lengths.started(1, "MG", (1e6, 1e-6))
+    lengths.ended(1, 1e6)
+    lengths.started(2, "EP", (1e-6, 1e6))
+    lengths.ended(2, 1e-6)
+    got = lengths.solo_s(["MG", "EP"])
+    assert got == {"MG": MAX_SOLO_S, "EP": MIN_SOLO_S}
+    from service.slurm.decider import Queued, decide
+
+    d = decide(load_node(NODE), [], [Queued(3, "MG", 0.0, got["MG"]), Queued(4, "EP", 0.0, got["EP"])], 2, now_s=0.0)
+    assert d.starts and {i for i, _ in d.starts} <= {3, 4}  # decided, not refused
