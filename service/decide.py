@@ -25,9 +25,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from env.episode.stream import (
     DEFAULT_STREAM_WINDOW,
@@ -73,13 +73,23 @@ SOLO_HELP = ("its time alone on the whole node where the caller knows it better 
              "traffic; its character stays). Absent: its profile's")
 
 
+def _solo(v: float | None) -> float | None:
+    if v is not None and not 0 < v <= 1e9:
+        raise ValueError(f"{v} is not a time alone: send the job's seconds alone on the whole node (above 0, at most "
+                         "1e9), or leave solo_s out for its profile's")
+    return v
+
+
+SoloS = Annotated[float | None, AfterValidator(_solo)]
+
+
 class RunningIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: Name
     profile: Name | None = Field(None, description="its program (a profile or catalogue job); default: the id")
     allocation: DecideAllocation
     seconds_run: float = Field(allow_inf_nan=False, description="seconds it has run so far")
-    solo_s: float | None = Field(None, gt=0, le=1e9, allow_inf_nan=False, description=SOLO_HELP)
+    solo_s: SoloS = Field(None, allow_inf_nan=False, description=SOLO_HELP)
     adapts: bool | None = Field(None, description="its program loses nothing when CPUs are taken from it while it "
                                 "runs; only such a job may be asked to give CPUs back (rollout-giveback). The caller "
                                 "then re-pins every thread of it onto the CPUs the change keeps before it starts "
@@ -98,7 +108,7 @@ class QueuedIn(BaseModel):
     id: Name
     profile: Name | None = None
     submit_s: float = Field(0.0, ge=0, le=1e9, allow_inf_nan=False, description="when it was submitted (caller's clock)")
-    solo_s: float | None = Field(None, gt=0, le=1e9, allow_inf_nan=False, description=SOLO_HELP)
+    solo_s: SoloS = Field(None, allow_inf_nan=False, description=SOLO_HELP)
 
 
 class DecideRequest(BaseModel):

@@ -99,6 +99,10 @@ BAD = [
     ("ways of an L3 domain the job is not in", {"running": [{"id": "a", "profile": "MG", "seconds_run": 1,
                                                              "allocation": {"cpus": [0], "l3": {"1": {"ways": 2, "mask": "0x3"}}}}]},
      "running[0].allocation.l3", "L3 domain 1 holds none of the job's CPUs"),
+    ("a time alone of 0", {"queue": [{"id": "c", "profile": "FT", "solo_s": 0}]}, "queue.0.solo_s",
+     "0.0 is not a time alone: send the job's seconds alone on the whole node"),
+    ("a time alone too long", {"running": [{"id": "a", "profile": "MG", "seconds_run": 1, "solo_s": 2e9,
+                                            "allocation": {"cpus": [0]}}]}, "running.0.solo_s", "at most 1e9"),
     ("a queued job submitted after now", {"now_s": 1.0, "queue": [{"id": "c", "profile": "FT", "submit_s": 5}]},
      "queue[0].submit_s", "is after now_s 1.0"),
 ]
@@ -182,7 +186,7 @@ def test_a_jobs_time_alone_from_the_caller_scales_its_program_on_the_node_model(
     slow = decide_state(NODE, {"running": [{**run, "solo_s": 2 * solo}], "max_concurrency": 1})
     assert half.predicted.jobs[0].end_s == pytest.approx(t / 2)  # halfway through its profile's work
     assert slow.predicted.jobs[0].end_s == pytest.approx(1.5 * t)  # a quarter through twice that work
-    with pytest.raises(InputError, match=r"solo_s"):
+    with pytest.raises(InputError, match=r"queue\.0\.solo_s: 0\.0 is not a time alone"):
         decide_state(NODE, {"queue": [{"id": "c", "profile": "FT", "solo_s": 0}], "max_concurrency": 1})
 
 
