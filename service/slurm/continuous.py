@@ -229,14 +229,15 @@ class Continuous(Recovery):
         return lengths.solo_s(profiles)
 
     def _learn(self, lengths: Lengths, quiet: bool = False) -> int:
-        """Learns from the waiting jobs whose end the plugin recorded; how many taught something."""
-        pdir, n = self.cfg.placement_dir, 0
-        for jid in list(lengths.waiting):
+        """Learns from the waiting jobs whose end the plugin recorded; how many taught something. A job _running
+        found running without an end record this cycle is not read again; one neither running nor recorded as ended
+        (Slurm ended it where the plugin could not record it) teaches nothing and is no longer waited for."""
+        pdir, n, running = self.cfg.placement_dir, 0, set(self._c.get("watch", ()))
+        for jid in [j for j in lengths.waiting if j not in running]:
             end = placement.ended(pdir, jid)
-            if end is None:
-                continue
-            start = placement.started(pdir, jid)
-            ok = end.fields.get("exit") == "0" and "signal" not in end.fields and start is not None and start.time > 0
+            start = placement.started(pdir, jid) if end is not None else None
+            ok = end is not None and end.fields.get("exit") == "0" and "signal" not in end.fields and \
+                start is not None and start.time > 0
             line = lengths.ended(jid, end.time - start.time if ok else None)  # type: ignore[union-attr]
             n += line is not None
             if line and not quiet:
