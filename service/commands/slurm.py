@@ -169,7 +169,7 @@ def _run(args: argparse.Namespace) -> int:
     logf = open(cdir / "controller.log", "a", buffering=1)
 
     def log(msg: str) -> None:
-        line = f"{datetime.datetime.now().isoformat(timespec='seconds')} {msg}"
+        line = f"{datetime.datetime.now().isoformat(timespec='milliseconds')} {msg}"
         logf.write(line + "\n")
         print(f"cosched slurm run: {msg}", file=sys.stderr, flush=True)
 
