@@ -250,7 +250,7 @@ class OnlineRunner:
             remove_group(v.group)
         self.journal.write("job_end", job=jid, at_s=r.end_s, result=asdict(r))
         self.progress("job_end", {"job": jid, "at_s": r.end_s, "exit_code": r.exit_code, "note": r.note,
-                                  "wall_s": r.end_s - (r.start_s or 0.0)})
+                                  "wall_s": r.end_s - (r.start_s or 0.0), "result": asdict(r)})
 
     def _decide(self, queue: list[OnlineJob], pending: int, now: float) -> list[OnlineJob]:
         held = [Held(k, v.oj.profile, v.alloc, now - v.start_s) for k, v in self.live.items()]

@@ -33,10 +33,10 @@ def run_online_command(args: Any) -> int:
     if resume is not None:
         rec = read_stream(resume)
         window, policy, w, backend = Window.model_validate(rec["window"]), rec["policy"], rec["window_size"], "real"
-        model = rec.get("model")
+        model, learn = rec.get("model"), rec.get("learn_lengths", True)
     else:
         window, policy, w, backend = read_window(args.document), args.policy, getattr(args, "window_size", None), args.backend
-        model = getattr(args, "model", None)
+        model, learn = getattr(args, "model", None), getattr(args, "learn_lengths", True)
     node = load_node(args.node or "sim:reference") if backend == "sim" else load_node("local")
     decider = Decider(node, policy, w, model, give_back=True)  # both backends carry out give-backs (re-pinned here)
     jobs = {j.id: decider.stream_job(j.id, j.profile_name, j.submit_s or 0.0, f"jobs[{i}]", j.adapts)
@@ -57,17 +57,41 @@ def run_online_command(args: Any) -> int:
     resume_dir, run_dir = resume, resume or new_run_dir(Path(args.runs))
     if resume is None:
         write_stream(run_dir, {"window": window.model_dump(mode="json"), "policy": decider.name, "window_size": w,
-                               "model": decider.model_file})
+                               "model": decider.model_file, "learn_lengths": learn})
+    # each program's length learned from its jobs that ended (service/lengths.py), where a node model decides
+    learner = None
+    if learn and decider.model is not None:
+        from env.real.online import read_online_journal
+        from service.lengths import RunLengths
+
+        ends = read_online_journal(run_dir / "journal.jsonl")["job_end"] if resume_dir is not None else None
+        learner = RunLengths(node, run_dir, {k: v.get("result", {}) for k, v in ends.items()} if ends else ends)
 
     def decide(held: list, queue: list, pending: int, now: float) -> Decision:
+        if learner is not None:
+            _relength(decider, window, jobs, learner)
         view = decider.view([(jobs[h.id], h.alloc, h.seconds_run) for h in held], [jobs[q.id] for q in queue], now, pending)
-        return decider.decide(view)
+        d = decider.decide(view)
+        if learner is not None and d.starts:
+            pred = decider.predict(view, d, list(jobs.values()))
+            end_at = {p.id: p.end_s for p in pred.jobs} if pred is not None else {}
+            for jid, _ in d.starts:
+                if (end := end_at.get(jid)) is not None and end > view.now:
+                    learner.started(jid, jobs[jid].name, (jobs[jid].solo_s, end - view.now))
+        return d
+
+    progress = OnlineProgress()
+
+    def on_event(kind: str, info: dict[str, Any]) -> None:
+        progress(kind, info)
+        if kind == "job_end" and learner is not None and (line := learner.ended(info["job"], info.get("result", {}))):
+            progress.console.print(line)
 
     from env.plan.launch import PINRT_LIB
 
     online = [OnlineJob(j.id, j.profile_name, list(j.command or []), dict(j.env), j.submit_s or 0.0, jobs[j.id].adapts)
               for j in window.jobs]
-    result = OnlineRunner(online, node, run_dir, window.max_concurrency, decide, timeout_s=args.timeout, progress=OnlineProgress(),
+    result = OnlineRunner(online, node, run_dir, window.max_concurrency, decide, timeout_s=args.timeout, progress=on_event,
                           pin_runtime=PINRT_LIB if getattr(args, "pin_runtime", False) else None).run(resume=resume_dir is not None)
     solo, source = _solo(decider, window)
     doc = result.report(node=node.name, policy=decider.name, max_concurrency=window.max_concurrency, solo=solo,
@@ -75,6 +99,8 @@ def run_online_command(args: Any) -> int:
     if getattr(args, "mode_reason", None):
         doc["notes"].insert(0, f"mode {args.mode_reason}")
     doc["notes"].append(_learn(result, node))
+    if learner is not None and (line := learner.summary()):
+        doc["notes"].append(line)
     doc.update(_timeshare(window, node, run_dir, doc, args))
     (run_dir / "report.json").write_text(__import__("json").dumps(doc, indent=1))
     try:
@@ -87,6 +113,21 @@ def run_online_command(args: Any) -> int:
         doc["notes"].append(f"no picture: {exc}")
     emit(doc, args.json, lambda: render_online(doc))
     return 1 if doc["failed"] else 0
+
+
+def _relength(decider: Decider, window: Any, jobs: dict[str, Any], learner: Any) -> None:
+    """The jobs as the policy sees them with each program's learned time alone (running ones too: what is left of
+    them); the policy starts afresh from the next event where any changed."""
+    solo = learner.lengths.solo_s({j.profile_name for j in window.jobs})
+    changed = False
+    for i, j in enumerate(window.jobs):
+        s = solo.get(j.profile_name)
+        if s is not None and not math.isclose(s, jobs[j.id].solo_s, rel_tol=1e-9):
+            jobs[j.id] = decider.stream_job(j.id, j.profile_name, j.submit_s or 0.0, f"jobs[{i}]", jobs[j.id].adapts,
+                                            solo_s=s)
+            changed = True
+    if changed:
+        decider.reset(list(jobs.values()), window.max_concurrency)
 
 
 def _bars(job: dict[str, Any]) -> list[tuple[str, list[int], float, float, bool]]:

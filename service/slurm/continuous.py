@@ -36,8 +36,9 @@ from env.node.cpulist import format_cpulist, parse_cpulist
 from env.node.resctrl import group_name
 from env.node.spec import NodeSpec
 from env.plan.models import NAME_PATTERN
+from service.lengths import Lengths
 from service.slurm import placement
-from service.slurm.decider import Lengths, Queued, Running, decide, max_jobs
+from service.slurm.decider import Queued, Running, decide, max_jobs
 from service.slurm.journal import JobRow, NewJob
 from service.slurm.recovery import Recovery
 from service.slurm.slurmcmd import SlurmJob, SlurmNode
@@ -203,7 +204,7 @@ class Continuous(Recovery):
         self.log(f"node {node}: start {what} {why} [decision {wid}]")
 
     def _lengths(self, spec: NodeSpec, profiles: set[str]) -> dict[str, float]:
-        """Each program's time alone to decide with (service/slurm/decider.Lengths), after learning from the jobs
+        """Each program's time alone to decide with (service/lengths.Lengths), after learning from the jobs
         whose ends the plugin recorded since the last cycle (their start and end records). A new life of the
         controller first learns again from its journal: each start's decision keeps the time alone and the seconds
         predicted it was made with, and the plugin's records stay, so a restart forgets nothing."""

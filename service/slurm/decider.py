@@ -10,8 +10,6 @@ job at a time, so at most one job per CPU runs at once whatever Cmax the partiti
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from env.node.spec import NodeSpec
@@ -24,12 +22,9 @@ from service.decide import (
     QueuedIn,
     RunningIn,
     decide_state,
-    profile_solo_s,
 )
 
 FALLBACK_POLICY = "packing"
-LEARN_LAST = 5  # a program's learned length: the median of its last LEARN_LAST jobs that ended
-MIN_SOLO_S, MAX_SOLO_S = 1e-3, 1e8  # a learned length stays within what POST /decide takes as solo_s (0, 1e9]
 
 
 @dataclass(frozen=True)
@@ -111,61 +106,3 @@ def _queue_index(name: str) -> int | None:
         return int(name[6:name.index("]")])
     except ValueError:
         return None
-
-
-class Lengths:
-    """Each program's time alone on a node kind as its jobs that ended show it (system-generated runtime predictions,
-    as Tsafrir, Etsion and Feitelson's backfilling takes a user's last jobs' runtimes instead of their estimates).
-
-    A job that ended well teaches its program's time alone: the time its decision took, times the seconds it ran over
-    the seconds the decision predicted; a program's length is the median of its last LEARN_LAST. A program none of
-    whose jobs ended yet gets its profile's time times the median ratio of learned to profile time over the programs
-    learned: the profiles were taken alike (often on short runs), so they tend to be off alike, and a program left
-    at its profile's length beside learned ones would be misordered for it. Nothing learned: the profiles' own."""
-
-    def __init__(self, node: NodeSpec) -> None:
-        self.node = node
-        self.waiting: dict[int, tuple[str, float, float]] = {}  # started job -> (program, solo_s taken, predicted s)
-        self.seen: dict[str, list[float]] = {}  # program -> its jobs' times alone, oldest first
-        self._profile: dict[str, float | None] = {}
-
-    def started(self, job_id: int, profile: str, expected: tuple[float, float]) -> None:
-        """``job_id`` of ``profile`` started, decided with its time alone and the seconds to its end predicted."""
-        self.waiting[job_id] = (profile, *expected)
-
-    def ended(self, job_id: int, ran_s: float | None) -> str | None:
-        """``job_id`` ended after ``ran_s`` seconds (None: it failed or was cancelled, which says nothing of its
-        program's length); the line that says what was learned, if anything."""
-        profile, solo, predicted = self.waiting.pop(job_id)
-        if ran_s is None or ran_s <= 0:
-            return None
-        xs = self.seen.setdefault(profile, [])
-        xs.append(min(MAX_SOLO_S, max(MIN_SOLO_S, solo * ran_s / predicted)))
-        del xs[:-LEARN_LAST]
-        k = self.profile_ratio()
-        return (f"job {job_id} ({profile}) ran {ran_s:.1f} s where {predicted:.1f} s was predicted: {profile} alone "
-                f"now taken as {statistics.median(xs):.1f} s (its last {len(xs)} ended here)" +
-                (f"; programs none of whose jobs ended yet: their profiles' times x {k:.2f}" if k is not None else ""))
-
-    def profile_solo_s(self, profile: str) -> float | None:
-        """The program's time alone as its profile on the node model has it (None: no node model, or unknown)."""
-        if profile not in self._profile:
-            self._profile[profile] = profile_solo_s(self.node, profile)
-        return self._profile[profile]
-
-    def profile_ratio(self) -> float | None:
-        """Learned over profile time alone, the median over the programs learned (None: none to compare)."""
-        ratios = [statistics.median(xs) / base for p, xs in self.seen.items() if (base := self.profile_solo_s(p))]
-        return statistics.median(ratios) if ratios else None
-
-    def solo_s(self, profiles: Iterable[str]) -> dict[str, float]:
-        """Each of ``profiles``' time alone to decide with, where something was learned (else absent: its profile's)."""
-        learned = {p: statistics.median(xs) for p, xs in self.seen.items()}
-        k = self.profile_ratio()
-        out = {}
-        for p in profiles:
-            if p in learned:
-                out[p] = learned[p]
-            elif k is not None and (base := self.profile_solo_s(p)):
-                out[p] = base * k
-        return out

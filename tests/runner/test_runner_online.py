@@ -204,3 +204,69 @@ def test_a_window_whose_mode_is_continuous_runs_online_with_time_sharing_measure
     stream_spans = [(m[0][1], m[1][1]) for m in got.values()]
     assert most_at_once(stream_spans) == CMAX  # packing ran two at once
     assert (Path(report["run_dir"]) / "timeshare" / "plan.json").exists()
+
+
+def lengths_lines(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "lengths.jsonl").read_text().splitlines()]
+
+
+def test_each_programs_length_is_learned_from_its_jobs_that_ended(home: Path, tmp_path: Path) -> None:
+    # The node model's EP and MG run for minutes alone (their profiles); these jobs run under a second. The first
+    # decision takes the profiles' lengths; every start after a job ended takes the lengths learned from the jobs
+    # that ended (the other program's too: its profile's time times the learned ratio), and the report says so.
+    # --no-learn-lengths keeps the profiles' lengths throughout.
+    secs = [0.4, 0.5, 0.4, 0.5, 0.4, 0.5]
+    window, _ = stream(tmp_path, secs)
+    out = run([str(window), "--mode", "continuous", "--runs", str(tmp_path / "runs"), "--json"], home)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    lines = lengths_lines(Path(report["run_dir"]))
+    assert sorted(s["job"] for s in lines) == sorted(f"j{i}" for i in range(len(secs)))  # each start, once
+    first = min(report["jobs"], key=lambda j: j["start_s"])["start_s"]
+    at_first = [s for s in lines if next(j for j in report["jobs"] if j["id"] == s["job"])["start_s"] < first + 0.2]
+    later = [s for s in lines if s not in at_first]
+    profiles = min(s["solo_s"] for s in at_first)
+    assert at_first and later and profiles > 5 and all(s["solo_s"] < profiles / 5 for s in later)
+    assert any(n.startswith("lengths learned from the jobs that ended") for n in report["notes"])
+
+    out = run([str(window), "--mode", "continuous", "--no-learn-lengths", "--runs", str(tmp_path / "runs2"), "--json"],
+              home)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert not (Path(report["run_dir"]) / "lengths.jsonl").exists()
+    assert not any(n.startswith("lengths learned") for n in report["notes"])
+
+
+def test_a_resumed_run_decides_with_the_lengths_the_killed_run_had_learned(home: Path, tmp_path: Path) -> None:
+    secs = [0.5, 1.5, 0.5, 1.5, 0.5, 0.5, 0.5, 0.5]
+    window, marks = stream(tmp_path, secs)
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen([*COSCHED, "run", str(window), "--mode", "continuous", "--runs", str(runs), "--json"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT,
+                            env={**os.environ, "COSCHED_HOME": str(home)})
+    deadline = time.monotonic() + 60
+    while sum(w == "start" for m in marks_of(marks).values() for w, _ in m) < 3:  # a job ended: lengths learned
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    (run_dir,) = runs.iterdir()
+    before = lengths_lines(run_dir)
+    out = run(["--resume", str(run_dir), "--json"], home)
+    assert out.returncode == 0, out.stderr
+    after = lengths_lines(run_dir)[len(before):]
+    profiles = min(s["solo_s"] for s in before[:2])  # the first decision's: the profiles' own
+    assert profiles > 5 and after and all(s["solo_s"] < profiles / 5 for s in after)
+    assert all([w for w, _ in m] == ["start", "end"] for m in marks_of(marks).values())
+
+
+def test_only_a_job_that_ended_well_on_its_cpus_teaches_a_length() -> None:
+    from service.lengths import ran_well
+
+    ok = {"exit_code": 0, "signal": None, "timed_out": False, "end_seen": True, "note": None, "gave_back": [],
+          "start_s": 1.0, "end_s": 3.5}
+    assert ran_well(ok) == pytest.approx(2.5)
+    for bad in ({"exit_code": 1}, {"signal": 9}, {"timed_out": True}, {"end_seen": False},
+                {"note": "waited for after a resume: exit status unknown"}, {"gave_back": [{"at_s": 2.0, "cpus": [0]}]},
+                {"start_s": None}):
+        assert ran_well({**ok, **bad}) is None, bad

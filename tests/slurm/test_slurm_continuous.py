@@ -314,7 +314,7 @@ def test_learned_lengths_take_the_median_of_a_programs_last_jobs_and_scale_the_p
     # the profiles were taken alike (here: each 1/3 of the work the jobs do), so a program none of whose jobs ended
     # yet is scaled by what the others showed, never left at its profile's length beside them
     from env.sim.catalogue import catalogue
-    from service.slurm.decider import LEARN_LAST, Lengths
+    from service.lengths import LEARN_LAST, Lengths
 
     node = load_node(NODE)
     solo = {p: catalogue(node)[p].solo_s for p in ("MG", "EP", "FT")}
@@ -373,7 +373,7 @@ def test_a_restarted_controller_learns_the_lengths_again_from_its_journal(tmp_pa
 
 def test_a_learned_length_stays_within_what_a_decision_takes() -> None:
     # a job predicted to end at once that ran for hours (or the reverse) must not make the next decision refuse
-    from service.slurm.decider import MAX_SOLO_S, MIN_SOLO_S, Lengths
+    from service.lengths import MAX_SOLO_S, MIN_SOLO_S, Lengths
 
     lengths = Lengths(load_node(NODE))
     lengths.started(1, "MG", (1e6, 1e-6))
