@@ -36,6 +36,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
+import re
 import shlex
 import statistics
 import subprocess
@@ -107,6 +109,34 @@ PROGRAM_SETS = {"example": (PROGRAMS, ORDER), "heldout": (HELDOUT_PROGRAMS, HELD
                 "heldout2": (HELDOUT2_PROGRAMS, HELDOUT2_ORDER), "heldout3": (HELDOUT3_PROGRAMS, HELDOUT3_ORDER)}
 MODES = ["timeshare", "packing", "rollout"]
 CONTINUOUS = "rollout"
+#: On request (--modes): rollout deciding with the profiles' lengths only (--no-learn-lengths), the ablation of the
+#: lengths an online run learns from its jobs that ended.
+PROFILES_MODE = "rollout-profiles"
+#: --scale-seed S: each program's jobs do k times the work its profile was taken on (a program profiled on one input
+#: and run on another), k drawn per program (in name order) by random.Random(S).choice(SCALES).
+SCALES = (0.5, 1.0, 2.0, 3.0)
+
+
+def scaled_argv(argv: list[str], k: float) -> list[str]:
+    """``argv`` doing k times its work: the count after a stress-ng ``--*-ops`` flag, a shell loop's ``seq N`` or a
+    Python ``range(N)`` (the first), times k; one line naming the program where none is found."""
+    out = list(argv)
+    for i, a in enumerate(out):
+        if i > 0 and out[i - 1].startswith("--") and out[i - 1].endswith("-ops") and a.isdigit():
+            out[i] = str(max(1, round(int(a) * k)))
+            return out
+        for pat in (r"seq (\d+)", r"range\((\d[\d_]*)\)"):
+            m = re.search(pat, a)
+            if m:
+                n = max(1, round(int(m.group(1).replace("_", "")) * k))
+                out[i] = a[:m.start(1)] + str(n) + a[m.end(1):]
+                return out
+    raise SystemExit(f"stream_real: no work count to scale in {shlex.join(argv)}")
+
+
+def scales(programs: list[str], seed: int) -> dict[str, float]:
+    rng = random.Random(seed)
+    return {p: rng.choice(SCALES) for p in sorted(programs)}
 
 
 def stream_doc(cmax: int, programs: str = "example") -> dict[str, Any]:
@@ -127,9 +157,11 @@ def load1() -> float:
     return round(os.getloadavg()[0], 2)
 
 
-def mode_argv(stream: Path, policy: str, runs: Path) -> list[str]:
+def mode_argv(stream: Path, mode: str, runs: Path) -> list[str]:
     """The command one mode of one repeat runs (an online run; its report on stdout)."""
-    return [COSCHED, "run", str(stream), "--mode", "continuous", "--policy", policy, "--runs", str(runs), "--json"]
+    policy, extra = (CONTINUOUS, ["--no-learn-lengths"]) if mode == PROFILES_MODE else (mode, [])
+    return [COSCHED, "run", str(stream), "--mode", "continuous", "--policy", policy, *extra, "--runs", str(runs),
+            "--json"]
 
 
 def run_mode(stream: Path, policy: str, runs: Path, env: dict[str, str], tag: str) -> dict[str, Any]:
@@ -308,6 +340,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", default=None, help="where the runs go (default: runs/stream-real, -PROGRAMS for a "
                                                  "held-out set)")
     ap.add_argument("--out", default=None, help="OUT.json and OUT.png (default: docs/figures/stream-real-cmaxCMAX)")
+    ap.add_argument("--scale-seed", type=int, default=None, metavar="S",
+                    help="each program's jobs do k x its profiled work, k drawn per program from "
+                    f"{', '.join(map(str, SCALES))} by seed S (profiles stay of the base work)")
     ap.add_argument("--setup", action="store_true", help="profile and calibrate what is missing, then stop")
     ap.add_argument("--dry-run", action="store_true", help="print the stream and the commands; run nothing")
     ap.add_argument("--wait-load", type=float, default=None, metavar="L",
@@ -323,6 +358,11 @@ def main(argv: list[str] | None = None) -> int:
     home.mkdir(parents=True, exist_ok=True)
     subprocess.run([sys.executable, str(ROOT / "examples" / "make-data.py"), DATA], check=True, cwd=ROOT)
     doc_stream = json.loads(Path(args.stream).read_text()) if args.stream else stream_doc(args.cmax, args.programs)
+    if args.scale_seed is not None and not args.setup:  # the profiles (--setup) stay of the base work
+        ks = scales(sorted({j["profile"] for j in doc_stream["jobs"]}), args.scale_seed)
+        for j in doc_stream["jobs"]:
+            j["command"] = scaled_argv(j["command"], ks[j["profile"]])
+        doc_stream["work_scale"] = ks
     doc_stream["max_concurrency"] = args.cmax
     runs.mkdir(parents=True, exist_ok=True)
     stream = runs / "stream.json"
