@@ -362,7 +362,8 @@ def main(argv: list[str] | None = None) -> int:
         ks = scales(sorted({j["profile"] for j in doc_stream["jobs"]}), args.scale_seed)
         for j in doc_stream["jobs"]:
             j["command"] = scaled_argv(j["command"], ks[j["profile"]])
-        doc_stream["work_scale"] = ks
+        say(f"--scale-seed {args.scale_seed}: each program's jobs do k x its profiled work: " +
+            ", ".join(f"{p} x{k:g}" for p, k in ks.items()))
     doc_stream["max_concurrency"] = args.cmax
     runs.mkdir(parents=True, exist_ok=True)
     stream = runs / "stream.json"
@@ -421,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
                if "continuous_over_packing" in rec["row"] else "") + f" (load {rec['load_before']}-{rec['load_after']})")
     doc = {"kind": "measured", "what": "a stream of real programs, time sharing vs the real packing vs continuous",
            "date": time.strftime("%Y-%m-%d"), "node": local_node_id(), "cpus": cpus, "max_concurrency": args.cmax,
-           "command": command, "modes": modes, "continuous_policy": CONTINUOUS, "stream": doc_stream,
+           "command": command, "modes": modes, "scale_seed": args.scale_seed, "continuous_policy": CONTINUOUS, "stream": doc_stream,
            "throughput_definition": "sum of the jobs' own times in the same repeat's time-sharing run / the mode's "
                                     "makespan",
            "node_model": node_model_info(home), "checks_failed": bad_all, "summary": summary([r["row"] for r in repeats], modes), "repeats": repeats}

@@ -465,7 +465,7 @@ class Rollout:
         if packed < own * (1.0 - 1e-9):
             what = "makespan" if self.goal == "makespan" else "sum of ends and node-seconds held"
             note = (f"decided as packing ({name}): its predicted {what} ({packed:.1f} s) beats this policy's "
-                    f"({own:.1f} s) on the node model for the {len(view.queue)} jobs known at the first decision")
+                    f"({own:.1f} s) on the node model, over the {len(view.queue)} queued jobs it played forward")
         elif self.margin > 0 and self.goal == "makespan" and packed - own <= self.margin * (packed - view.now):
             # a model that stands for a real node may be wrong by its error: a gain within it is no gain (measured on
             # this node, packing ran windows of new programs as well as or better than every plan predicted a few

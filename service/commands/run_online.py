@@ -10,7 +10,7 @@ from typing import Any
 
 from env.episode.stream import Decision
 from env.errors import InputError
-from service.decide import Decider, _span
+from service.decide import MODEL_FREE, Decider, _span
 
 
 def run_online_command(args: Any) -> int:
@@ -60,7 +60,7 @@ def run_online_command(args: Any) -> int:
                                "model": decider.model_file, "learn_lengths": learn})
     # each program's length learned from its jobs that ended (service/lengths.py), where a node model decides
     learner = None
-    if learn and decider.model is not None:
+    if learn and decider.model is not None and decider.name not in MODEL_FREE:  # packing and timeshare take no lengths
         from env.real.online import read_online_journal
         from service.lengths import RunLengths
 

@@ -125,3 +125,21 @@ def test_a_repeat_row_measures_throughput_against_the_same_repeats_time_sharing(
     assert row["rollout"]["mean_turnaround_s"] == 4.5
     s = stream_real.summary([row, {**row, "continuous_over_packing": 0.9}], ["timeshare", "packing", "rollout"])
     assert s["continuous_at_least_packing"] == "1 of 2 repeats"
+
+
+def test_scaled_jobs_do_k_times_their_profiled_work_and_the_draw_is_the_seeds() -> None:
+    # --scale-seed: a stress-ng op count, a shell loop's seq and a Python range are each scaled; nothing to scale is
+    # one line; the same seed draws the same factors
+    assert stream_real.scaled_argv(["stress-ng", "--heapsort", "1", "--heapsort-ops", "32", "--quiet"], 3) == [
+        "stress-ng", "--heapsort", "1", "--heapsort-ops", "96", "--quiet"]
+    assert stream_real.scaled_argv(["sh", "-c", "for i in $(seq 18); do gcc; done"], 0.5) == [
+        "sh", "-c", "for i in $(seq 9); do gcc; done"]
+    assert stream_real.scaled_argv(["python3", "-c", "print(sum(range(60_000_000)))"], 2) == [
+        "python3", "-c", "print(sum(range(120000000)))"]
+    with pytest.raises(SystemExit, match="no work count to scale in sleep 5"):
+        stream_real.scaled_argv(["sleep", "5"], 2)
+    progs = sorted(stream_real.HELDOUT3_PROGRAMS)
+    ks = stream_real.scales(progs, 1)
+    assert ks == stream_real.scales(progs, 1) and set(ks.values()) <= set(stream_real.SCALES)
+    assert stream_real.mode_argv(Path("s.json"), "rollout-profiles", Path("r"))[5:9] == [
+        "--policy", "rollout", "--no-learn-lengths", "--runs"]
