@@ -115,14 +115,18 @@ def run_online_command(args: Any) -> int:
     return 1 if doc["failed"] else 0
 
 
+RELENGTH_TOL = 0.05  # a program's learned length that moved less than this leaves the policy's plan as it is
+
+
 def _relength(decider: Decider, window: Any, jobs: dict[str, Any], learner: Any) -> None:
     """The jobs as the policy sees them with each program's learned time alone (running ones too: what is left of
-    them); the policy starts afresh from the next event where any changed."""
+    them); the policy plans afresh from this event where any moved by RELENGTH_TOL or more (a search that plays the
+    whole queue, rollout's guard, then runs again: seconds for a long queue on a large node)."""
     solo = learner.lengths.solo_s({j.profile_name for j in window.jobs})
     changed = False
     for i, j in enumerate(window.jobs):
         s = solo.get(j.profile_name)
-        if s is not None and not math.isclose(s, jobs[j.id].solo_s, rel_tol=1e-9):
+        if s is not None and not math.isclose(s, jobs[j.id].solo_s, rel_tol=RELENGTH_TOL):
             jobs[j.id] = decider.stream_job(j.id, j.profile_name, j.submit_s or 0.0, f"jobs[{i}]", jobs[j.id].adapts,
                                             solo_s=s)
             changed = True
