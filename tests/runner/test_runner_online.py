@@ -86,20 +86,25 @@ def run(args: list[str], home: Path, **kw) -> subprocess.CompletedProcess[str]:
                           env={**os.environ, "COSCHED_HOME": str(home)}, **kw)
 
 
-def test_a_runner_killed_mid_stream_resumes_without_starting_a_job_twice(home: Path, tmp_path: Path) -> None:
-    secs = [0.6, 1.2, 0.8, 1.6, 0.5, 2.0]
-    window, marks = stream(tmp_path, secs)
-    runs = tmp_path / "runs"
+def killed_mid_stream(window: Path, marks: Path, runs: Path, home: Path) -> dict[str, list[tuple[str, float]]]:
+    """An online run SIGKILLed once a job has ended and others run (three starts at Cmax 2); the marks then."""
     proc = subprocess.Popen([*COSCHED, "run", str(window), "--mode", "continuous", "--runs", str(runs), "--json"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT,
                             env={**os.environ, "COSCHED_HOME": str(home)})
     deadline = time.monotonic() + 60
-    while sum(w == "start" for m in marks_of(marks).values() for w, _ in m) < 3:  # mid-stream: a job ended, more run
+    while sum(w == "start" for m in marks_of(marks).values() for w, _ in m) < 3:
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
         time.sleep(0.02)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    before = marks_of(marks)
+    return marks_of(marks)
+
+
+def test_a_runner_killed_mid_stream_resumes_without_starting_a_job_twice(home: Path, tmp_path: Path) -> None:
+    secs = [0.6, 1.2, 0.8, 1.6, 0.5, 2.0]
+    window, marks = stream(tmp_path, secs)
+    runs = tmp_path / "runs"
+    before = killed_mid_stream(window, marks, runs, home)
     assert sum(any(w == "end" for w, _ in m) for m in before.values()) < len(secs)  # killed before the stream's end
     (run_dir,) = runs.iterdir()
 
@@ -241,15 +246,7 @@ def test_a_resumed_run_decides_with_the_lengths_the_killed_run_had_learned(home:
     secs = [0.5, 1.5, 0.5, 1.5, 0.5, 0.5, 0.5, 0.5]
     window, marks = stream(tmp_path, secs)
     runs = tmp_path / "runs"
-    proc = subprocess.Popen([*COSCHED, "run", str(window), "--mode", "continuous", "--runs", str(runs), "--json"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT,
-                            env={**os.environ, "COSCHED_HOME": str(home)})
-    deadline = time.monotonic() + 60
-    while sum(w == "start" for m in marks_of(marks).values() for w, _ in m) < 3:  # a job ended: lengths learned
-        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
-        time.sleep(0.02)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    killed_mid_stream(window, marks, runs, home)  # a job ended before the kill: lengths were learned
     (run_dir,) = runs.iterdir()
     before = lengths_lines(run_dir)
     out = run(["--resume", str(run_dir), "--json"], home)
