@@ -132,7 +132,7 @@ class RunLengths:
         for p, t in sorted(got.items()):
             base = self.lengths.profile_solo_s(p)
             parts.append(f"{p} {t:.1f} s" + (f" (its profile's {base:.1f} s)" if base else ""))
-        return "lengths learned from the jobs that ended (the later decisions took them): " + ", ".join(parts)
+        return "lengths learned from the jobs that ended (each program's time alone on this node): " + ", ".join(parts)
 
 
 __all__ = ["LEARN_LAST", "MAX_SOLO_S", "MIN_SOLO_S", "RUN_FILE", "Lengths", "RunLengths", "ran_well"]
