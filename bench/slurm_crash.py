@@ -8,10 +8,14 @@ and what the controller said of it. A job runs once; a job Slurm lost (no longer
 its id may now be another job's) is reported as lost by the controller's log, by its name; no job Slurm still
 knows is left unrun; plain jobs are never journaled, placed or held. Prints one table (or --json).
 
-slurmctld is killed at a moment when no released job is between its allocation and its launch (every running job
-has started): a job caught there is believed running by the restarted slurmctld, which requeues it only when its
-node next registers (measured: about 6.5 minutes later), and then it runs once; waiting for that is out of this
-bench's time. The wait is bounded (--settle) and said in the output when it expired.
+slurmctld is killed at a moment when no released job is between its release and its launch (every running job has
+started, none released waits to be allocated; the controller is paused with SIGSTOP for that moment, so that it
+releases nothing meanwhile, and continued after the restart): a job caught between allocation and launch is
+believed running by the restarted slurmctld, which requeues it only when its node next registers (measured: about
+6.5 minutes later), and then it runs once; waiting for that is out of this bench's time. The wait is bounded
+(--settle) and said in the output when it expired. So is the wait for the end (--end-wait): a job a slurmd refused
+(it ran a job of that id before a restart gave the id again) is requeued by Slurm and waits its credential's life
+and the next scheduling pass (about a minute on the local cluster) before it starts elsewhere.
 
     .venv/bin/python bench/slurm_crash.py [--jobs 24] [--plain 3] [--json]      # its own 4-node cluster, port 16880
     .venv/bin/python bench/slurm_crash.py --cluster STATE_DIR ...                # a cluster 'cosched slurm up' made
@@ -61,6 +65,7 @@ class Run:
         self.plain: list[str] = []
         self.ctl: subprocess.Popen[bytes] | None = None
         self.notes: list[str] = []
+        self.unsettled: list[str] = []  # what settled() last found not settled
         self.stale_after = stale_after
         self.mode = mode
         self.t0 = time.time()
@@ -132,13 +137,14 @@ class Run:
         p = self.work / f"{tag}.out"
         return sum(line.startswith(what) for line in p.read_text().splitlines()) if p.exists() else 0
 
-    def wait(self, what: str, ready, timeout: float) -> bool:  # type: ignore[no-untyped-def]
+    def wait(self, what: str, ready, timeout: float, why=None) -> bool:  # type: ignore[no-untyped-def]
+        """Polls ready() until it holds; else a note of what did not happen in time (and why(), what is left)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if ready():
                 return True
             time.sleep(0.3)
-        self.notes.append(f"{what}: not within {timeout:.0f} s")
+        self.notes.append(f"{what}: not within {timeout:.0f} s" + (f" ({why()})" if why else ""))
         return False
 
     def seen_all(self) -> bool:
@@ -157,10 +163,18 @@ class Run:
         return bool(q) and all(t in seen for t, j in q.items() if t in self.jobs and j["state_reason"] in HELD)
 
     def calm(self) -> bool:
-        """No released job between allocation and launch: every job Slurm runs has started."""
+        """No released job between its release and its launch: every job Slurm runs has started, and no released
+        co-scheduled job waits to be allocated (one Slurm requeued waits for its begin time: a minute, not a moment)."""
         q = self.squeue()
         return bool(q) and all(self.started(t) > 0 for t, j in q.items()
-                               if j["job_state"] == "RUNNING" and (t in self.jobs or t in self.plain))
+                               if j["job_state"] == "RUNNING" and (t in self.jobs or t in self.plain)) and not any(
+            j["job_state"] == "PENDING" and j["state_reason"] not in (*HELD, "BeginTime")
+            for t, j in q.items() if t in self.jobs)
+
+    def pause_controller(self, stop: bool) -> None:
+        """SIGSTOP (stop) or SIGCONT: a paused controller releases nothing while slurmctld is killed."""
+        assert self.ctl is not None
+        os.kill(self.ctl.pid, signal.SIGSTOP if stop else signal.SIGCONT)
 
     def kill_slurmctld(self) -> None:
         ctld = next(d for d in self.st.daemons if d.name == "slurmctld")
@@ -179,19 +193,26 @@ class Run:
     # ------------------------------------------------------------------ the end
 
     def settled(self) -> bool:
+        """Every job ran, ended or was reported; what is not yet is kept in self.unsettled for the timeout's note."""
         q = self.squeue()
         if not q:
+            self.unsettled = ["squeue does not answer"]
             return False
         log = self.log()
+        waiting = []
         for tag, jid in self.jobs.items():
             j = q.get(tag)
             if j is None:
                 if f"({tag}, partition" not in log and not self.started(tag, "end "):
-                    return False  # lost before its end, not reported yet
+                    waiting.append(f"{tag} (job {jid}) gone from Slurm, not reported lost")
             elif j["job_state"] not in ENDED and not (j["state_reason"] in HELD and f"job {jid} started" in log):
-                return False
+                waiting.append(f"{tag} (job {jid}) {j['job_state']}, reason {j['state_reason']}, node "
+                               f"{j.get('nodes') or '-'}, ran {self.started(tag)}x")
         # plain jobs: ran to their end (a restarted slurmctld may show one running for minutes after), or ended
-        return all(self.started(t, "end ") or q[t]["job_state"] in ENDED for t in self.plain if t in q)
+        waiting += [f"{t} (plain) {q[t]['job_state']}" for t in self.plain
+                    if t in q and not (self.started(t, "end ") or q[t]["job_state"] in ENDED)]
+        self.unsettled = waiting
+        return not waiting
 
     def outcome(self) -> dict:
         q = self.squeue()
@@ -282,7 +303,7 @@ def slurm_up(env: dict[str, str], state: Path, nodes: int, port: int) -> None:
         raise RuntimeError(f"cosched slurm up failed ({r.returncode}): {r.stderr.strip()}")
 
 
-def scenario(run: Run, n: int, plain: int, settle: float) -> dict:
+def scenario(run: Run, n: int, plain: int, settle: float, end_wait: float) -> dict:
     n1, n2 = n // 3, n // 3
     n3 = n - n1 - n2
     every = max(1, n // plain) if plain else 0
@@ -292,12 +313,17 @@ def scenario(run: Run, n: int, plain: int, settle: float) -> dict:
     run.kill_controller()  # SIGKILL mid-stream: its journal is all the next one knows
     run.start_controller()
     run.stream("b", n2, 0.3, every)
-    run.wait("every job seen and no job between allocation and launch", lambda: run.seen_all() and run.calm(), settle)
-    run.kill_slurmctld()  # no state save: it restarts from the state it saved seconds ago
-    time.sleep(1.0)
-    run.restart_slurmctld()
+    run.wait("every job seen by the controller", run.seen_all, settle)
+    run.pause_controller(True)
+    try:
+        run.wait("no job between its release and its launch", run.calm, settle)
+        run.kill_slurmctld()  # no state save: it restarts from the state it saved seconds ago
+        time.sleep(1.0)
+        run.restart_slurmctld()
+    finally:
+        run.pause_controller(False)
     run.stream("c", n3, 0.3, every)
-    run.wait("every job ran, ended or was reported", run.settled, 150)
+    run.wait("every job ran, ended or was reported", run.settled, end_wait, lambda: "; ".join(run.unsettled))
     out = run.outcome()
     if run.ctl is not None:
         run.ctl.send_signal(signal.SIGTERM)
@@ -315,6 +341,8 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=None, help="where job scripts, outputs and the controller go")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--settle", type=float, default=30.0, help="seconds to wait for a calm moment to kill slurmctld")
+    ap.add_argument("--end-wait", type=float, default=300.0, help="seconds to wait for every job to run, end or be "
+                    "reported")
     ap.add_argument("--stale-after", type=float, default=8.0)
     ap.add_argument("--mode", choices=("groups", "continuous"), default="groups", help="the controller's mode")
     ap.add_argument("--json", action="store_true")
@@ -339,7 +367,8 @@ def main() -> None:
             subprocess.run([sys.executable, "-m", "service.cli", "profile", "--name", "nap", "--", "python3", "-c",
                             "import time; time.sleep(1)"], env=env, cwd=ROOT, check=True, capture_output=True, timeout=600)
         t0 = time.monotonic()
-        out = scenario(Run(env, state, work, args.seed, args.stale_after, args.mode), args.jobs, args.plain, args.settle)
+        out = scenario(Run(env, state, work, args.seed, args.stale_after, args.mode), args.jobs, args.plain, args.settle,
+                       args.end_wait)
         out["mode"] = args.mode
         out["wall_s"] = round(time.monotonic() - t0, 1)
         out["command"] = "bench/slurm_crash.py " + " ".join(sys.argv[1:])

@@ -67,7 +67,9 @@ def slurm_conf_text(spec: ClusterSpec, cpus: int, dirs: dict[str, Path]) -> str:
         "SchedulerType=sched/backfill",
         # Schedule batch jobs at once (the default lets slurmctld delay them up to 3 s to batch submissions):
         # a released group then starts in the next pass, which is what the controller's groups wait for.
-        "SchedulerParameters=batch_sched_delay=0",
+        # bf_interval: a job whose begin time passes (a requeue's wait) starts at the next backfill pass or the
+        # periodic one (30 and 60 s by default); a pass over a few nodes costs nothing.
+        "SchedulerParameters=batch_sched_delay=0,bf_interval=5",
         "MpiDefault=none",
         "ReturnToService=2",
         "AccountingStorageType=accounting_storage/none",
