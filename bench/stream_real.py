@@ -14,6 +14,10 @@ started through the executor's launch path, pinned with ``numactl --physcpubind`
   job in order started in the lowest free slot the moment one frees;
 * ``rollout``: the default continuous policy, deciding each start on this node's calibrated node model.
 
+On request (``--modes``): ``rollout-profiles``, rollout with the profiles' lengths only (``--no-learn-lengths``), and
+``rollout-given``, rollout on the same stream whose jobs each say their own time alone (``solo_s``: the profile's time
+alone times the job's k of ``--scale-seed``), what a user who knows each job's input could tell it.
+
 Each repeat runs the three modes one after another, the order rotated between repeats (a load change hits each mode
 in turn). Per repeat: each mode's makespan, throughput vs time sharing (the sum of the jobs' own times in that
 repeat's time-sharing run over the mode's makespan), mean turnaround, continuous / packing (packing's makespan over
@@ -112,6 +116,10 @@ CONTINUOUS = "rollout"
 #: On request (--modes): rollout deciding with the profiles' lengths only (--no-learn-lengths), the ablation of the
 #: lengths an online run learns from its jobs that ended.
 PROFILES_MODE = "rollout-profiles"
+#: On request (--modes): rollout told each job's own time alone (its entry's solo_s: its program's profiled time
+#: alone times the job's k of --scale-seed, 1 without), what a user who knows the job's input could say; a stream
+#: file of its own (STREAM-given.json) in the runs directory.
+GIVEN_MODE = "rollout-given"
 #: --scale-seed S: each program's jobs do k times the work its profile was taken on (a program profiled on one input
 #: and run on another), k drawn per program (in name order) by random.Random(S).choice(SCALES).
 SCALES = (0.5, 1.0, 2.0, 3.0)
@@ -159,9 +167,32 @@ def load1() -> float:
 
 def mode_argv(stream: Path, mode: str, runs: Path) -> list[str]:
     """The command one mode of one repeat runs (an online run; its report on stdout)."""
-    policy, extra = (CONTINUOUS, ["--no-learn-lengths"]) if mode == PROFILES_MODE else (mode, [])
+    policy, extra = (CONTINUOUS, ["--no-learn-lengths"]) if mode == PROFILES_MODE else (
+        (CONTINUOUS, []) if mode == GIVEN_MODE else (mode, []))
+    if mode == GIVEN_MODE:
+        stream = given_path(stream)
     return [COSCHED, "run", str(stream), "--mode", "continuous", "--policy", policy, *extra, "--runs", str(runs),
             "--json"]
+
+
+def given_path(stream: Path) -> Path:
+    return stream.with_name(f"{stream.stem}-given.json")
+
+
+def given_stream(doc: dict[str, Any], ks: dict[str, float], home: Path) -> dict[str, Any]:
+    """``doc`` with each job's solo_s: its program's stored profile's time alone on this node times its k."""
+    os.environ["COSCHED_HOME"] = str(home)
+    from env.node.discover import local_node_id
+    from profiler.store import ProfileStore
+
+    store, key = ProfileStore(), local_node_id()
+    out = json.loads(json.dumps(doc))
+    for j in out["jobs"]:
+        prof = store.get(j["profile"], key)
+        if prof is None:
+            raise SystemExit(f"stream_real: {GIVEN_MODE} needs a stored profile of {j['profile']} (--setup)")
+        j["solo_s"] = round(prof.duration_s * ks.get(j["profile"], 1.0), 3)
+    return out
 
 
 def run_mode(stream: Path, policy: str, runs: Path, env: dict[str, str], tag: str) -> dict[str, Any]:
@@ -358,6 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     home.mkdir(parents=True, exist_ok=True)
     subprocess.run([sys.executable, str(ROOT / "examples" / "make-data.py"), DATA], check=True, cwd=ROOT)
     doc_stream = json.loads(Path(args.stream).read_text()) if args.stream else stream_doc(args.cmax, args.programs)
+    ks: dict[str, float] = {}
     if args.scale_seed is not None and not args.setup:  # the profiles (--setup) stay of the base work
         ks = scales(sorted({j["profile"] for j in doc_stream["jobs"]}), args.scale_seed)
         for j in doc_stream["jobs"]:
@@ -368,6 +400,8 @@ def main(argv: list[str] | None = None) -> int:
     runs.mkdir(parents=True, exist_ok=True)
     stream = runs / "stream.json"
     stream.write_text(json.dumps(doc_stream, indent=1))
+    if GIVEN_MODE in modes and not args.setup:
+        given_path(stream).write_text(json.dumps(given_stream(doc_stream, ks, home), indent=1))
     if args.setup:
         setup(home, env, args.programs)
         return 0

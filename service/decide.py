@@ -204,18 +204,14 @@ class Decider:
         if self.model is None:
             solo = solo_s if solo_s is not None else self._profile_solo(profile)
             return StreamJob(id, profile, None, solo, submit_s, adapts)  # type: ignore[arg-type]
-        from env.sim.catalogue import catalogue
+        from env.episode.stream import program_for
         from env.sim.world import world_for
 
-        world = world_for(self.dnode)
-        if not world.is_known(profile):
+        if not world_for(self.dnode).is_known(profile):
             how = "GET /profiles, 'cosched profile'" if self.model.kind == "model" else "'cosched jobs --backend sim'"
             raise DecideError(f"{field}.profile", f"node {self.node.name} does not know program {profile!r}: send a "
                                                   f"profile its node model has ({how})")
-        params, solo = world.entries[profile].params, catalogue(self.dnode)[profile].solo_s
-        if solo_s is not None:
-            params, solo = params.scaled(solo_s / solo), solo_s
-        return StreamJob(id, profile, params, solo, submit_s, adapts)
+        return StreamJob(id, profile, *program_for(self.dnode, profile, solo_s), submit_s, adapts)
 
     def _profile_adapts(self, profile: str) -> bool:
         return profile_adapts(self.node, profile, self._profile)

@@ -28,6 +28,11 @@ def plan_window(window: Window, node: NodeSpec, *, policy: str | None = None, mo
                 guard: bool = True) -> Plan:
     """The plan of ``window`` for ``node``: the policy's, unless it is predicted below time sharing (then the best
     baseline's, saying why: ``env.planners.guard``). ``guard=False``: the policy's own plan, always."""
+    given = own_lengths(window)
+    if given:
+        raise InputError(f"{given} give their own time alone (solo_s), which only continuous decisions take (groups "
+                         "plans take each program's profile): plan with --mode continuous (\"mode\": \"continuous\"), "
+                         "or without solo_s")
     name = policy or default_policy(node, model)
     if model is not None and name not in MODEL_POLICIES:
         raise InputError(f"--model is for the agent policies; policy {name!r} does not use a model")
@@ -54,6 +59,22 @@ def plan_window(window: Window, node: NodeSpec, *, policy: str | None = None, mo
         note = stale_note(pol.model_for(node).meta, node, profiles)  # type: ignore[attr-defined]
         plan = plan.model_copy(update={"stale_model": note}) if note else plan
     return plan
+
+
+def own_lengths(window: Window) -> str:
+    """'jobs a, b' (at most three named) when jobs of ``window`` give their own solo_s, else ''."""
+    ids = [j.id for j in window.jobs if j.solo_s is not None]
+    if not ids:
+        return ""
+    return (f"job {ids[0]}" if len(ids) == 1 else
+            f"jobs {', '.join(ids[:3])}" + (f" and {len(ids) - 3} more" if len(ids) > 3 else ""))
+
+
+def own_lengths_reason(window: Window) -> str:
+    """Why the default mode is continuous for a window whose jobs give their own lengths ('' when none do)."""
+    given = own_lengths(window)
+    return (f"continuous: {given} give their own time alone (solo_s), which only continuous decisions take (groups "
+            "plans take each program's profile)") if given else ""
 
 
 def simulate(plan: Plan, seed: int | None = None) -> RunReport:
@@ -278,7 +299,9 @@ def plan_document(window: Window, node: NodeSpec, *, mode: str | None = None, po
     from env.planners.streams import stream_registry
     from training.registry import policy_registry
 
-    if mode is None and policy is not None:
+    if mode is None and own_lengths(window):
+        mode, reason = "continuous", own_lengths_reason(window)
+    elif mode is None and policy is not None:
         groups_names = set(policy_registry().names())
         stream_only = policy in stream_registry(lambda w: None).names() and policy not in groups_names  # type: ignore[arg-type,return-value]
         mode = "continuous" if stream_only else "groups"

@@ -219,18 +219,27 @@ def run_stream(node: NodeSpec, jobs: Sequence[StreamJob], max_concurrency: int, 
 
 
 __all__ = ["DEFAULT_STREAM_WINDOW", "Decision", "WAIT", "StreamJob", "sim_stream", "StreamView", "StreamPolicy", "StreamRun", "JobRun", "run_stream",
-           "check_decision", "SLOWDOWN_FLOOR_S"]
+           "check_decision", "SLOWDOWN_FLOOR_S", "program_for"]
+
+
+def program_for(node: NodeSpec, profile: str, solo_s: float | None = None) -> tuple[JobParams, float]:
+    """A program's params and time alone on ``node``'s model, scaled to a job's own time alone ``solo_s`` where one
+    is given (``JobParams.scaled``: work and traffic, not working sets); the program must be known there."""
+    from env.sim.catalogue import catalogue
+    from env.sim.world import world_for
+
+    params, solo = world_for(node).entries[profile].params, catalogue(node)[profile].solo_s
+    return (params, solo) if solo_s is None else (params.scaled(solo_s / solo), solo_s)
 
 
 def sim_stream(node: NodeSpec, jobs: Sequence) -> list[StreamJob]:  # noqa: ANN001 - WindowJobs
     """A stream document's jobs on a simulated node: each job's program from the node's catalogue (one line naming
-    the unknown ones)."""
-    from env.sim.catalogue import catalogue
+    the unknown ones), scaled to the job's own ``solo_s`` where it gives one."""
     from env.sim.world import world_for
 
-    world, cat = world_for(node), catalogue(node)
+    world = world_for(node)
     unknown = [j.profile_name for j in jobs if not world.is_known(j.profile_name)]
     if unknown:
         raise InputError(f"{node.name} does not know {', '.join(dict.fromkeys(unknown))} (see 'cosched jobs --backend sim')")
-    return [StreamJob(j.id, j.profile_name, world.entries[j.profile_name].params, cat[j.profile_name].solo_s,
-                      j.submit_s or 0.0, bool(j.adapts)) for j in jobs]
+    return [StreamJob(j.id, j.profile_name, *program_for(node, j.profile_name, j.solo_s), j.submit_s or 0.0,
+                      bool(j.adapts)) for j in jobs]

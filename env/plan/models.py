@@ -43,6 +43,12 @@ class WindowJob(BaseModel):
                                 "from it while it runs (its threads sleep when they wait, or it re-reads its CPUs); "
                                 "only such a job is asked to give CPUs back (docs/continuous.md, 'Giving CPUs back'). "
                                 "Absent: what its profile measured ('cosched profile --adapts'), else false")
+    solo_s: float | None = Field(None, gt=0, le=1e8, allow_inf_nan=False,
+                                 description="the job's time alone on the whole node (s), where its user knows it "
+                                 "better than its program's profile does (another input, another size): continuous "
+                                 "decisions play its program scaled to it (its work and traffic; its working sets and "
+                                 "character as profiled). Groups plans take profiles only and refuse it. Absent: its "
+                                 "profile's")
 
     @field_validator("command")
     @classmethod

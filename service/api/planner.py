@@ -74,12 +74,13 @@ def mode_planner(state) -> Modes:
     default stream policy), or absent: ``service.planning.choose_mode`` over ``plan``'s groups plan."""
 
     def answer(window: Window, plan: Callable[[Window], bytes]) -> bytes:
-        from service.planning import as_groups, choose_mode, plan_continuous
+        from service.planning import as_groups, choose_mode, own_lengths_reason, plan_continuous
 
         mode = getattr(window, "mode", None)
-        if mode == "continuous":
+        given = own_lengths_reason(window) if mode is None else ""
+        if mode == "continuous" or given:
             doc = plan_continuous(window, state.node)
-            return doc.model_copy(update={"mode_reason": "continuous: asked for"}).model_dump_json().encode()
+            return doc.model_copy(update={"mode_reason": given or "continuous: asked for"}).model_dump_json().encode()
         groups = Plan.model_validate_json(plan(window))
         chosen = as_groups(groups, "groups: asked for") if mode == "groups" else choose_mode(window, state.node, groups)
         return chosen.model_dump_json().encode()

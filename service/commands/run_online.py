@@ -39,8 +39,9 @@ def run_online_command(args: Any) -> int:
         model, learn = getattr(args, "model", None), getattr(args, "learn_lengths", True)
     node = load_node(args.node or "sim:reference") if backend == "sim" else load_node("local")
     decider = Decider(node, policy, w, model, give_back=True)  # both backends carry out give-backs (re-pinned here)
-    jobs = {j.id: decider.stream_job(j.id, j.profile_name, j.submit_s or 0.0, f"jobs[{i}]", j.adapts)
+    jobs = {j.id: decider.stream_job(j.id, j.profile_name, j.submit_s or 0.0, f"jobs[{i}]", j.adapts, j.solo_s)
             for i, j in enumerate(window.jobs)}
+    given = {j.id for j in window.jobs if j.solo_s is not None}  # their own lengths: neither learned nor teaching
     decider.reset(list(jobs.values()), window.max_concurrency)
     decided_on = decider.model.source if decider.model else "which CPUs are held (no node model of this node)"
     if backend == "sim":
@@ -76,7 +77,7 @@ def run_online_command(args: Any) -> int:
             pred = decider.predict(view, d, list(jobs.values()))
             end_at = {p.id: p.end_s for p in pred.jobs} if pred is not None else {}
             for jid, _ in d.starts:
-                if (end := end_at.get(jid)) is not None and end > view.now:
+                if jid not in given and (end := end_at.get(jid)) is not None and end > view.now:
                     learner.started(jid, jobs[jid].name, (jobs[jid].solo_s, end - view.now))
         return d
 
@@ -125,7 +126,7 @@ def _relength(decider: Decider, window: Any, jobs: dict[str, Any], learner: Any)
     solo = learner.lengths.solo_s({j.profile_name for j in window.jobs})
     changed = False
     for i, j in enumerate(window.jobs):
-        s = solo.get(j.profile_name)
+        s = solo.get(j.profile_name) if j.solo_s is None else None  # a job's own solo_s stands
         if s is not None and not math.isclose(s, jobs[j.id].solo_s, rel_tol=RELENGTH_TOL):
             jobs[j.id] = decider.stream_job(j.id, j.profile_name, j.submit_s or 0.0, f"jobs[{i}]", jobs[j.id].adapts,
                                             solo_s=s)

@@ -242,6 +242,21 @@ def test_each_programs_length_is_learned_from_its_jobs_that_ended(home: Path, tm
     assert not any(n.startswith("lengths learned") for n in report["notes"])
 
 
+def test_a_job_that_gives_its_own_length_keeps_it_and_teaches_nothing(home: Path, tmp_path: Path) -> None:
+    # j1 says it runs 50 s alone (a window job's solo_s; that decisions take it is tested on the node model in
+    # tests/service/test_job_lengths.py): its start waits for no lesson and its end teaches MG nothing (its length
+    # is its own, not its program's), while every other job's start is recorded to teach
+    window, _ = stream(tmp_path, [0.4, 0.5, 0.4, 0.5, 0.4, 0.5])
+    doc = json.loads(window.read_text())
+    doc["jobs"][1]["solo_s"] = 50.0
+    window.write_text(json.dumps(doc))
+    out = run([str(window), "--mode", "continuous", "--runs", str(tmp_path / "runs"), "--json"], home)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    lines = lengths_lines(Path(report["run_dir"]))
+    assert sorted(s["job"] for s in lines) == ["j0", "j2", "j3", "j4", "j5"]
+
+
 def test_a_resumed_run_decides_with_the_lengths_the_killed_run_had_learned(home: Path, tmp_path: Path) -> None:
     secs = [0.5, 1.5, 0.5, 1.5, 0.5, 0.5, 0.5, 0.5]
     window, marks = stream(tmp_path, secs)

@@ -143,3 +143,25 @@ def test_scaled_jobs_do_k_times_their_profiled_work_and_the_draw_is_the_seeds() 
     assert ks == stream_real.scales(progs, 1) and set(ks.values()) <= set(stream_real.SCALES)
     assert stream_real.mode_argv(Path("s.json"), "rollout-profiles", Path("r"))[5:9] == [
         "--policy", "rollout", "--no-learn-lengths", "--runs"]
+
+
+def test_the_given_lengths_mode_runs_rollout_on_a_stream_whose_jobs_say_k_times_their_profiles_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import datetime, timezone
+
+    from env.node.discover import local_node_id
+    from profiler.models import Profile
+    from profiler.store import ProfileStore
+
+    monkeypatch.setenv("COSCHED_HOME", str(tmp_path))
+    for name, wall in (("a", 4.0), ("b", 6.0)):
+        ProfileStore().put(Profile(name=name, node_id=local_node_id(), command=[f"/bin/{name}"], wall_s=wall,
+                                   counters={"duration_time": wall * 1e9}, created_at=datetime.now(timezone.utc)))
+    doc = {"jobs": [{"id": "a-1", "profile": "a", "command": ["a"]}, {"id": "b-1", "profile": "b", "command": ["b"]}],
+           "max_concurrency": 2}
+    given = stream_real.given_stream(doc, {"a": 3.0}, tmp_path)
+    assert [j["solo_s"] for j in given["jobs"]] == [12.0, 6.0] and "solo_s" not in doc["jobs"][0]
+    argv = stream_real.mode_argv(tmp_path / "stream.json", stream_real.GIVEN_MODE, tmp_path / "runs")
+    assert str(tmp_path / "stream-given.json") in argv and argv[argv.index("--policy") + 1] == "rollout"
+    with pytest.raises(SystemExit, match="stored profile of c"):
+        stream_real.given_stream({"jobs": [{"id": "c-1", "profile": "c"}]}, {}, tmp_path)
