@@ -65,6 +65,12 @@ class Continuous(Recovery):
         t0 = c.setdefault("t0", now)
         queue = self._held_queue(jobs)
         c["queued"] = len(queue)
+        said: set[int] = c.setdefault("bad_solo_said", set())
+        for j in queue:
+            if j.bad_solo_s is not None and j.job_id not in said:
+                said.add(j.job_id)
+                self.log(f"job {j.job_id} ({j.name}): its comment's solo_s={j.bad_solo_s!r} is not seconds in (0, 1e8]: "
+                         "decided with its program's length")
         running = self._running(jobs, spec)
         profiles = {j.profile for j in queue} | {r.profile for rs in running.values() for r in rs if r is not None}
         lengths = self._lengths(spec, profiles) if self.cfg.learn_lengths else {}
@@ -114,8 +120,10 @@ class Continuous(Recovery):
             if not head or last.get(node.name) == sig:
                 continue
             try:
-                d = decide(spec, [replace(r, solo_s=lengths.get(r.profile)) for r in runs],
-                           [Queued(j.job_id, j.profile, j.submit_time - t0, lengths.get(j.profile)) for j in head],
+                # a job's own solo_s (its comment) before its program's learned length
+                d = decide(spec, [replace(r, solo_s=_own(jobs, r.id) or lengths.get(r.profile)) for r in runs],
+                           [Queued(j.job_id, j.profile, j.submit_time - t0, j.solo_s or lengths.get(j.profile))
+                            for j in head],
                            self.cfg.cmax, now_s=max(0.0, now - t0), policy=self.cfg.policy, window=self.cfg.window)
             except CoschedError as exc:  # the node's state as the controller sees it was refused: said, not retried
                 last[node.name] = sig
@@ -179,10 +187,12 @@ class Continuous(Recovery):
                 resctrl_group=group_name(0, str(sj.job_id)) if resctrl else None)
             new.append(NewJob(sj.job_id, 0, sj.profile, sj.options, lines, float(sj.submit_time)))
             expect = getattr(d, "expected", {}).get(sj.job_id)
+            own = sj.solo_s is not None  # its own length (its comment): it teaches its program nothing
             doc.append({"id": sj.job_id, "profile": sj.profile,
                         "allocation": alloc.model_dump(mode="json") if alloc is not None else None,  # type: ignore[attr-defined]
-                        **({"solo_s": round(expect[0], 3), "predicted_s": round(expect[1], 3)} if expect else {})})
-            if expect and "lengths" in self._c:
+                        **({"solo_s": round(expect[0], 3), "predicted_s": round(expect[1], 3)} if expect else {}),
+                        **({"own_solo_s": True} if own else {})})
+            if expect and not own and "lengths" in self._c:
                 self._c["lengths"].started(sj.job_id, sj.profile, expect)
         pred = getattr(d, "predicted_makespan_s", None)
         wid = self.journal.add_decision(node, json.dumps({"mode": "continuous", "node": node, "starts": doc,
@@ -220,7 +230,8 @@ class Continuous(Recovery):
                 if not isinstance(doc, dict) or doc.get("mode") != "continuous":
                     continue
                 for st in doc.get("starts") or []:  # a job id Slurm gave again is learned from its latest start only
-                    if current.get(st.get("id")) == wid and st.get("solo_s") and st.get("predicted_s"):
+                    if (current.get(st.get("id")) == wid and st.get("solo_s") and st.get("predicted_s")
+                            and not st.get("own_solo_s")):
                         lengths.started(st["id"], st["profile"], (st["solo_s"], st["predicted_s"]))
             n = self._learn(lengths, quiet=True)
             if n:
@@ -339,6 +350,12 @@ def _allocation(r: JobRow, spec: NodeSpec) -> object | None:
     if not set(cpus) <= set(spec.cpus):
         return None
     return DecideAllocation(cpus=cpus, memory=_MEMORY.get(kv.get("mempolicy", "default"), "first-touch"))
+
+
+def _own(jobs: dict[int, SlurmJob], job_id: int) -> float | None:
+    """A job's own time alone (its comment's solo_s), if Slurm still lists it with one."""
+    j = jobs.get(job_id)
+    return j.solo_s if j is not None else None
 
 
 def _foreign_nodes(jobs: dict[int, SlurmJob], partition: str) -> set[str]:

@@ -68,14 +68,34 @@ class SlurmJob:
     def finished(self) -> bool:
         return self.state in FINISHED
 
+    def _comment(self, key: str) -> str | None:
+        """The value of 'KEY=VALUE' in the job's comment (words split by spaces or commas), or None."""
+        for word in self.comment.replace(",", " ").split():
+            k, sep, value = word.partition("=")
+            if sep and k == key:
+                return value
+        return None
+
     @property
     def profile(self) -> str:
         """The profile the job asks for: 'profile=NAME' in its comment, else its job name."""
-        for word in self.comment.replace(",", " ").split():
-            key, sep, value = word.partition("=")
-            if sep and key == "profile" and value:
-                return value
-        return self.name
+        return self._comment("profile") or self.name
+
+    @property
+    def solo_s(self) -> float | None:
+        """The job's own time alone on the whole node, 'solo_s=SECONDS' in its comment (its user knows it better
+        than its program's profile); None when absent or not seconds in (0, 1e8] (``bad_solo_s`` says so)."""
+        try:
+            v = float(self._comment("solo_s") or "nan")
+        except ValueError:
+            return None
+        return v if 0 < v <= 1e8 else None
+
+    @property
+    def bad_solo_s(self) -> str | None:
+        """The comment's solo_s when it is given and not seconds in (0, 1e8], else None."""
+        raw = self._comment("solo_s")
+        return raw if raw is not None and self.solo_s is None else None
 
 
 @dataclass(frozen=True)

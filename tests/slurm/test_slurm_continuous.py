@@ -310,6 +310,37 @@ def test_a_programs_length_is_learned_from_its_jobs_that_ended_and_decides_its_n
         assert [d.get("solo_s") for d in docs[:2]] == pytest.approx([profile] * 2, abs=1e-3) and not taken, docs
 
 
+def test_a_jobs_own_solo_s_in_its_comment_decides_it_and_teaches_its_program_nothing(tmp_path: Path) -> None:
+    # Three MG jobs of 30 s, one at a time (Cmax 1). The second says 'solo_s=500' in its comment: it is decided with
+    # 500 s, its end teaches MG nothing, and the third is decided with what the first taught. A fourth job's
+    # unreadable solo_s is said once and its program's length taken.
+    sim = SimCluster(n_nodes=1, cpus=24)
+    ids = [sim.submit("MG", runtime_s=30.0, comment=c) for c in ("", "profile=MG,solo_s=500", "", "solo_s=soon")]
+    pdir, log = tmp_path / "placements", []
+    plugin = Plugin(sim, pdir)
+    ctl = Controller(ControllerConfig(partition="cosched", placement_dir=pdir, window=8, cmax=1, gather_s=0.0,
+                                      stale_after_s=30.0, mode="continuous", policy="greedy-continuous"),
+                     sim, in_process(NODE, "greedy", None), Journal(tmp_path / "journal.sqlite"),
+                     plan_node=lambda: load_node(NODE), log=log.append, clock=sim.clock)
+    Watch(sim, plugin, pdir).run(ctl, 140.0)
+    assert all(plugin.runs.get(i) == 1 for i in ids), plugin.runs
+    docs = {d["id"]: d for r in sqlite3.connect(tmp_path / "journal.sqlite").execute("SELECT plan FROM windows")
+            for d in json.loads(r[0])["starts"]}
+    assert docs[ids[1]]["solo_s"] == 500.0 and docs[ids[1]]["own_solo_s"] is True
+    ran = placement.ended(pdir, ids[0]).time - placement.started(pdir, ids[0]).time
+    learned = docs[ids[0]]["solo_s"] * ran / docs[ids[0]]["predicted_s"]
+    assert docs[ids[2]]["solo_s"] == pytest.approx(learned, abs=1e-2)  # the first's lesson, not the second's 500 s
+    assert not any(f"job {ids[1]} (MG) ran" in ln for ln in log)
+    bad = [ln for ln in log if "solo_s='soon'" in ln]
+    assert len(bad) == 1 and f"job {ids[3]}" in bad[0] and "own_solo_s" not in docs.get(ids[3], {})
+    # a restarted controller learns again from its journal: every decided job that ended, but the one with its own
+    again = Controller(ctl.cfg, sim, in_process(NODE, "greedy", None), Journal(tmp_path / "journal.sqlite"),
+                       plan_node=lambda: load_node(NODE), log=[].append, clock=sim.clock)
+    again._lengths(load_node(NODE), {"MG"})
+    taught = [i for i, d in docs.items() if d.get("predicted_s") and not d.get("own_solo_s")]
+    assert len(taught) >= 2 and len(again._c["lengths"].seen["MG"]) == len(taught)
+
+
 def test_learned_lengths_take_the_median_of_a_programs_last_jobs_and_scale_the_programs_not_yet_seen() -> None:
     # the profiles were taken alike (here: each 1/3 of the work the jobs do), so a program none of whose jobs ended
     # yet is scaled by what the others showed, never left at its profile's length beside them
