@@ -8,7 +8,9 @@
   group released together with its placements, the next when the node is free again;
 * cosched continuous: `cosched slurm run --mode continuous --once`: at each job's end a decision for the node starts
   held jobs beside those still running, pinned to the CPUs decided (one job per CPU at most); each program's length
-  learned from its jobs that ended (``cosched-continuous-profiles``, on request: the profiles' lengths only).
+  learned from its jobs that ended (``cosched-continuous-profiles``, on request: the profiles' lengths only;
+  ``cosched-continuous-given``, on request: each job says its own time alone in its comment, ``solo_s`` = its
+  length factor x --target, the length it was sized for, as a user who knows the job's input could say).
 
 The programs do fixed work (a Python loop, sysbench cpu, xz of a fixed file, a memory stream), each sized once at
 the start so that it runs about --target seconds alone on one CPU of this machine (``--sizes`` gives the sizes of an
@@ -58,7 +60,7 @@ LENGTHS = [1.0, 0.8, 1.2, 1.0, 1.2, 0.8, 0.9, 1.1, 1.2, 0.9, 1.1, 0.8]  # x --ta
 MODES = ["one-at-a-time", "packing", "cosched-groups", "cosched-continuous"]
 # on request (--modes): continuous mode deciding with the profiles' lengths only (--no-learn-lengths), the ablation of
 # the lengths the controller learns from the jobs that ended
-ALL_MODES = [*MODES, "cosched-continuous-profiles"]
+ALL_MODES = [*MODES, "cosched-continuous-profiles", "cosched-continuous-given"]
 
 
 def sh(argv: list[str], env: dict[str, str], **kw) -> str:  # type: ignore[no-untyped-def]
@@ -125,7 +127,8 @@ def run_mode(mode: str, rep: int, env: dict[str, str], work: Path, data: Path, s
     tags = [f"{mode}-{rep}-{k:02d}" for k in range(len(STREAM))]
     extra = {"one-at-a-time": ["-p", "batch", "-c", str(cpus)], "packing": ["-p", "cosched", "-c", str(cpus)]}.get(
         mode, ["--cosched", "-c", str(cpus)])
-    ids = [submit(env, work, t, command(p, max(1, round(sizes[p] * f)), data), p, extra)
+    own = (lambda f: ["--comment", f"solo_s={f * target:.1f}"]) if mode.endswith("-given") else (lambda f: [])
+    ids = [submit(env, work, t, command(p, max(1, round(sizes[p] * f)), data), p, [*extra, *own(f)])
            for t, p, f in zip(tags, STREAM, LENGTHS)]
     ctl_log = ""
     if mode.startswith("cosched-"):

@@ -30,7 +30,7 @@ def plan_window(window: Window, node: NodeSpec, *, policy: str | None = None, mo
     baseline's, saying why: ``env.planners.guard``). ``guard=False``: the policy's own plan, always."""
     given = own_lengths(window)
     if given:
-        raise InputError(f"{given} give their own time alone (solo_s), which only continuous decisions take (groups "
+        raise InputError(f"{given} own time alone (solo_s), which only continuous decisions take (groups "
                          "plans take each program's profile): plan with --mode continuous (\"mode\": \"continuous\"), "
                          "or without solo_s")
     name = policy or default_policy(node, model)
@@ -62,19 +62,20 @@ def plan_window(window: Window, node: NodeSpec, *, policy: str | None = None, mo
 
 
 def own_lengths(window: Window) -> str:
-    """'jobs a, b' (at most three named) when jobs of ``window`` give their own solo_s, else ''."""
+    """'job a gives its' / 'jobs a, b give their' (at most three named) when jobs of ``window`` give their own
+    solo_s, else ''."""
     ids = [j.id for j in window.jobs if j.solo_s is not None]
     if not ids:
         return ""
-    return (f"job {ids[0]}" if len(ids) == 1 else
-            f"jobs {', '.join(ids[:3])}" + (f" and {len(ids) - 3} more" if len(ids) > 3 else ""))
+    return (f"job {ids[0]} gives its" if len(ids) == 1 else
+            f"jobs {', '.join(ids[:3])}" + (f" and {len(ids) - 3} more" if len(ids) > 3 else "") + " give their")
 
 
 def own_lengths_reason(window: Window) -> str:
     """Why the default mode is continuous for a window whose jobs give their own lengths ('' when none do)."""
     given = own_lengths(window)
-    return (f"continuous: {given} give their own time alone (solo_s), which only continuous decisions take (groups "
-            "plans take each program's profile)") if given else ""
+    return (f"continuous: {given} own time alone (solo_s), which only continuous decisions take (groups plans take "
+            "each program's profile)") if given else ""
 
 
 def simulate(plan: Plan, seed: int | None = None) -> RunReport:

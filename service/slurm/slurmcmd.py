@@ -69,10 +69,10 @@ class SlurmJob:
         return self.state in FINISHED
 
     def _comment(self, key: str) -> str | None:
-        """The value of 'KEY=VALUE' in the job's comment (words split by spaces or commas), or None."""
+        """The first non-empty value of 'KEY=VALUE' in the job's comment (words split by spaces or commas), or None."""
         for word in self.comment.replace(",", " ").split():
             k, sep, value = word.partition("=")
-            if sep and k == key:
+            if sep and k == key and value:
                 return value
         return None
 
