@@ -298,12 +298,10 @@ def profile_solo_s(node: NodeSpec, profile: str) -> float | None:
     model = stream_model(node)
     if model is None:
         return None
-    from env.sim.catalogue import catalogue
+    from env.episode.stream import program_for
     from env.sim.world import world_for
 
-    if not world_for(model.node).is_known(profile):
-        return None
-    return catalogue(model.node)[profile].solo_s
+    return program_for(model.node, profile)[1] if world_for(model.node).is_known(profile) else None
 
 
 def profile_adapts(node: NodeSpec, profile: str, stored: Any = None) -> bool:

@@ -45,11 +45,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="for a WINDOW.json: continuous decides online at every real event (a job ends, a job's "
                    "submit_s arrives) with a stream policy (--policy, default rollout), journaled and resumable; "
                    "groups plans groups first; default: the mode 'cosched schedule' gives (the one the node model "
-                   "predicts better; groups while it learns a new program from co-runs), the plan's continuous "
+                   "predicts better; groups while it learns a new program from co-runs; continuous where a job gives "
+                   "its own solo_s), the plan's continuous "
                    "launches run at real ends")
     p.add_argument("--no-learn-lengths", dest="learn_lengths", action="store_false",
                    help="--mode continuous on this node: decide with the profiles' lengths only (default: each "
-                   "program's time alone is learned from its jobs that ended in the run)")
+                   "program's time alone is learned from its jobs that ended in the run; a job's own solo_s stands "
+                   "either way)")
     p.add_argument("--resume", metavar="RUN_DIR", help="finish an interrupted run without re-running finished groups")
     p.add_argument("--runs", default="runs", metavar="DIR", help="where run directories are made (default: ./runs)")
     p.add_argument("--json", action="store_true", help="print the run report as one JSON document")

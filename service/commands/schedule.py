@@ -35,8 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mode", choices=("groups", "continuous"), default=None,
                    help="groups: jobs in groups one after another (barriers); continuous: each job starts at an event "
                    "(a job's end) once what it needs is free, decided by a stream policy on the node model. Default: "
-                   "the mode the node model predicts to end sooner (groups where there is no node model); the plan "
-                   "says which and why")
+                   "the mode the node model predicts to end sooner (groups where there is no node model; continuous "
+                   "where a job gives its own solo_s, which groups refuse); the plan says which and why")
     p.add_argument("--policy", default=None, help=f"groups: one of {', '.join(policy_registry().names())} (default: "
                    f"agent-search when a model ships for the node or is given and the node has a node model to score "
                    f"plans on, agent with a model only, else {DEFAULT_POLICY}); continuous: a stream policy, "

@@ -76,7 +76,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "continuous: the stream policy, rollout (default), greedy-continuous, packing or timeshare")
     r.add_argument("--no-learn-lengths", dest="learn_lengths", action="store_false",
                    help="continuous: decide with the profiles' lengths only (default: each program's time alone is "
-                   "learned from its jobs that ended on the node, the plugin's start and end records)")
+                   "learned from its jobs that ended on the node, the plugin's start and end records; a job's own "
+                   "'solo_s=SECONDS' in its --comment stands either way)")
     r.add_argument("--model", default=None, help="model file for the agent policy")
     r.add_argument("--pinrt-env", action="append", default=[], metavar="KEY=VALUE",
                    help="a PINRT_* setting for jobs run with --cosched=pinrt (repeatable)")
