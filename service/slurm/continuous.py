@@ -121,7 +121,7 @@ class Continuous(Recovery):
                 continue
             try:
                 # a job's own solo_s (its comment) before its program's learned length
-                d = decide(spec, [replace(r, solo_s=_own(jobs, r.id) or lengths.get(r.profile)) for r in runs],
+                d = decide(spec, [replace(r, solo_s=r.solo_s or lengths.get(r.profile)) for r in runs],
                            [Queued(j.job_id, j.profile, j.submit_time - t0, j.solo_s or lengths.get(j.profile))
                             for j in head],
                            self.cfg.cmax, now_s=max(0.0, now - t0), policy=self.cfg.policy, window=self.cfg.window)
@@ -304,7 +304,7 @@ class Continuous(Recovery):
                     continue
                 start = placement.started(pdir, r.job_id)
                 ran = now - start.time if start is not None else (now - sj.start_time if sj.start_time else 0.0)
-                out.setdefault(node, []).append(Running(r.job_id, r.profile, alloc, max(0.0, ran)))
+                out.setdefault(node, []).append(Running(r.job_id, r.profile, alloc, max(0.0, ran), sj.solo_s))
         self._c["watch"] = watch
         return out
 
@@ -350,12 +350,6 @@ def _allocation(r: JobRow, spec: NodeSpec) -> object | None:
     if not set(cpus) <= set(spec.cpus):
         return None
     return DecideAllocation(cpus=cpus, memory=_MEMORY.get(kv.get("mempolicy", "default"), "first-touch"))
-
-
-def _own(jobs: dict[int, SlurmJob], job_id: int) -> float | None:
-    """A job's own time alone (its comment's solo_s), if Slurm still lists it with one."""
-    j = jobs.get(job_id)
-    return j.solo_s if j is not None else None
 
 
 def _foreign_nodes(jobs: dict[int, SlurmJob], partition: str) -> set[str]:
