@@ -81,6 +81,14 @@ class Lengths:
         return out
 
 
+def expectations(starts: Iterable[tuple[Any, float | None]], ends: Mapping[Any, float], now_s: float
+                 ) -> dict[Any, tuple[float, float]]:
+    """What each start teaches once it ends: (its time alone as decided, the seconds to its predicted end), for the
+    starts decided with a time alone whose predicted end lies ahead (``Lengths.started``'s ``expected``)."""
+    return {jid: (solo, end - now_s) for jid, solo in starts
+            if solo is not None and (end := ends.get(jid)) is not None and end > now_s}
+
+
 def ran_well(result: Mapping[str, Any]) -> float | None:
     """The seconds an online run's job ran, where they say how long its program runs alone on its CPUs: it exited 0
     where the runner saw it end, on the CPUs it started with (None otherwise)."""
@@ -135,4 +143,4 @@ class RunLengths:
         return "lengths learned from the jobs that ended (each program's time alone on this node): " + ", ".join(parts)
 
 
-__all__ = ["LEARN_LAST", "MAX_SOLO_S", "MIN_SOLO_S", "RUN_FILE", "Lengths", "RunLengths", "ran_well"]
+__all__ = ["LEARN_LAST", "MAX_SOLO_S", "MIN_SOLO_S", "RUN_FILE", "Lengths", "RunLengths", "expectations", "ran_well"]

@@ -63,7 +63,7 @@ def run_online_command(args: Any) -> int:
     learner = None
     if learn and decider.model is not None and decider.name not in MODEL_FREE:  # packing and timeshare take no lengths
         from env.real.online import read_online_journal
-        from service.lengths import RunLengths
+        from service.lengths import RunLengths, expectations
 
         ends = read_online_journal(run_dir / "journal.jsonl")["job_end"] if resume_dir is not None else None
         learner = RunLengths(node, run_dir, {k: v.get("result", {}) for k, v in ends.items()} if ends else ends)
@@ -76,9 +76,9 @@ def run_online_command(args: Any) -> int:
         if learner is not None and d.starts:
             pred = decider.predict(view, d, list(jobs.values()))
             end_at = {p.id: p.end_s for p in pred.jobs} if pred is not None else {}
-            for jid, _ in d.starts:
-                if jid not in given and (end := end_at.get(jid)) is not None and end > view.now:
-                    learner.started(jid, jobs[jid].name, (jobs[jid].solo_s, end - view.now))
+            taught = [(jid, jobs[jid].solo_s) for jid, _ in d.starts if jid not in given]  # a given length is not learned
+            for jid, expected in expectations(taught, end_at, view.now).items():
+                learner.started(jid, jobs[jid].name, expected)
         return d
 
     progress = OnlineProgress()

@@ -23,6 +23,7 @@ from service.decide import (
     RunningIn,
     decide_state,
 )
+from service.lengths import expectations
 
 FALLBACK_POLICY = "packing"
 
@@ -91,8 +92,7 @@ def decide(node: NodeSpec, running: list[Running], queue: list[Queued], max_conc
             continue
         pred = out.predicted.makespan_s if out.predicted is not None else None
         ends = {p.id: p.end_s for p in out.predicted.jobs} if out.predicted is not None else {}
-        expected = {int(s.id): (s.solo_s, ends[s.id] - out.now_s) for s in out.starts
-                    if s.solo_s is not None and ends.get(s.id) is not None and ends[s.id] > out.now_s}
+        expected = {int(k): v for k, v in expectations([(s.id, s.solo_s) for s in out.starts], ends, out.now_s).items()}
         return Decided(policy=out.policy, starts=[(int(s.id), s.allocation) for s in out.starts],
                        changes=[(int(c.id), c.allocation) for c in out.changes], predicted_makespan_s=pred,
                        unknown=unknown, fallback=fallback, note=out.note, expected=expected)
