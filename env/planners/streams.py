@@ -275,5 +275,26 @@ def evaluate_streams(streams: Sequence[Window], node: NodeSpec, policies: Sequen
             "mean": mean}
 
 
-__all__ = ["DEFAULT_STREAM_WINDOW", "DEFAULT_CONTINUOUS_POLICY", "STREAM_POLICIES", "TimeShare", "Packing", "GreedyContinuous", "Groups", "RolloutGiveBack", "slots",
-           "stream_registry", "evaluate_streams"]
+#: A cluster's whole-node rule (the trace simulation's ``cosched`` and the Slurm controller's continuous mode) gives a
+#: job a whole idle node only where its program runs at least this much longer on one of packing's slots
+#: (``slot_slowdown``): a job that runs as fast on its slot gains nothing from the rest of the node, which then stays
+#: whole for a job that does (on sim:reference at Cmax 2: DC 0.94 and cholesky 1.00 share, fft at 1.22 and every
+#: other program runs alone). Chosen on the trace's design parts (docs/slurm-scale.md, "What chose what"): among 1.05,
+#: 1.1 and 1.3 it lowered cosched's mean turnaround in all nine (three parts, three draws).
+LONE_MIN_GAIN = 1.1
+
+
+def slot_slowdown(node: NodeSpec, params, max_concurrency: int) -> float:  # noqa: ANN001 - JobParams
+    """How much longer a job takes alone on packing's first slot than alone on the whole node (the node model's
+    times, first-touch, every way, no cap); 1 with Cmax 1."""
+    if max_concurrency <= 1:
+        return 1.0
+    from env.sim.model import solo_time
+    from env.sim.world import world_for
+
+    sp = world_for(node).params
+    return solo_time(node, params, list(slots(node, max_concurrency)[0]), sp=sp) / solo_time(node, params, sp=sp)
+
+
+__all__ = ["DEFAULT_STREAM_WINDOW", "LONE_MIN_GAIN", "DEFAULT_CONTINUOUS_POLICY", "STREAM_POLICIES", "TimeShare", "Packing", "GreedyContinuous", "Groups", "RolloutGiveBack", "slots",
+           "slot_slowdown", "stream_registry", "evaluate_streams"]

@@ -14,8 +14,9 @@ need not wait for that; the partition's OverSubscribe=FORCE:Cmax lets the next j
 
 Which nodes: while the idle usable nodes could give every held job one of its own, the oldest runs alone with a
 whole idle node (time sharing's allocation: sharing would only slow it down) once it has waited ``--gather``
-seconds for others (a burst submitted one job at a time then lands together); the trace simulation's ``cosched``
-makes the same choice (service/slurm/tracesim_policies.Cosched, docs/slurm-scale.md). Otherwise every node with room
+seconds for others (a burst submitted one job at a time then lands together), unless its program runs as fast on a
+slot (``env.planners.streams.LONE_MIN_GAIN``: the whole node would gain it nothing); the trace simulation's
+``cosched`` makes the same choice (service/slurm/tracesim_policies.Cosched, docs/slurm-scale.md). Otherwise every node with room
 decides from the queue's head.
 
 Exactly once holds as in group mode: a decision is journaled before any Slurm call, a journaled job is never
@@ -95,7 +96,8 @@ class Continuous(Recovery):
         if queue and usable and (not _NAME.match(queue[0].profile) or queue[0].profile in unknown):
             drain = min(usable, key=lambda n: len(running.get(n.name, []))).name
         kept = self._kept_off(jobs, [n.name for n in usable])  # a slurmd that ran a job's id refuses it
-        queue = self._alone_while_nobody_waits(queue, usable, running, kept, res)
+        queue = self._alone_while_nobody_waits(queue, usable, running, kept, res,
+                                               lambda j: self._gains_alone(spec, cmax, j.profile, unknown))
         for node in usable:
             if not queue:
                 break
@@ -153,23 +155,45 @@ class Continuous(Recovery):
             last[node.name] = (tuple(sorted([*sig[0], *started])), sig[1])
 
     def _alone_while_nobody_waits(self, queue: list[SlurmJob], usable: list[SlurmNode], running: dict,
-                                  kept: dict[int, set[str]], res: StepResult) -> list[SlurmJob]:
+                                  kept: dict[int, set[str]], res: StepResult,
+                                  gains: Callable[[SlurmJob], bool]) -> list[SlurmJob]:
         """While the idle usable nodes are at least as many as the held jobs, the oldest starts alone with a whole
         idle node (the first it need not keep off), once it has waited gather_s for others (a burst submitted one
-        job at a time lands together, and shares); returns the queue left to the nodes' decisions."""
+        job at a time lands together, and shares), unless its program gains nothing from the whole node (``gains``),
+        which leaves it to the nodes' decisions; returns the queue left to them."""
         idle = [n.name for n in usable if not running.get(n.name)]
-        while queue and len(idle) >= len(queue):
-            j = queue[0]
+        shares: list[SlurmJob] = []
+        for i, j in enumerate(queue):
+            if len(idle) < len(shares) + len(queue) - i:
+                return shares + queue[i:]  # a node of its own for every held job no longer
             if self.clock() - j.submit_time < self.cfg.gather_s:
-                return []  # nobody waits yet: it waits for the rest of a burst, if one comes
+                return shares  # nobody waits yet: it waits for the rest of a burst, if one comes
+            if not gains(j):
+                shares.append(j)
+                continue
             node = next((n for n in idle if n not in kept.get(j.job_id, ())), None)
             if node is None:
-                break
+                return shares + queue[i:]
             self._start(node, [(j, None)], "runs alone with the whole node (nobody waits for a node)", None, res)
             idle.remove(node)
             running[node] = [None]
-            queue = queue[1:]
-        return queue
+        return shares
+
+    def _gains_alone(self, spec: NodeSpec, cmax: int, profile: str, unknown: set[str]) -> bool:
+        """Whether a job of ``profile`` gains from a whole node over one of packing's slots (at least LONE_MIN_GAIN
+        times faster, the node model's times; the trace simulation's rule). A program the model does not know: yes
+        (the node's decision would not place it)."""
+        memo: dict[str, bool] = self._c.setdefault("gains_alone", {})
+        if profile not in memo:
+            from env.episode.stream import program_for
+            from env.planners.streams import LONE_MIN_GAIN, slot_slowdown
+
+            try:
+                memo[profile] = (not _NAME.match(profile) or profile in unknown
+                                 or slot_slowdown(spec, program_for(spec, profile)[0], cmax) >= LONE_MIN_GAIN)
+            except (CoschedError, KeyError):
+                memo[profile] = True
+        return memo[profile]
 
     def _start(self, node: str, chosen: list[tuple[SlurmJob, object]], why: str, d: object, res: StepResult) -> None:
         """Journals the decision (before any Slurm call); _dispatch writes the placements and releases the jobs."""

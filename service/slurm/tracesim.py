@@ -132,6 +132,7 @@ class Cluster:
         self.idle_cpus = np.full(self.size, len(self.node.cpus), dtype=np.int64)
         self.sig: list[tuple] = [() for _ in range(self.size)]  # what each node runs (programs and allocations)
         self._slow: dict[tuple, float] = {}
+        self._scale: dict[str, float] = {}  # program -> its time on one of Cmax slots over the whole node
         self.busy_s = 0.0
         self._busy_since: dict[int, float] = {}
 
@@ -141,12 +142,11 @@ class Cluster:
     def scale(self, program: str) -> float:
         """How much longer than on a whole node the program takes alone on one of Cmax equal slots (the node model):
         what a user asking for a slot's share of the node would request; 1 with Cmax 1."""
-        if self.cmax == 1:
-            return 1.0
-        from env.plan.allocate import plain_allocation
-        from env.planners.streams import slots
+        if program not in self._scale:
+            from env.planners.streams import slot_slowdown
 
-        return self.slowdown(program, plain_allocation(self.node, slots(self.node, self.cmax)[0]))
+            self._scale[program] = slot_slowdown(self.node, self.entries[program].params, self.cmax)
+        return self._scale[program]
 
     def slowdown(self, program: str, alloc: Allocation) -> float:
         """The program alone on ``alloc`` against alone on the whole node (the node model): the estimate's scale."""

@@ -10,7 +10,9 @@ choice of nodes and CPUs.
 * ``packing-lln``: the same with Slurm's ``CR_LLN`` (least-loaded nodes first): ranks go to the nodes running the
   fewest jobs, ties to the lowest-numbered.
 * ``cosched`` (``cosched:POLICY``): a job runs alone on whole idle nodes (time sharing's allocation) while the idle
-  nodes left would still hold every other queued job that could start now; otherwise it shares: the controller's
+  nodes left would still hold every other queued job that could start now, if its program gains from the whole node
+  (it runs at least ``LONE_MIN_GAIN`` times longer on a slot, ``env.planners.streams.slot_slowdown``; the Slurm
+  controller's rule too); otherwise it shares: the controller's
   node-level decision code, a stream policy of ``env.planners.streams.stream_registry`` by name
   (``greedy-continuous`` by default, slots of N/Cmax CPUs), is asked on each candidate node what it would start
   there for this job (its allocation); each candidate node is scored by the node model's instantaneous work rate
@@ -44,7 +46,7 @@ import numpy as np
 from env.episode.stream import StreamJob, StreamView
 from env.errors import InputError
 from env.plan.allocate import Allocation, assign_cpus, dealt, plain_allocation
-from env.planners.streams import slots, stream_registry
+from env.planners.streams import LONE_MIN_GAIN, slots, stream_registry
 from env.sim.model import solve
 from service.slurm.tracesim import BACKFILL_DEPTH, Cluster, TraceJob
 
@@ -101,9 +103,10 @@ class Packing:
 
 
 class Cosched:
-    """``cosched:POLICY``: alone on whole nodes while nobody else waits; else the node-level stream policy's
-    allocation (slots of N/Cmax CPUs) on the nodes where the node model gains most (``shared``: always the latter);
-    a lone job that adapts gives back CPUs to jobs that have waited (``adapting``: every job taken to adapt)."""
+    """``cosched:POLICY``: alone on whole nodes while nobody else waits, if its program gains from them; else the
+    node-level stream policy's allocation (slots of N/Cmax CPUs) on the nodes where the node model gains most
+    (``shared``: always the latter); a lone job that adapts gives back CPUs to jobs that have waited (``adapting``:
+    every job taken to adapt)."""
 
     def __init__(self, stream_policy: str = "greedy-continuous", cmax: int = DEFAULT_CMAX, shared: bool = False,
                  adapting: bool = False) -> None:
@@ -168,7 +171,8 @@ class Cosched:
         if len(candidates) < job.nodes:
             return None
         self.placed_adapting |= job.adapts
-        if not self.shared:  # nobody else needs the idle nodes: the job alone on whole nodes (time sharing's)
+        if not self.shared and cluster.scale(job.program) >= LONE_MIN_GAIN:
+            # nobody else needs the idle nodes, and the job gains from them: alone on whole nodes (time sharing's)
             idle = [n for n in candidates if cluster.count[n] == 0]
             if len(idle) - job.nodes >= cluster.waiting_nodes:
                 return [(n, self.whole) for n in idle[:job.nodes]]

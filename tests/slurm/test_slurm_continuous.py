@@ -119,6 +119,21 @@ def test_a_job_runs_alone_on_a_whole_idle_node_while_nobody_waits_and_shares_onc
     assert w.most["n1"] == w.most["n2"] == 1
 
 
+def test_a_job_whose_program_gains_nothing_from_a_whole_node_shares_while_nodes_are_idle(tmp_path: Path) -> None:
+    # DC runs as fast on a slot of 12 CPUs as on 24 (the node model): it leaves the whole idle node to a job that
+    # gains from one (the trace simulation's LONE_MIN_GAIN)
+    sim = SimCluster(n_nodes=3, cpus=24)
+    ids = [sim.submit(n, runtime_s=30.0) for n in ("DC", "MG")]
+    pdir = tmp_path / "placements"
+    plugin, log = Plugin(sim, pdir), []
+    w = Watch(sim, plugin, pdir)
+    w.run(make(tmp_path, sim, log), 2.0)
+    assert all(sim.started(i) == 1 for i in ids), log
+    assert len(w.cpus[ids[0]]) == 12 and w.cpus[ids[1]] == set(range(24)), (w.cpus, log)
+    assert sum("runs alone with the whole node (nobody waits for a node)" in ln for ln in log) == 1, log
+    assert not any(f"start {ids[0]} (DC)" in ln and "alone" in ln for ln in log), log
+
+
 def test_a_lone_job_waits_the_gather_time_for_a_burst_and_then_shares_with_it(tmp_path: Path) -> None:
     sim = SimCluster(n_nodes=2, cpus=24)
     first = sim.submit("MG", runtime_s=30.0)

@@ -15,8 +15,8 @@ import pytest
 
 from env.errors import InputError
 from env.plan.allocate import plain_allocation
-from env.planners.streams import slots
-from env.sim.model import solve
+from env.planners.streams import LONE_MIN_GAIN, slot_slowdown, slots
+from env.sim.model import solo_time, solve
 from env.sim.nodes import load_node
 from env.sim.world import world_for
 from service.slurm.swf import SwfJob, Trace, TraceJob, map_jobs, read_swf
@@ -152,6 +152,19 @@ def test_cosched_runs_a_job_alone_on_whole_nodes_when_nobody_waits() -> None:
     shared = _by_id(simulate(jobs, trace_policy("cosched", 2), NODE, 1))
     assert shared["a"].start_s == shared["b"].start_s == 0
     assert _by_id(simulate(jobs, trace_policy("easy"), NODE, 1))["b"].start_s == pytest.approx(300)
+
+
+def test_a_job_whose_program_gains_nothing_from_a_whole_node_shares_even_when_nodes_are_idle() -> None:
+    # DC runs as fast on one of the Cmax 2 slots (a socket) as on the whole node (the node model); FT twice as slow
+    gain = {p: slot_slowdown(NODE, WORLD.entries[p].params, 2) for p in ("DC", "FT")}
+    assert gain["DC"] < LONE_MIN_GAIN <= gain["FT"]
+    slot = plain_allocation(NODE, slots(NODE, 2)[0])
+    sim = WORLD  # the times alone, for the expected durations
+    for program, alone in (("DC", False), ("FT", True)):
+        r = simulate([_job("a", 0, 1, 100, program)], trace_policy("cosched", 2), NODE, 3).jobs[0]
+        cpus_slot = solo_time(NODE, sim.entries[program].params, list(slot.cpus), sp=sim.params)
+        whole = solo_time(NODE, sim.entries[program].params, sp=sim.params)
+        assert r.end_s - r.start_s == pytest.approx(100 if alone else 100 * cpus_slot / whole, rel=1e-9), program
 
 
 def _random_jobs(n: int, nodes: int, seed: int) -> list[TraceJob]:
