@@ -1,8 +1,12 @@
 """Trace parts side by side (simulated): each part's mean turnaround per policy over packing's, median of its draws,
 from ``bench/slurm_trace.py --json`` files; one picture.
 
-    .venv/bin/python bench/slurm_trace_parts.py OUT.png NAME=FILE.json [NAME=FILE.json ...]
-        [--policies easy,cosched,cosched-adapting]
+    .venv/bin/python bench/slurm_trace_parts.py OUT.png NAME=FILE.json[+LATER.json] [NAME=... ...]
+        [--policies easy,cosched,cosched-adapting] [--table]
+
+``FILE+LATER``: the runs of both (the same part and draws); a policy run in both is LATER's, and FILE's runs of it
+are kept as ``POLICY@before``, so a rule's new runs stand beside the old. ``--table``: also a
+markdown table, each policy's median mean turnaround and how far below EASY's and packing's it is, draw by draw.
 """
 
 from __future__ import annotations
@@ -19,23 +23,43 @@ def main() -> int:
     ap.add_argument("out", help="the picture (PNG)")
     ap.add_argument("parts", nargs="+", metavar="NAME=FILE.json")
     ap.add_argument("--policies", default="easy,cosched,cosched-adapting")
+    ap.add_argument("--table", action="store_true", help="also print a markdown table of the parts")
     args = ap.parse_args()
     policies = [p for p in args.policies.split(",") if p]
-    rows = []
+    rows, table = [], []
     for item in args.parts:
-        name, _, path = item.partition("=")
-        try:
-            runs = json.loads(Path(path).read_text())["runs"]
-        except (OSError, ValueError, KeyError) as exc:
-            print(f"slurm_trace_parts: {path}: not a bench/slurm_trace.py --json file ({exc})", file=sys.stderr)
+        name, _, paths = item.partition("=")
+        runs: list[dict] = []
+        for path in paths.split("+"):
+            try:
+                later = json.loads(Path(path).read_text())["runs"]
+            except (OSError, ValueError, KeyError) as exc:
+                print(f"slurm_trace_parts: {path}: not a bench/slurm_trace.py --json file ({exc})", file=sys.stderr)
+                return 2
+            again = {r["policy"] for r in later}
+            runs = [{**r, "policy": f"{r['policy']}@before"} if r["policy"] in again else r for r in runs] + later
+        by = {p: sorted((r for r in runs if r["policy"] == p), key=lambda r: (r["load"], r["seed"]))
+              for p in {r["policy"] for r in runs}}
+        if "packing" not in by or not set(policies) <= set(by):
+            print(f"slurm_trace_parts: {paths} lacks {', '.join(sorted({'packing', *policies} - set(by)))}",
+                  file=sys.stderr)
             return 2
-        packing = statistics.median(r["mean_turnaround_s"] for r in runs if r["policy"] == "packing")
-        got = {p: statistics.median(r["mean_turnaround_s"] for r in runs if r["policy"] == p) / packing
-               for p in policies if any(r["policy"] == p for r in runs)}
-        if len(got) != len(policies):
-            print(f"slurm_trace_parts: {path} lacks {', '.join(sorted(set(policies) - set(got)))}", file=sys.stderr)
-            return 2
-        rows.append((name, got))
+        packing = statistics.median(r["mean_turnaround_s"] for r in by["packing"])
+        rows.append((name, {p: statistics.median(r["mean_turnaround_s"] for r in by[p]) / packing for p in policies}))
+        if args.table:
+            table.append((name, by))
+    if table:
+        print("| part | " + " | ".join(f"{p}: mean turnaround (s), below EASY's / packing's" for p in policies) + " |")
+        print("| --- |" + " --- |" * len(policies))
+    from slurm_trace import _ratio  # the bench's own "below" figure, draw by draw
+
+    for name, by in table:
+        cells = []
+        for p in policies:
+            below = [f"{_ratio(by, p, base)} below {base}'s" for base in ("easy", "packing") if base in by and base != p]
+            cells.append(f"{statistics.median(r['mean_turnaround_s'] for r in by[p]):,.0f}"
+                         + (f" ({'; '.join(below)})" if below else ""))
+        print(f"| {name} | " + " | ".join(cells) + " |")
     import matplotlib
 
     matplotlib.use("Agg")
