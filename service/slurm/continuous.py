@@ -16,8 +16,8 @@ Which nodes: while the idle usable nodes could give every held job one of its ow
 whole idle node (time sharing's allocation: sharing would only slow it down) once it has waited ``--gather``
 seconds for others (a burst submitted one job at a time then lands together), unless its program runs as fast on a
 slot (``env.planners.streams.LONE_MIN_GAIN``: the whole node would gain it nothing); the trace simulation's
-``cosched`` makes the same choice (service/slurm/tracesim_policies.Cosched, docs/slurm-scale.md). Otherwise every node with room
-decides from the queue's head.
+``cosched`` makes the same choice (service/slurm/tracesim_policies.Cosched, docs/slurm-scale.md). Otherwise every
+node with room decides from the queue's head.
 
 Exactly once holds as in group mode: a decision is journaled before any Slurm call, a journaled job is never
 decided again unless its group went back to waiting with none of it started, and every recovery path of
@@ -183,17 +183,18 @@ class Continuous(Recovery):
         """Whether a job of ``profile`` gains from a whole node over one of packing's slots (at least LONE_MIN_GAIN
         times faster, the node model's times; the trace simulation's rule). A program the model does not know: yes
         (the node's decision would not place it)."""
-        memo: dict[str, bool] = self._c.setdefault("gains_alone", {})
-        if profile not in memo:
+        memo: dict[tuple, bool] = self._c.setdefault("gains_alone", {})
+        key = (spec.name, len(spec.cpus), cmax, profile)
+        if key not in memo:
             from env.episode.stream import program_for
             from env.planners.streams import LONE_MIN_GAIN, slot_slowdown
 
             try:
-                memo[profile] = (not _NAME.match(profile) or profile in unknown
-                                 or slot_slowdown(spec, program_for(spec, profile)[0], cmax) >= LONE_MIN_GAIN)
+                memo[key] = (not _NAME.match(profile) or profile in unknown
+                             or slot_slowdown(spec, program_for(spec, profile)[0], cmax) >= LONE_MIN_GAIN)
             except (CoschedError, KeyError):
-                memo[profile] = True
-        return memo[profile]
+                memo[key] = True
+        return memo[key]
 
     def _start(self, node: str, chosen: list[tuple[SlurmJob, object]], why: str, d: object, res: StepResult) -> None:
         """Journals the decision (before any Slurm call); _dispatch writes the placements and releases the jobs."""
