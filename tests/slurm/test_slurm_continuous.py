@@ -97,14 +97,18 @@ def test_jobs_spread_over_nodes_and_a_job_without_a_profile_runs_alone(tmp_path:
     assert all(w.end_t[i] <= started_alone or w.start_t[i] >= w.end_t[alone] for i in others)
 
 
+def watched(tmp_path: Path, sim: SimCluster) -> tuple[Controller, Watch, Plugin, list[str]]:
+    """A controller (``make``'s) over ``sim``, the plugin's records played, what runs watched, and its log."""
+    pdir = tmp_path / "placements"
+    plugin, log = Plugin(sim, pdir), []
+    return make(tmp_path, sim, log), Watch(sim, plugin, pdir), plugin, log
+
+
 def test_a_job_runs_alone_on_a_whole_idle_node_while_nobody_waits_and_shares_once_others_do(tmp_path: Path) -> None:
     # the trace simulation's cosched rule (service/slurm/tracesim_policies.Cosched), in the controller itself
     sim = SimCluster(n_nodes=3, cpus=24)
     first = [sim.submit(n, runtime_s=30.0) for n in ("MG", "EP")]
-    pdir = tmp_path / "placements"
-    plugin, log = Plugin(sim, pdir), []
-    ctl = make(tmp_path, sim, log)
-    w = Watch(sim, plugin, pdir)
+    ctl, w, plugin, log = watched(tmp_path, sim)
     w.run(ctl, 2.0)
     # three idle nodes, two held jobs: each alone with a whole node of its own
     assert {sim._jobs[i].node for i in first} == {"n1", "n2"}, log
@@ -124,10 +128,8 @@ def test_a_job_whose_program_gains_nothing_from_a_whole_node_shares_while_nodes_
     # gains from one (the trace simulation's LONE_MIN_GAIN)
     sim = SimCluster(n_nodes=3, cpus=24)
     ids = [sim.submit(n, runtime_s=30.0) for n in ("DC", "MG")]
-    pdir = tmp_path / "placements"
-    plugin, log = Plugin(sim, pdir), []
-    w = Watch(sim, plugin, pdir)
-    w.run(make(tmp_path, sim, log), 2.0)
+    ctl, w, _, log = watched(tmp_path, sim)
+    w.run(ctl, 2.0)
     assert all(sim.started(i) == 1 for i in ids), log
     assert len(w.cpus[ids[0]]) == 12 and w.cpus[ids[1]] == set(range(24)), (w.cpus, log)
     assert sum("runs alone with the whole node (nobody waits for a node)" in ln for ln in log) == 1, log
