@@ -158,13 +158,12 @@ def test_a_job_whose_program_gains_nothing_from_a_whole_node_shares_even_when_no
     # DC runs as fast on one of the Cmax 2 slots (a socket) as on the whole node (the node model); FT twice as slow
     gain = {p: slot_slowdown(NODE, WORLD.entries[p].params, 2) for p in ("DC", "FT")}
     assert gain["DC"] < LONE_MIN_GAIN <= gain["FT"]
-    slot = plain_allocation(NODE, slots(NODE, 2)[0])
-    sim = WORLD  # the times alone, for the expected durations
-    for program, alone in (("DC", False), ("FT", True)):
+    slot = list(slots(NODE, 2)[0])
+    for program, alone in (("DC", False), ("FT", True)):  # a job of 100 s alone on a whole node, three idle nodes
         r = simulate([_job("a", 0, 1, 100, program)], trace_policy("cosched", 2), NODE, 3).jobs[0]
-        cpus_slot = solo_time(NODE, sim.entries[program].params, list(slot.cpus), sp=sim.params)
-        whole = solo_time(NODE, sim.entries[program].params, sp=sim.params)
-        assert r.end_s - r.start_s == pytest.approx(100 if alone else 100 * cpus_slot / whole, rel=1e-9), program
+        params = WORLD.entries[program].params
+        on_slot = 100 * solo_time(NODE, params, slot, sp=WORLD.params) / solo_time(NODE, params, sp=WORLD.params)
+        assert r.end_s - r.start_s == pytest.approx(100 if alone else on_slot, rel=1e-9), program
 
 
 def _random_jobs(n: int, nodes: int, seed: int) -> list[TraceJob]:
