@@ -173,6 +173,16 @@ class Fill:
             hit = self.chosen[key] = (best[1], alloc)
         return window[hit[0]], hit[1]
 
+    def play_c(self, sim: StreamNode, queue: Sequence[StreamJob], cmax: int, objective: str, ends: list[float],
+               held: float) -> float | None:
+        """``play_out`` with this base by ``env.sim.kernel.Playout`` (``sim`` and ``queue`` left as they are), or None
+        where only Python can play it."""
+        if sim.memo.playout is None:
+            from env.sim.kernel import Playout
+
+            sim.memo.playout = Playout(sim.g, sim.node)
+        return sim.memo.playout.play(sim, queue, cmax, self.window, self.rates.solo, objective, HOLD_WEIGHT, ends, held)
+
     def decide(self, view: StreamView) -> Decision:
         sim, queue, starts = view.sim.fork(), list(view.queue), []
         places = view.places()
@@ -232,6 +242,10 @@ def play_out(sim: StreamNode, queue: list[StreamJob], cmax: int, base: Fill | Pa
     """The known jobs decided by ``base`` from this state to the last end, on ``sim`` (changed): the objective's
     value (lower is better) over the jobs that end from now on, and ``ends`` (those that ended since the search's
     event); ``held``: the node-seconds the known jobs held since then (``objective_value``)."""
+    if type(base) is Fill:  # the same play in C where the node's kernel is built (the same value, to the bit)
+        value = base.play_c(sim, queue, cmax, objective, ends or [], held)
+        if value is not None:
+            return value
     ends = list(ends or [])
     while True:
         places = cmax - len(sim.running)

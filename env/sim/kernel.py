@@ -112,4 +112,158 @@ def solve(g: Any, jobs: Sequence[Any]) -> list[float] | None:
     return out[:]
 
 
-__all__ = ["run_group", "solve", "status", "LIB"]
+class _State(ctypes.Structure):
+    """``sp_state`` of ``native/src/simkernel/playout.h``."""
+
+    _fields_ = [("cmax", ctypes.c_int), ("window", ctypes.c_int), ("objective", ctypes.c_int),
+                ("hold_weight", ctypes.c_double), ("now", ctypes.c_double), ("held", ctypes.c_double),
+                ("nrun", ctypes.c_int), ("run_rec", ctypes.POINTER(ctypes.c_int)),
+                ("run_left", ctypes.POINTER(ctypes.c_double)), ("run_factor", ctypes.POINTER(ctypes.c_double)),
+                ("run_solo", ctypes.POINTER(ctypes.c_double)), ("run_mask", ctypes.POINTER(ctypes.c_uint64)),
+                ("nq", ctypes.c_int), ("q_kind", ctypes.POINTER(ctypes.c_int)), ("q_name", ctypes.POINTER(ctypes.c_int)),
+                ("kind_solo", ctypes.POINTER(ctypes.c_double)), ("kind_run_solo", ctypes.POINTER(ctypes.c_double)),
+                ("nends", ctypes.c_int), ("ends", ctypes.POINTER(ctypes.c_double))]
+
+
+_MAX_CPUS, _WORDS, _MAX_QUEUE = 256, 4, 4096  # playout.h: SP_MAX_CPUS, SP_MASK_WORDS, SP_MAX_QUEUE
+_MAX_RECORDS = 200_000  # a play-out context starts afresh beyond this many job records
+
+
+_pl: Any = None
+
+
+def _playout_lib() -> Any:
+    """The library with its play-out functions declared, or None."""
+    global _pl
+    if _pl is None and _load() is not None:
+        lib = ctypes.CDLL(str(LIB))
+        if hasattr(lib, "sp_play_fill"):
+            lib.sp_new.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int),
+                                   ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int), ctypes.c_int]
+            lib.sp_new.restype = ctypes.c_void_p
+            lib.sp_delete.argtypes = [ctypes.c_void_p]
+            lib.sp_set_py312.argtypes = [ctypes.c_void_p, ctypes.c_int]
+            lib.sp_add_record.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_uint64),
+                                          ctypes.c_char_p, ctypes.c_int]
+            lib.sp_add_record.restype = ctypes.c_int
+            lib.sp_play_fill.argtypes = [ctypes.c_void_p, ctypes.POINTER(_State), ctypes.POINTER(ctypes.c_double),
+                                         ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_uint64)]
+            lib.sp_play_fill.restype = ctypes.c_int
+            _pl = lib
+    return _pl
+
+
+def _mask(cpus: Sequence[int]) -> Any:
+    m = (ctypes.c_uint64 * _WORDS)()
+    for c in cpus:
+        m[c // 64] |= 1 << (c % 64)
+    return m
+
+
+class Playout:
+    """``env.planners.continuous.play_out`` with ``Fill`` deciding, in C (``native/src/simkernel/playout.c``): the same
+    choices and the same doubles (tests compare the values bit for bit), many times faster. One per node's memo
+    (``StreamNode.memo``), so a search's forks share its records and solves. ``play`` returns None where only the
+    Python play-out can run (no library, a node or a state over its limits): the caller plays it in Python."""
+
+    def __init__(self, g: Any, node: Any) -> None:
+        self.lib = _playout_lib()
+        self.node, self.g = node, g
+        self.ctx = None
+        cpus = [c for d in node.numa for c in d.cpus]
+        usable = (self.lib is not None and g.record is not None and set(cpus) == set(node.cpus)
+                  and len(cpus) == len(set(cpus)) and all(0 <= c < _MAX_CPUS for c in cpus))
+        if usable:
+            ids = [d.id for d in node.numa]
+            counts = [len(d.cpus) for d in node.numa]
+            self.ctx = self.lib.sp_new(g.record, len(g.record) // 8, len(ids), (ctypes.c_int * len(ids))(*ids),
+                                       (ctypes.c_int * len(ids))(*counts), (ctypes.c_int * len(cpus))(*cpus),
+                                       len(node.cpus))
+        if self.ctx:
+            import sys
+
+            self.lib.sp_set_py312(self.ctx, int(sys.version_info >= (3, 12)))  # how sum() adds floats there
+        self.kinds: dict[tuple, int] = {}  # (id(params), solo_s, name) -> kind
+        self.kind_params: list[Any] = []  # kept alive: their ids name kinds
+        self.names: dict[str, int] = {}
+        self.running: dict[int, tuple[Any, int]] = {}  # id(SimJob) -> (the SimJob, kept alive; its record)
+        self.records = 0
+
+    def __del__(self) -> None:
+        if getattr(self, "ctx", None):
+            self.lib.sp_delete(self.ctx)
+            self.ctx = None
+
+    def _kind(self, job: Any) -> int:
+        key = (id(job.params), job.solo_s, job.name)
+        k = self.kinds.get(key)
+        if k is None:
+            k = self.kinds[key] = len(self.kind_params)
+            self.kind_params.append(job)
+            self.names.setdefault(job.name, len(self.names))
+        return k
+
+    def _record(self, kind: int, mask: Sequence[int], rec: bytes) -> int:
+        self.records += 1
+        m = (ctypes.c_uint64 * _WORDS)(*mask)
+        return self.lib.sp_add_record(self.ctx, kind, m, rec, len(rec) // 8)
+
+    def play(self, sim: Any, queue: Sequence[Any], cmax: int, window: int, solo: dict[str, float], objective: str,
+             hold_weight: float, ends: Sequence[float], held: float) -> float | None:
+        if not self.ctx or len(queue) > _MAX_QUEUE or not 1 <= cmax <= MAX_JOBS:
+            return None
+        if self.records > _MAX_RECORDS:  # start afresh: the records met long ago are rarely met again
+            self.lib.sp_delete(self.ctx)
+            self.__init__(self.g, self.node)  # type: ignore[misc]
+            if not self.ctx:
+                return None
+        running = list(sim.running.values())
+        try:
+            run_solo = [solo[r.name] for r in running]
+            kinds = [self._kind(j) for j in queue]
+            kind_run_solo = [solo[j.name] for j in self.kind_params]
+        except KeyError:
+            return None  # the Python play-out says what is missing
+        recs = []
+        for r in running:
+            hit = self.running.get(id(r.sim))
+            if hit is None:
+                m = _mask(r.alloc.cpus)
+                self.records += 1
+                hit = self.running[id(r.sim)] = (r.sim, self.lib.sp_add_record(self.ctx, -1, m, job_record(r.sim),
+                                                                                len(job_record(r.sim)) // 8))
+            recs.append(hit[1])
+        masks = (ctypes.c_uint64 * (_WORDS * max(1, len(running))))()
+        for a, r in enumerate(running):
+            for c in r.alloc.cpus:
+                masks[a * _WORDS + c // 64] |= 1 << (c % 64)
+        nk = len(self.kind_params)
+        st = _State(cmax, window, 0 if objective == "makespan" else 1, hold_weight, sim.now, held,
+                    len(running), (ctypes.c_int * max(1, len(recs)))(*recs),
+                    (ctypes.c_double * max(1, len(running)))(*[r.left for r in running]),
+                    (ctypes.c_double * max(1, len(running)))(*[r.factor for r in running]),
+                    (ctypes.c_double * max(1, len(running)))(*run_solo), masks,
+                    len(queue), (ctypes.c_int * max(1, len(queue)))(*kinds),
+                    (ctypes.c_int * max(1, len(queue)))(*[self.names[j.name] for j in queue]),
+                    (ctypes.c_double * max(1, nk))(*[j.solo_s for j in self.kind_params]),
+                    (ctypes.c_double * max(1, nk))(*kind_run_solo),
+                    len(ends), (ctypes.c_double * max(1, len(ends)))(*ends))
+        value, need = ctypes.c_double(), ctypes.c_int()
+        need_mask = (ctypes.c_uint64 * _WORDS)()
+        for _ in range(10_000):
+            rc = self.lib.sp_play_fill(self.ctx, ctypes.byref(st), ctypes.byref(value), ctypes.byref(need), need_mask)
+            if rc == 0:
+                return value.value
+            if rc != 1:
+                return None
+            job = self.kind_params[need.value]  # a kind of job on CPUs the play-out met for the first time
+            cpus = [w * 64 + b for w in range(_WORDS) for b in range(64) if need_mask[w] >> b & 1]
+            from env.plan.allocate import plain_allocation
+
+            simjob = sim.sim_job(job.params, plain_allocation(self.node, cpus))
+            if self._record(need.value, list(need_mask), job_record(simjob)) < 0:
+                return None
+        return None
+
+
+__all__ = ["run_group", "solve", "status", "LIB", "Playout"]

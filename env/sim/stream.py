@@ -45,11 +45,12 @@ class Memo:
 
     LIMIT = 200_000
 
-    __slots__ = ("jobs", "solves")
+    __slots__ = ("jobs", "solves", "playout")
 
     def __init__(self) -> None:
         self.jobs: dict[tuple, tuple[JobParams, SimJob]] = {}
         self.solves: dict[tuple[int, ...], tuple[tuple[SimJob, ...], list[float]]] = {}
+        self.playout = None  # env.sim.kernel.Playout, made by the first play-out in C (its records and solves)
 
     def sim_job(self, g, params: JobParams, alloc: Allocation) -> SimJob:  # noqa: ANN001 - Geometry
         key = (id(params), alloc.cpus, alloc.memory, tuple(sorted(alloc.l3.items())),

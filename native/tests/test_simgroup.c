@@ -1,11 +1,13 @@
 /* Tests of the group run kernel (simgroup.c) on hand-checkable groups, bad
- * records, and calls from several threads at once. That it gives the Python
- * model's doubles is tested from Python (tests/env/test_sim_kernel.py). */
+ * records, and calls from several threads at once, and of the play-out
+ * (playout.c) on a hand-checkable queue. That they give the Python model's
+ * doubles is tested from Python (tests/env/test_sim_kernel.py). */
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
 
 #include "check.h"
+#include "simkernel/playout.h"
 #include "simkernel/simgroup.h"
 
 /* A node of one NUMA domain and one L3 of 8 ways of 2 MB, 50 GB/s. */
@@ -89,7 +91,35 @@ static void test_threads_at_once(void) {
     }
 }
 
+/* Two jobs of one kind, Cmax 1, on NODE1 (CPUs 0-7): the play-out asks for the kind's record on all eight CPUs,
+ * then plays them one after the other; a bad state is refused. */
+static void test_playout_one_after_the_other(void) {
+    int ids[] = {0}, ncpu[] = {8}, cpus[] = {0, 1, 2, 3, 4, 5, 6, 7};
+    sp_ctx *c = sp_new(NODE1, 7, 1, ids, ncpu, cpus, 8);
+    CHECK(c != NULL);
+    double r[32], t = 0;
+    int len = job1(r, 10.0, 40.0, 20.0, 8, 0xff);
+    CHECK(sg_solve(NODE1, 7, r, len, 1, &t) == 0);
+    int kinds[] = {0, 0}, names[] = {0, 0}, nk;
+    double solo[] = {t}, value = -1;
+    uint64_t need[SP_MASK_WORDS] = {0};
+    sp_state s = {.cmax = 1, .window = 8, .objective = SP_MAKESPAN, .hold_weight = 1.0, .nq = 2, .q_kind = kinds,
+                  .q_name = names, .kind_solo = solo, .kind_run_solo = solo};
+    CHECK(sp_play_fill(c, &s, &value, &nk, need) == SP_NEED_RECORD);
+    CHECK(nk == 0 && need[0] == 0xff && value == -1);
+    CHECK(sp_add_record(c, nk, need, r, len) == 0);
+    CHECK(sp_play_fill(c, &s, &value, &nk, need) == SP_DONE);
+    CHECK(value == t + t); /* the second starts at the first's end */
+    s.objective = SP_TURNAROUND;
+    CHECK(sp_play_fill(c, &s, &value, &nk, need) == SP_DONE);
+    CHECK(value == (t + (t + t)) + 1.0 * (1.0 * t + 1.0 * t)); /* the ends' sum and the node-seconds held */
+    s.cmax = 0;
+    CHECK(sp_play_fill(c, &s, &value, &nk, need) == SP_ERROR);
+    sp_delete(c);
+}
+
 int main(void) {
+    test_playout_one_after_the_other();
     test_one_job_alone();
     test_memory_bound_pair_shares_the_controller();
     test_bad_records_are_refused();

@@ -110,3 +110,74 @@ def test_the_shared_allocation_table_gives_what_a_fresh_one_gives() -> None:
     assert fresh.allocations is not first.allocations
     assert [fresh.makespan(s, m) for s, m in groups] == warm
     assert [scoring.GroupEvaluator(node).makespan(s, m) for s, m in reversed(groups)] == warm[::-1]
+
+
+class _PythonFill:
+    """The same Fill, seen by ``play_out`` as another base: it plays in Python."""
+
+    def __init__(self, fill) -> None:  # noqa: ANN001 - continuous.Fill
+        self.fill = fill
+
+    def next_start(self, sim, queue, places):  # noqa: ANN001, ANN201
+        return self.fill.next_start(sim, queue, places)
+
+
+@pytest.mark.parametrize("node", ["reference", "four-domains"])
+def test_the_play_out_in_c_gives_the_python_play_outs_values(node: str, monkeypatch) -> None:
+    """Every play-out of rollout's searches (saturated streams: the makespan; arrivals: the sum of ends and the
+    node-seconds held), from the states the searches meet, is played both ways: the same value to the bit, and the
+    node and queue it was given are left as they were."""
+    from env.episode.stream import StreamJob, run_stream
+    from env.planners import continuous
+    from env.sim.world import world_for
+    from training.stream.streams import saturated
+
+    spec = load_node("sim:reference") if node == "reference" else _four_domains()
+    c_play = continuous.Fill.play_c
+    seen = {"c": 0, "python": 0}
+
+    def both(self, sim, queue, cmax, objective, ends, held):  # noqa: ANN001, ANN202
+        before = (sim.now, {k: (r.left, r.alloc) for k, r in sim.running.items()}, list(queue), list(ends))
+        fast = c_play(self, sim, queue, cmax, objective, ends, held)
+        assert before == (sim.now, {k: (r.left, r.alloc) for k, r in sim.running.items()}, list(queue), list(ends))
+        slow = continuous.play_out(sim.fork(), list(queue), cmax, _PythonFill(self), objective, list(ends), held)
+        assert fast is not None
+        assert fast == slow, (objective, cmax, len(queue), len(sim.running))
+        seen["c" if fast is not None else "python"] += 1
+        return fast
+
+    monkeypatch.setattr(continuous.Fill, "play_c", both)
+    programs = world_for(spec).all_jobs
+    for cmax, seed in [(2, 5), (3, 6), (4, 7)]:
+        jobs = saturated(spec, 16, seed)
+        run_stream(spec, jobs, cmax, continuous.Rollout(window=6, candidates=4))
+        rng = random.Random(seed)  # arrivals: the turnaround objective
+        t = 0.0
+        arriving = []
+        for k, j in enumerate(jobs[:12]):
+            t += rng.expovariate(1 / 40.0)
+            arriving.append(StreamJob(f"a{k}", j.name, j.params, j.solo_s, submit_s=t))
+        run_stream(spec, arriving, cmax, continuous.Rollout(window=6, candidates=4))
+    assert seen["c"] > 200 and len(programs) > 0
+
+
+def test_the_play_out_runs_in_python_without_the_kernel(monkeypatch) -> None:
+    """Without the library (or with COSCHED_SIM_KERNEL=python) the play-out is Python's, with the same value."""
+    from env.planners import continuous
+    from env.sim.stream import StreamNode
+    from env.sim.world import world_for
+    from training.stream.streams import saturated
+
+    spec = load_node("sim:reference")
+    jobs = saturated(spec, 10, 3)
+    fill = continuous.Fill(8)
+    fill.reset(spec, jobs, 2)
+    sim = StreamNode(spec, world_for(spec).params)
+    fast = continuous.play_out(sim.fork(), list(jobs), 2, fill, "makespan")
+    monkeypatch.setattr(kernel, "_lib", None)
+    monkeypatch.setattr(kernel, "_pl", None)
+    monkeypatch.setattr(kernel, "_why", "")
+    monkeypatch.setenv("COSCHED_SIM_KERNEL", "python")
+    fresh = StreamNode(spec, world_for(spec).params)
+    assert fill.play_c(fresh, list(jobs), 2, "makespan", [], 0.0) is None
+    assert continuous.play_out(fresh.fork(), list(jobs), 2, fill, "makespan") == fast
