@@ -33,9 +33,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.stream_baselines import saturated_stream  # noqa: E402
 from env.episode.stream import StreamJob, run_stream  # noqa: E402
-from env.planners.continuous import Rollout  # noqa: E402
 from env.planners.streams import BestFound  # noqa: E402
-from env.planners.streams import RolloutGiveBack  # noqa: E402
+from env.planners.streams import DeepRollout, RolloutGiveBack  # noqa: E402
 from env.planners.streams import GreedyContinuous, Packing  # noqa: E402
 from env.sim.nodes import load_node  # noqa: E402
 from training.stream.streams import with_arrivals  # noqa: E402
@@ -52,7 +51,7 @@ def one_stream(task: tuple) -> tuple[int, float, int, list[tuple[str, float, flo
     node = load_node(node_name)
     arriving = arriving_stream(node, n, seed, cmax, load)
     cells, out, took = [], [], []
-    rollout = Rollout(window)
+    rollout = DeepRollout(window)  # as it ships (with arrivals: Rollout's own search)
     decide = rollout.decide
 
     def timed(view):  # noqa: ANN001, ANN202 - rollout's decide, timed (wall clock, this process)

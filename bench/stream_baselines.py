@@ -1,6 +1,8 @@
 """The stream policies side by side on saturated streams (simulated): packing (Slurm's node sharing) against time
 sharing, greedy-continuous, groups (the window planner's plans with barriers, windows of W from the queue head) and
-rollout (continuous decisions searched by rollouts on the node model).
+rollout (continuous decisions searched by rollouts on the node model; as it ships, ``DeepRollout``: on these saturated
+streams each start valued by rollout's own play; ``--shallow`` adds the shallower search, each start valued by
+``Fill``'s play-out, as ``rollout-shallow``).
 
 Each stream is N jobs drawn (seeded, with repeats) from the node's catalogue, all submitted at 0; every policy runs
 the same stream on the node model (``env.episode.stream.run_stream``), and the table gives each one's throughput vs
@@ -27,6 +29,7 @@ from env.episode.stream import StreamJob, run_stream  # noqa: E402
 import statistics  # noqa: E402
 
 from env.planners.continuous import Rollout  # noqa: E402
+from env.planners.streams import DeepRollout  # noqa: E402
 from env.planners.streams import BestFound  # noqa: E402
 from env.planners.streams import GreedyContinuous, Groups, Packing, TimeShare  # noqa: E402
 from env.sim.nodes import load_node  # noqa: E402
@@ -46,6 +49,7 @@ def main() -> int:
     ap.add_argument("--cmaxes", default="2,3,4")
     ap.add_argument("--jobs", type=int, default=48)
     ap.add_argument("--window", type=int, default=8, help="W: the jobs groups' windows and greedy-continuous choose among")
+    ap.add_argument("--shallow", action="store_true", help="add rollout's shallower search (Fill's play-outs) as rollout-shallow")
     ap.add_argument("--no-groups", action="store_true", help="leave out groups (its window plans are the slowest part)")
     ap.add_argument("--best-found", action="store_true", help="add best-found (offline search, minutes a stream: bench/stream_best_found.py runs streams in parallel)")
     args = ap.parse_args()
@@ -59,7 +63,10 @@ def main() -> int:
             jobs = saturated_stream(node, args.jobs, seed)
             cells = []
             packing = None
-            pols = [Packing(), TimeShare(), GreedyContinuous(args.window), Rollout(args.window)]
+            pols = [Packing(), TimeShare(), GreedyContinuous(args.window), DeepRollout(args.window)]
+            if args.shallow:
+                pols.append(Rollout(args.window))
+                pols[-1].name = "rollout-shallow"
             if not args.no_groups:
                 pols.append(Groups(lambda w: plan_window(w, node), args.window))
             if args.best_found:

@@ -130,14 +130,62 @@ class Groups:
         return Decision(starts=tuple(self.todo.pop(0)))
 
 
+#: A saturated queue (every job known, the makespan objective): ``rollout`` chooses each start as ``best-found`` does
+#: while at most this many jobs are known, ``Fill``'s play-outs beyond. Set from the cost, before any figure with it:
+#: the guard's play of a 48-job stream (every decision of it) takes 14-20 s of one core on sim:reference with the
+#: play-outs in C (docs/continuous.md).
+DEEP_MAX_MAKESPAN = 48
+
+
+class DeepRollout(Rollout):
+    """``rollout`` as it ships, the default continuous policy: ``Rollout`` (env.planners.continuous; with arrivals
+    its starts are valued one level deeper while few jobs are known), and on a saturated queue of at most
+    ``DEEP_MAX_MAKESPAN`` jobs each start chosen as ``best-found`` chooses it (``deep_options``, valued by rollout's
+    own play). Rollout's own choice is a candidate valued by its own play, so on the node model it is never below
+    the shallower search; its guard against packing is Rollout's. The shallower search alone (``Rollout``) teaches the
+    stream learner and plays forward inside this one."""
+
+    def _deeper(self, sim: StreamNode, queue: list[StreamJob]) -> bool:
+        return (self.goal == "makespan" and self.inner is not None
+                and len(queue) + len(sim.running) <= DEEP_MAX_MAKESPAN)
+
+    def _options(self, sim: StreamNode, queue: list[StreamJob], places: int, base: Start) -> list[Start | None]:
+        if self._deeper(sim, queue):
+            return deep_options(self, sim, queue, places, base)
+        return super()._options(sim, queue, places, base)
+
+    def _value(self, sim: StreamNode, queue: list[StreamJob], start: Start | None) -> float:
+        if self._deeper(sim, queue):
+            return self._deep_value(sim, queue, start)
+        return super()._value(sim, queue, start)
+
+
+def deep_options(pol: Rollout, sim: StreamNode, queue: list[StreamJob], places: int, base: Start
+                 ) -> list[Start | None]:
+    """The candidates of a start valued one level deeper: the shallower rollout's own choice first (so the deeper
+    search is never below it), then ``Fill``'s start, the best ``candidates`` of ``Proposals`` and nothing more now
+    (when something runs); each start once."""
+    own = pol.inner.search(StreamView(sim, queue, pol.cmax, 0)).starts  # type: ignore[union-attr]
+    options = [(next(j for j in queue if j.id == own[0][0]), own[0][1]) if own else None, base,
+               *pol.proposals.ranked(sim, queue, places)[: pol.candidates], *([None] if sim.running else [])]
+    keys: list = []
+    unique: list[Start | None] = []
+    for o in options:
+        key = None if o is None else (o[0].name, o[1])
+        if key not in keys:
+            keys.append(key)
+            unique.append(o)
+    return unique
+
+
 class BestFound(Rollout):
-    """The offline reference for streams: rollout one level deeper. At each start, every candidate (rollout's own
-    choice, ``Fill``'s start, the best 8 of ``Proposals``, and starting nothing more now) is played forward to the
-    last known end by the whole ``rollout`` search (deciding at every event, its guard off), not by ``Fill``, and the
-    best is taken. Rollout's own choice continued by rollout is rollout's own play, so on the node model best-found
-    is never worse than rollout (tested). It gains 1.5-3 % over rollout on the held-out streams where rollout with a
-    larger budget (W 32, 32 candidates: this policy until 2026-11-26) gained 0-1 % (docs/continuous.md). Minutes of
-    one core per stream of 48 jobs; not a policy to serve."""
+    """The offline reference for streams: rollout one level deeper at every start, whatever the objective and the
+    jobs known, with no guard. At each start, every candidate of ``deep_options`` (rollout's own choice, ``Fill``'s
+    start, the best 8 of ``Proposals``, and starting nothing more now) is played forward to the last known end by the
+    whole ``rollout`` search (deciding at every event, its guard off), not by ``Fill``, and the best is taken. On the
+    node model it is never worse than the shallower rollout (tested). It gained 1.5-3 % over it on the held-out
+    streams where a larger budget (W 32, 32 candidates: this policy until 2026-11-26) gained 0-1 %
+    (docs/continuous.md). Seconds to minutes of one core per stream of 48 jobs."""
 
     name = "best-found"
 
@@ -149,19 +197,7 @@ class BestFound(Rollout):
         return self.search(view) if view.queue else WAIT
 
     def _options(self, sim: StreamNode, queue: list[StreamJob], places: int, base: Start) -> list[Start | None]:
-        """Rollout's own choice first (so best-found is never below it), then ``Fill``'s start, the best
-        ``candidates`` of ``Proposals`` and nothing more now; each start once."""
-        own = self.inner.search(StreamView(sim, queue, self.cmax, 0)).starts  # type: ignore[union-attr]
-        options = [(next(j for j in queue if j.id == own[0][0]), own[0][1]) if own else None, base,
-                   *self.proposals.ranked(sim, queue, places)[: self.candidates], *([None] if sim.running else [])]
-        keys: list = []
-        unique: list[Start | None] = []
-        for o in options:
-            key = None if o is None else (o[0].name, o[1])
-            if key not in keys:
-                keys.append(key)
-                unique.append(o)
-        return unique
+        return deep_options(self, sim, queue, places, base)
 
     def _value(self, sim: StreamNode, queue: list[StreamJob], start: Start | None) -> float:
         return self._deep_value(sim, queue, start)
@@ -181,7 +217,7 @@ _NOT_YET = ("the continuous {} policy needs the stream learner, which is not tra
             "choose from timeshare, packing, groups, greedy-continuous, rollout")
 
 
-class RolloutGiveBack(Rollout):
+class RolloutGiveBack(DeepRollout):
     """``rollout-giveback`` (the module's docstring): rollout's decision, or, where it can only wait because a running
     job holds the CPUs, that job's dealt share kept and a start on the rest when the play-outs predict it better."""
 
@@ -236,7 +272,7 @@ def stream_registry(plan: Callable[[Window], Plan] | None = None, window: int = 
     ``give_back``: the caller runs decisions on the node model (``run_stream``), so ``rollout-giveback`` may be
     chosen (elsewhere it is refused in one line)."""
     factories: dict = {"timeshare": TimeShare, "packing": Packing, "greedy-continuous": lambda: GreedyContinuous(window),
-                       "rollout": lambda: Rollout(window), "best-found": BestFound}
+                       "rollout": lambda: DeepRollout(window), "best-found": BestFound}
     later = {"agent": _NOT_YET.format("agent"), "agent-search": _NOT_YET.format("agent-search")}
     if give_back:
         factories["rollout-giveback"] = lambda: RolloutGiveBack(window)
@@ -296,5 +332,6 @@ def slot_slowdown(node: NodeSpec, params, max_concurrency: int) -> float:  # noq
     return solo_time(node, params, list(slots(node, max_concurrency)[0]), sp=sp) / solo_time(node, params, sp=sp)
 
 
-__all__ = ["DEFAULT_STREAM_WINDOW", "LONE_MIN_GAIN", "DEFAULT_CONTINUOUS_POLICY", "STREAM_POLICIES", "TimeShare", "Packing", "GreedyContinuous", "Groups", "RolloutGiveBack", "slots",
+__all__ = ["DEFAULT_STREAM_WINDOW", "LONE_MIN_GAIN", "DEFAULT_CONTINUOUS_POLICY", "STREAM_POLICIES", "TimeShare", "Packing", "GreedyContinuous", "Groups", "RolloutGiveBack", "DeepRollout", "BestFound",
+           "DEEP_MAX_MAKESPAN", "deep_options", "slots",
            "slot_slowdown", "stream_registry", "evaluate_streams"]

@@ -351,3 +351,26 @@ def test_with_arrivals_few_known_jobs_are_valued_one_level_deeper(monkeypatch: p
     monkeypatch.setattr(continuous, "DEEP_MAX", 1)
     run_stream(NODE, arriving, 2, Rollout(window=4, candidates=3))
     assert known and max(known) <= 1
+
+
+@pytest.mark.parametrize(("seed", "cmax"), [(3, 3), (5, 2)])
+def test_the_shipped_rollout_chooses_as_best_found_on_a_saturated_queue(seed: int, cmax: int, monkeypatch) -> None:
+    """``rollout`` as it ships (DeepRollout) values each start of a saturated queue by rollout's own play, as
+    best-found does: the same play where its guard keeps its own, never after the shallower search's makespan; above
+    DEEP_MAX_MAKESPAN known jobs it decides as the shallower search; with arrivals it is that search."""
+    from env.episode.stream import StreamJob
+    from env.planners import streams
+    from env.planners.streams import DeepRollout
+
+    jobs = _stream(10, seed)
+    shipped = run_stream(NODE, jobs, cmax, stream_registry().get("rollout"))
+    assert isinstance(stream_registry().get("rollout"), DeepRollout)
+    deep = run_stream(NODE, jobs, cmax, BestFound())
+    shallow = run_stream(NODE, jobs, cmax, Rollout())
+    assert shipped.makespan_s == deep.makespan_s <= shallow.makespan_s * (1 + 1e-9)
+    assert sorted(j.id for j in shipped.jobs) == sorted(j.id for j in jobs) and _overlaps(shipped) <= cmax
+    monkeypatch.setattr(streams, "DEEP_MAX_MAKESPAN", 3)  # the deeper search only for the last jobs
+    capped = run_stream(NODE, jobs, cmax, DeepRollout())
+    assert shallow.makespan_s * (1 + 1e-9) >= capped.makespan_s and capped.jobs != shipped.jobs
+    arriving = [StreamJob(j.id, j.name, j.params, j.solo_s, submit_s=30.0 * k) for k, j in enumerate(jobs)]
+    assert run_stream(NODE, arriving, cmax, DeepRollout()).jobs == run_stream(NODE, arriving, cmax, Rollout()).jobs

@@ -154,8 +154,8 @@ def test_on_a_real_node_groups_must_be_predicted_shorter_by_more_than_the_models
             in chosen.mode_reason
 
 
-@pytest.mark.parametrize(("names", "cmax"), [(JOBS[:4], 2), (JOBS, 4)])
-def test_run_of_a_window_takes_the_mode_schedule_gives(names: list[str], cmax: int, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("names", "cmax", "mode"), [(JOBS[:4], 2, "continuous"), (JOBS[4:], 4, "groups")])
+def test_run_of_a_window_takes_the_mode_schedule_gives(names: list[str], cmax: int, mode: str, tmp_path: Path) -> None:
     """``cosched run WINDOW.json`` without --mode runs the plan ``cosched schedule WINDOW.json`` shows: the same mode
     (here continuous for the first window, groups for the second) and the same plan."""
     path = tmp_path / "w.json"
@@ -164,7 +164,7 @@ def test_run_of_a_window_takes_the_mode_schedule_gives(names: list[str], cmax: i
     ran = cosched("run", str(path), "--backend", "sim", "--node", SIM, "--json", home=tmp_path)
     assert shown.returncode == 0 and ran.returncode == 0, shown.stderr + ran.stderr
     plan, report = json.loads(shown.stdout), json.loads(ran.stdout)
-    assert plan["mode"] == ("continuous" if cmax == 2 else "groups"), plan["mode_reason"]
+    assert plan["mode"] == mode, plan["mode_reason"]
     if plan["mode"] == "continuous":
         assert report["mode"] == "continuous" and report["plan"]["launches"] == plan["launches"]
     else:

@@ -225,9 +225,10 @@ def test_service_plan_equals_cosched_schedule_with_a_model(planning: None, tmp_p
     window = {"jobs": [{"id": p, "command": [f"./{p}"]} for p in ["MG", "EP", "lu_cb", "FT", "nope"]], "max_concurrency": 2}
     path = tmp_path / "window.json"
     path.write_text(json.dumps(window))
-    printed = cli_json("schedule", str(path), "--node", SIM_NODE, "--model", str(model))
+    # groups, asked for: the model plans them (by default the node model may find continuous decisions shorter)
+    printed = cli_json("schedule", str(path), "--node", SIM_NODE, "--model", str(model), "--mode", "groups")
     with running_app(SIM_NODE, model_path=str(model), home=cosched_home) as s:
-        served = s.client.post("/schedule", json=window)
+        served = s.client.post("/schedule", json={**window, "mode": "groups"})
     assert served.status_code == 200, served.text
     assert served.json() == printed and "agent-search" in (printed["policy"], printed["requested_policy"])
 
@@ -255,11 +256,12 @@ def test_model_route_describes_a_set_model(tiny_set_model: Path, cosched_home: P
     with running_app(SIM_NODE, model_path=str(tiny_set_model), home=cosched_home) as s:
         r = s.client.get("/model")
         window = {"jobs": [{"id": "MG"}, {"id": "EP"}, {"id": "CG"}], "max_concurrency": 2}
-        served = s.client.post("/schedule", json=window).content
+        served = s.client.post("/schedule", json={**window, "mode": "groups"}).content  # groups: the model plans them
         schema = s.client.get("/openapi.json").json()
     path = cosched_home / "w.json"
     path.write_text(json.dumps(window))
-    out = subprocess.run([*COSCHED, "schedule", str(path), "--node", SIM_NODE, "--model", str(tiny_set_model), "--json"],
+    out = subprocess.run([*COSCHED, "schedule", str(path), "--node", SIM_NODE, "--model", str(tiny_set_model), "--json",
+                          "--mode", "groups"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "COSCHED_HOME": str(cosched_home)})
     assert out.returncode == 0, out.stderr
     assert json.loads(served) == json.loads(out.stdout)  # the service and the CLI: the same plan document

@@ -18,8 +18,7 @@ from typing import Any, Callable, Sequence
 
 from env.episode.stream import run_stream
 from env.episode.stream_gym import needs_choice
-from env.planners.continuous import Rollout
-from env.planners.streams import GreedyContinuous, Packing
+from env.planners.streams import DeepRollout, GreedyContinuous, Packing
 from training.stream.modelfile import StreamModel, load_stream_model
 from training.stream.policy import AgentSearch, AgentStream
 from training.stream.streams import eval_streams
@@ -64,7 +63,7 @@ def arms(model: str, untrained: str | None, window: int, search_window: int, sea
         "packing": Packing, "greedy-continuous": lambda: GreedyContinuous(window),
         "untrained": lambda: _named(AgentStream(raw, window), "untrained"), "agent": lambda: AgentStream(trained, window)}
     if search:
-        out["rollout"] = lambda: Rollout(window)  # as it ships (with its own guard against packing)
+        out["rollout"] = lambda: DeepRollout(window)  # as it ships (with its own guard against packing)
         out["agent-search"] = lambda: AgentSearch(trained, search_window)
     return out
 
