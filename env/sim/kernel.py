@@ -153,13 +153,6 @@ def _playout_lib() -> Any:
     return _pl
 
 
-def _mask(cpus: Sequence[int]) -> Any:
-    m = (ctypes.c_uint64 * _WORDS)()
-    for c in cpus:
-        m[c // 64] |= 1 << (c % 64)
-    return m
-
-
 class Playout:
     """``env.planners.continuous.play_out`` with ``Fill`` deciding, in C (``native/src/simkernel/playout.c``): the same
     choices and the same doubles (tests compare the values bit for bit), many times faster. One per node's memo
@@ -184,9 +177,12 @@ class Playout:
 
             self.lib.sp_set_py312(self.ctx, int(sys.version_info >= (3, 12)))  # how sum() adds floats there
         self.kinds: dict[tuple, int] = {}  # (id(params), solo_s, name) -> kind
-        self.kind_params: list[Any] = []  # kept alive: their ids name kinds
+        self.kind_params: list[Any] = []  # a job of each kind, kept alive: their params' ids name kinds
+        self.kind_solo: list[float] = []
+        self.by_job: dict[int, tuple[Any, int, int]] = {}  # id(job) -> (the job, its kind, its program's number)
+        self.per_kind: tuple | None = None
         self.names: dict[str, int] = {}
-        self.running: dict[int, tuple[Any, int]] = {}  # id(SimJob) -> (the SimJob, kept alive; its record)
+        self.running: dict[int, tuple[Any, int, tuple[int, ...]]] = {}  # id(SimJob) -> (it, its record, CPU mask)
         self.records = 0
 
     def __del__(self) -> None:
@@ -194,19 +190,51 @@ class Playout:
             self.lib.sp_delete(self.ctx)
             self.ctx = None
 
-    def _kind(self, job: Any) -> int:
-        key = (id(job.params), job.solo_s, job.name)
-        k = self.kinds.get(key)
-        if k is None:
-            k = self.kinds[key] = len(self.kind_params)
-            self.kind_params.append(job)
-            self.names.setdefault(job.name, len(self.names))
-        return k
+    def _kind(self, job: Any) -> tuple[int, int]:
+        """The job's kind (its params, time alone and program: what a play-out starts) and its program's number."""
+        hit = self.by_job.get(id(job))
+        if hit is None:
+            if len(self.by_job) > _MAX_RECORDS:
+                self.by_job.clear()  # a cache: the kinds stay
+            key = (id(job.params), job.solo_s, job.name)
+            k = self.kinds.get(key)
+            if k is None:
+                k = self.kinds[key] = len(self.kind_params)
+                self.kind_params.append(job)
+                self.kind_solo.append(job.solo_s)
+                self.names.setdefault(job.name, len(self.names))
+            hit = self.by_job[id(job)] = (job, k, self.names[job.name])  # the job kept alive: its id names it
+        return hit[1], hit[2]
 
     def _record(self, kind: int, mask: Sequence[int], rec: bytes) -> int:
         self.records += 1
         m = (ctypes.c_uint64 * _WORDS)(*mask)
         return self.lib.sp_add_record(self.ctx, kind, m, rec, len(rec) // 8)
+
+    def _running(self, r: Any) -> tuple[int, tuple[int, ...]]:
+        """A running job's record (its own SimJob's) and its CPUs as mask words."""
+        hit = self.running.get(id(r.sim))
+        if hit is None:
+            words = [0] * _WORDS
+            for c in r.alloc.cpus:
+                words[c // 64] |= 1 << (c % 64)
+            rec = job_record(r.sim)
+            self.records += 1
+            hit = self.running[id(r.sim)] = (r.sim, self.lib.sp_add_record(
+                self.ctx, -1, (ctypes.c_uint64 * _WORDS)(*words), rec, len(rec) // 8), tuple(words))
+        return hit[1], hit[2]
+
+    def _per_kind(self, solo: dict[str, float]) -> tuple[Any, Any]:
+        """The kinds' own times alone and their programs' (``solo``, the base's), as C arrays, kept until a kind is
+        added or another ``solo`` is given."""
+        key = (id(solo), len(self.kind_params))
+        if self.per_kind is None or self.per_kind[0] != key:
+            n = max(1, len(self.kind_params))
+            own = array("d", self.kind_solo or [0.0])
+            prog = array("d", [solo[j.name] for j in self.kind_params] or [0.0])
+            self.per_kind = (key, solo, own, prog, (ctypes.c_double * n).from_buffer(own),
+                             (ctypes.c_double * n).from_buffer(prog))
+        return self.per_kind[4], self.per_kind[5]
 
     def play(self, sim: Any, queue: Sequence[Any], cmax: int, window: int, solo: dict[str, float], objective: str,
              hold_weight: float, ends: Sequence[float], held: float) -> float | None:
@@ -219,35 +247,29 @@ class Playout:
                 return None
         running = list(sim.running.values())
         try:
-            run_solo = [solo[r.name] for r in running]
-            kinds = [self._kind(j) for j in queue]
-            kind_run_solo = [solo[j.name] for j in self.kind_params]
+            run_solo = array("d", [solo[r.name] for r in running] or [0.0])
+            queued = [self._kind(j) for j in queue]
+            kind_solo, kind_run_solo = self._per_kind(solo)
         except KeyError:
             return None  # the Python play-out says what is missing
-        recs = []
-        for r in running:
-            hit = self.running.get(id(r.sim))
-            if hit is None:
-                m = _mask(r.alloc.cpus)
-                self.records += 1
-                hit = self.running[id(r.sim)] = (r.sim, self.lib.sp_add_record(self.ctx, -1, m, job_record(r.sim),
-                                                                                len(job_record(r.sim)) // 8))
-            recs.append(hit[1])
-        masks = (ctypes.c_uint64 * (_WORDS * max(1, len(running))))()
-        for a, r in enumerate(running):
-            for c in r.alloc.cpus:
-                masks[a * _WORDS + c // 64] |= 1 << (c % 64)
-        nk = len(self.kind_params)
+        recs, words = array("i", [0]), array("Q", [0] * _WORDS)
+        if running:
+            held_by = [self._running(r) for r in running]
+            recs = array("i", [h[0] for h in held_by])
+            words = array("Q", [w for h in held_by for w in h[1]])
+        left = array("d", [r.left for r in running] or [0.0])
+        factor = array("d", [r.factor for r in running] or [0.0])
+        kinds = array("i", [k for k, _ in queued] or [0])
+        names = array("i", [n for _, n in queued] or [0])
+        done = array("d", list(ends) or [0.0])
+
+        def c(kind: Any, a: array) -> Any:
+            return (kind * len(a)).from_buffer(a)
+
         st = _State(cmax, window, 0 if objective == "makespan" else 1, hold_weight, sim.now, held,
-                    len(running), (ctypes.c_int * max(1, len(recs)))(*recs),
-                    (ctypes.c_double * max(1, len(running)))(*[r.left for r in running]),
-                    (ctypes.c_double * max(1, len(running)))(*[r.factor for r in running]),
-                    (ctypes.c_double * max(1, len(running)))(*run_solo), masks,
-                    len(queue), (ctypes.c_int * max(1, len(queue)))(*kinds),
-                    (ctypes.c_int * max(1, len(queue)))(*[self.names[j.name] for j in queue]),
-                    (ctypes.c_double * max(1, nk))(*[j.solo_s for j in self.kind_params]),
-                    (ctypes.c_double * max(1, nk))(*kind_run_solo),
-                    len(ends), (ctypes.c_double * max(1, len(ends)))(*ends))
+                    len(running), c(ctypes.c_int, recs), c(ctypes.c_double, left), c(ctypes.c_double, factor),
+                    c(ctypes.c_double, run_solo), c(ctypes.c_uint64, words), len(queue), c(ctypes.c_int, kinds),
+                    c(ctypes.c_int, names), kind_solo, kind_run_solo, len(ends), c(ctypes.c_double, done))
         value, need = ctypes.c_double(), ctypes.c_int()
         need_mask = (ctypes.c_uint64 * _WORDS)()
         for _ in range(10_000):
