@@ -239,9 +239,9 @@ class Proposals:
 
 def play_out(sim: StreamNode, queue: list[StreamJob], cmax: int, base: Fill | PackingBase, objective: str,
              ends: list[float] | None = None, held: float = 0.0) -> float:
-    """The known jobs decided by ``base`` from this state to the last end, on ``sim`` (changed): the objective's
-    value (lower is better) over the jobs that end from now on, and ``ends`` (those that ended since the search's
-    event); ``held``: the node-seconds the known jobs held since then (``objective_value``)."""
+    """The known jobs decided by ``base`` from this state to the last end, on ``sim`` (which it may change, as
+    ``queue``): the objective's value (lower is better) over the jobs that end from now on, and ``ends`` (those that
+    ended since the search's event); ``held``: the node-seconds the known jobs held since then (``objective_value``)."""
     if type(base) is Fill:  # the same play in C where the node's kernel is built (the same value, to the bit)
         value = base.play_c(sim, queue, cmax, objective, ends or [], held)
         if value is not None:

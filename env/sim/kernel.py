@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 from array import array
 from pathlib import Path
 from typing import Any, Sequence
@@ -181,6 +182,7 @@ class Playout:
         self.kind_solo: list[float] = []
         self.by_job: dict[int, tuple[Any, int, int]] = {}  # id(job) -> (the job, its kind, its program's number)
         self.per_kind: tuple | None = None
+        self.lock = threading.Lock()
         self.names: dict[str, int] = {}
         self.running: dict[int, tuple[Any, int, tuple[int, ...]]] = {}  # id(SimJob) -> (it, its record, CPU mask)
         self.records = 0
@@ -238,11 +240,19 @@ class Playout:
 
     def play(self, sim: Any, queue: Sequence[Any], cmax: int, window: int, solo: dict[str, float], objective: str,
              hold_weight: float, ends: Sequence[float], held: float) -> float | None:
+        """The play-out's value (``play_out``'s), or None where Python must play it."""
+        with self.lock:  # one thread at a time in a context (ctypes lets others run during its calls)
+            return self._play(sim, queue, cmax, window, solo, objective, hold_weight, ends, held)
+
+    def _play(self, sim: Any, queue: Sequence[Any], cmax: int, window: int, solo: dict[str, float], objective: str,
+              hold_weight: float, ends: Sequence[float], held: float) -> float | None:
         if not self.ctx or len(queue) > _MAX_QUEUE or not 1 <= cmax <= MAX_JOBS:
             return None
         if self.records > _MAX_RECORDS:  # start afresh: the records met long ago are rarely met again
+            lock = self.lock
             self.lib.sp_delete(self.ctx)
             self.__init__(self.g, self.node)  # type: ignore[misc]
+            self.lock = lock  # held by this call
             if not self.ctx:
                 return None
         running = list(sim.running.values())

@@ -181,3 +181,18 @@ def test_the_play_out_runs_in_python_without_the_kernel(monkeypatch) -> None:
     fresh = StreamNode(spec, world_for(spec).params)
     assert fill.play_c(fresh, list(jobs), 2, "makespan", [], 0.0) is None
     assert continuous.play_out(fresh.fork(), list(jobs), 2, fill, "makespan") == fast
+
+
+def test_a_play_out_context_started_afresh_gives_the_same_plays(monkeypatch) -> None:
+    """Past its bound on job records a node's play-out context starts afresh (records and solves met again): the
+    search's decisions stay the same."""
+    from env.episode.stream import run_stream
+    from env.planners.continuous import Rollout
+    from training.stream.streams import saturated
+
+    spec = load_node("sim:reference")
+    jobs = saturated(spec, 12, 9)
+    kept = run_stream(spec, jobs, 3, Rollout(window=6, candidates=4))
+    monkeypatch.setattr(kernel, "_MAX_RECORDS", 5)
+    fresh = run_stream(spec, jobs, 3, Rollout(window=6, candidates=4))
+    assert fresh.jobs == kept.jobs and fresh.makespan_s == kept.makespan_s
