@@ -1,4 +1,5 @@
 """Continuous decisions searched on the node model: ``rollout`` (and the pieces ``agent-search`` for streams reuses).
+``rollout`` as it ships (``env.planners.streams.DeepRollout``) values a saturated queue's starts one level deeper.
 
 At an event the search builds its decision one start at a time. For each start it weighs a few candidates, each
 played forward on the node model (``StreamNode.fork``) to the end of the jobs it knows (the running ones and the
@@ -17,8 +18,9 @@ error (``Rollout._robust``): it never stops with a CPU free while a job could st
 within ``margin`` of the best it takes the longest job first (makespan objective).
 
 Each candidate's future is decided by ``Fill``: at every event each place gets an even share of the free CPUs (the
-last place all of them), compact, and the job of the first W with the highest instantaneous work rate there. The
-objective is the stream's: the last known job's end (saturated streams; the mean end breaks ties) or the sum of the
+last place all of them), compact, and the job of the first W with the highest instantaneous work rate there (played
+in C where the node's kernel is built: ``env.sim.kernel.Playout``). The objective is the stream's: the last known
+job's end (saturated streams) or the sum of the
 known jobs' ends, i.e. their turnaround, plus the node-seconds they hold, the wait of the next job to come
 (streams with arrivals; ``objective_value``). Every figure it makes on a simulated node is
 simulated; on a real node it is the calibrated model's prediction.

@@ -132,7 +132,7 @@ class Groups:
 
 #: A saturated queue (every job known, the makespan objective): ``rollout`` chooses each start as ``best-found`` does
 #: while at most this many jobs are known, ``Fill``'s play-outs beyond. Set from the cost, before any figure with it:
-#: the guard's play of a 48-job stream (every decision of it) takes 14-20 s of one core on sim:reference with the
+#: the guard's play of a 48-job stream (every decision of it) takes 10-21 s of one core on sim:reference with the
 #: play-outs in C (docs/continuous.md).
 DEEP_MAX_MAKESPAN = 48
 
