@@ -26,10 +26,11 @@ MAX_DOMAINS, MAX_L3, MAX_JOBS = 16, 64, 8  # native/src/simkernel/simgroup.h
 _lib: Any = None
 _solve: Any = None
 _why = ""
+_dll: Any = None  # the library itself (the play-out's functions are declared from it)
 
 
 def _load() -> Any:
-    global _lib, _solve, _why
+    global _lib, _solve, _why, _dll
     if _lib is not None or _why:
         return _lib
     if os.environ.get("COSCHED_SIM_KERNEL", "auto") == "python":
@@ -48,7 +49,7 @@ def _load() -> Any:
     sv.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_int,
                    ctypes.POINTER(ctypes.c_double)]
     sv.restype = ctypes.c_int
-    _lib, _solve = fn, sv
+    _lib, _solve, _dll = fn, sv, lib
     return fn
 
 
@@ -137,7 +138,7 @@ def _playout_lib() -> Any:
     """The library with its play-out functions declared, or None."""
     global _pl
     if _pl is None and _load() is not None:
-        lib = ctypes.CDLL(str(LIB))
+        lib = _dll
         if hasattr(lib, "sp_play_fill"):
             lib.sp_new.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int),
                                    ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int), ctypes.c_int]
@@ -179,7 +180,6 @@ class Playout:
             self.lib.sp_set_py312(self.ctx, int(sys.version_info >= (3, 12)))  # how sum() adds floats there
         self.kinds: dict[tuple, int] = {}  # (id(params), solo_s, name) -> kind
         self.kind_params: list[Any] = []  # a job of each kind, kept alive: their params' ids name kinds
-        self.kind_solo: list[float] = []
         self.by_job: dict[int, tuple[Any, int, int]] = {}  # id(job) -> (the job, its kind, its program's number)
         self.per_kind: tuple | None = None
         self.lock = threading.Lock()
@@ -203,7 +203,6 @@ class Playout:
             if k is None:
                 k = self.kinds[key] = len(self.kind_params)
                 self.kind_params.append(job)
-                self.kind_solo.append(job.solo_s)
                 self.names.setdefault(job.name, len(self.names))
             hit = self.by_job[id(job)] = (job, k, self.names[job.name])  # the job kept alive: its id names it
         return hit[1], hit[2]
@@ -232,7 +231,7 @@ class Playout:
         key = (id(solo), len(self.kind_params))
         if self.per_kind is None or self.per_kind[0] != key:
             n = max(1, len(self.kind_params))
-            own = array("d", self.kind_solo or [0.0])
+            own = array("d", [j.solo_s for j in self.kind_params] or [0.0])
             prog = array("d", [solo[j.name] for j in self.kind_params] or [0.0])
             self.per_kind = (key, solo, own, prog, (ctypes.c_double * n).from_buffer(own),
                              (ctypes.c_double * n).from_buffer(prog))

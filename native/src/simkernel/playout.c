@@ -62,7 +62,7 @@ static uint64_t hash_kind(int kind, const uint64_t *mask) {
     return h ^ (h >> 29);
 }
 
-static void sp_free(sp_ctx *c) {
+__attribute__((visibility("default"))) void sp_delete(sp_ctx *c) {
     if (!c)
         return;
     for (int d = 0; d < c->ndom; d++)
@@ -77,8 +77,6 @@ static void sp_free(sp_ctx *c) {
     free(c);
 }
 
-__attribute__((visibility("default"))) void sp_delete(sp_ctx *c) { sp_free(c); }
-
 __attribute__((visibility("default"))) sp_ctx *sp_new(const double *node, int node_len, int ndom, const int *dom_ids,
                                                       const int *dom_ncpu, const int *dom_cpus, int ncpus) {
     if (node_len < 1 || ndom < 1 || ndom > MAX_DOMS || ncpus < 1)
@@ -90,7 +88,7 @@ __attribute__((visibility("default"))) sp_ctx *sp_new(const double *node, int no
     c->kinds = malloc(sizeof(kind_slot) * 1024);
     c->memo = calloc((size_t)1 << MEMO_BITS, sizeof(memo_slot));
     if (!c->node || !c->kinds || !c->memo) {
-        sp_free(c);
+        sp_delete(c);
         return NULL;
     }
     memcpy(c->node, node, sizeof(double) * (size_t)node_len);
@@ -106,13 +104,13 @@ __attribute__((visibility("default"))) sp_ctx *sp_new(const double *node, int no
         c->dom_cpus[d] = malloc(sizeof(int) * (size_t)(dom_ncpu[d] > 0 ? dom_ncpu[d] : 1));
         c->ndom = d + 1;
         if (!c->dom_cpus[d]) {
-            sp_free(c);
+            sp_delete(c);
             return NULL;
         }
         for (int i = 0; i < dom_ncpu[d]; i++) {
             int cpu = dom_cpus[off++];
             if (cpu < 0 || cpu >= SP_MAX_CPUS) {
-                sp_free(c);
+                sp_delete(c);
                 return NULL;
             }
             c->dom_cpus[d][i] = cpu;
